@@ -1,0 +1,1 @@
+"""tiervault: a tiered knowledge vault for AI agents."""

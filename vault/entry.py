@@ -1,0 +1,289 @@
+"""The knowledge entry: one pattern, anti-pattern, rule, playbook, decision or reference.
+
+``Entry`` is a frozen, validated value. Build it with :func:`Entry.create` (or
+:meth:`Entry.from_dict` for JSON), which checks every field and names the field
+and the allowed values when one is wrong. Timestamps are ``float`` unix seconds
+in memory and ISO 8601 UTC on the wire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import unicodedata
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from tiervault.errors import ValidationError
+
+__all__ = [
+    "Entry",
+    "ENTRY_TYPES",
+    "SEVERITIES",
+    "ORIGINS",
+    "LINK_TYPES",
+    "FEEDBACK_ACTIONS",
+    "MAX_TEXT_CHARS",
+    "parse_timestamp",
+    "format_timestamp",
+    "slugify",
+]
+
+ENTRY_TYPES = ("pattern", "anti-pattern", "rule", "playbook", "decision", "reference")
+SEVERITIES = ("critical", "warning", "suggestion")
+ORIGINS = ("agent", "user", "pack")
+LINK_TYPES = ("supports", "contradicts", "extends", "sequences")
+FEEDBACK_ACTIONS = ("accepted", "modified", "dismissed", "failed")
+
+#: Documented bounds: a captured text field holds at most this many characters.
+MAX_TEXT_CHARS = 100_000
+MAX_TITLE_CHARS = 300
+MAX_ID_CHARS = 128
+MAX_TAGS = 64
+MAX_TAG_CHARS = 64
+MAX_DOMAIN_CHARS = 64
+
+_ID_RE = re.compile(r"^[a-z0-9_.-]{1,128}$")
+_TAG_RE = re.compile(r"^[^\s,\x00-\x1f]{1,64}$")
+_CONTENT_FIELDS = ("type", "domain", "title", "description", "context", "example",
+                   "counter_example", "why", "tags", "applies_to", "severity")
+
+
+def parse_timestamp(value: Any, field_name: str) -> float | None:
+    """ISO 8601 string, unix seconds (int/float/numeric string) or None -> unix seconds."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValidationError(field_name, f"expected a timestamp, got {value!r}")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValidationError(field_name, f"expected a finite timestamp, got {value!r}")
+        return float(value)
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValidationError(
+                field_name,
+                f"{value[:60]!r} is not a timestamp; use ISO 8601 "
+                "(2026-01-31T12:00:00Z) or unix seconds",
+            ) from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    raise ValidationError(field_name, f"expected a timestamp, got {type(value).__name__}")
+
+
+def format_timestamp(ts: float | None) -> str | None:
+    """Unix seconds -> ISO 8601 UTC with a ``Z`` suffix (microseconds kept when present)."""
+    if ts is None:
+        return None
+    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    spec = "microseconds" if dt.microsecond else "seconds"
+    return dt.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def slugify(title: str) -> str:
+    """A readable id from a title: ``"Use JWT rotation!"`` -> ``"use-jwt-rotation"``."""
+    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80].strip("-")
+    return slug or "entry"
+
+
+def _text(data: Mapping[str, Any], name: str, *, required: bool = False,
+          limit: int = MAX_TEXT_CHARS) -> str:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise ValidationError(name, "is required")
+        return ""
+    if not isinstance(value, str):
+        raise ValidationError(name, f"expected a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(name, "contains a NUL byte")
+    if required and not value.strip():
+        raise ValidationError(name, "is required and must not be blank")
+    if len(value) > limit:
+        raise ValidationError(name, f"is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+def _choice(data: Mapping[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = data.get(name)
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(name, f"{value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _string_list(data: Mapping[str, Any], name: str, *, lower: bool) -> tuple[str, ...]:
+    value = data.get(name)
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        value = [part for part in value.split(",")]
+    if not isinstance(value, (list, tuple)):
+        raise ValidationError(name, f"expected a list of strings, got {type(value).__name__}")
+    if len(value) > MAX_TAGS:
+        raise ValidationError(name, f"has {len(value)} items; the limit is {MAX_TAGS}")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValidationError(name, f"items must be strings, got {item!r}")
+        item = item.strip()
+        if lower:
+            item = item.lower()
+        if not item:
+            continue
+        if not _TAG_RE.match(item):
+            raise ValidationError(
+                name, f"{item[:40]!r} is not allowed: 1-{MAX_TAG_CHARS} characters, "
+                "no spaces, commas or control characters")
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One unit of knowledge. Construct with :meth:`create` / :meth:`from_dict`."""
+
+    id: str
+    title: str
+    description: str
+    type: str = "pattern"
+    domain: str = "general"
+    context: str = ""
+    example: str = ""
+    counter_example: str = ""
+    why: str = ""
+    tags: tuple[str, ...] = ()
+    applies_to: tuple[str, ...] = ()
+    severity: str = "suggestion"
+    origin: str = "agent"
+    valid_from: float | None = None
+    valid_until: float | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    content_hash: str = field(default="", compare=False)
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def create(cls, **fields_: Any) -> "Entry":
+        """Validate keyword fields and build an entry (the id defaults to a slug of the title)."""
+        return cls.from_dict(fields_)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Entry":
+        """Validate a JSON-like mapping; unknown keys are an error naming them."""
+        if not isinstance(data, Mapping):
+            raise ValidationError("entry", f"expected an object, got {type(data).__name__}")
+        unknown = set(data) - _FIELD_NAMES
+        if unknown:
+            raise ValidationError(
+                sorted(unknown)[0],
+                f"unknown field; allowed fields are {', '.join(sorted(_FIELD_NAMES))}")
+        title = _text(data, "title", required=True, limit=MAX_TITLE_CHARS)
+        description = _text(data, "description", required=True)
+        raw_id = data.get("id")
+        if raw_id is None or raw_id == "":
+            entry_id = slugify(title)
+        elif not isinstance(raw_id, str) or not _ID_RE.match(raw_id):
+            raise ValidationError(
+                "id", f"{str(raw_id)[:60]!r} is not a valid id: 1-{MAX_ID_CHARS} characters "
+                "of lowercase letters, digits, '-', '_' or '.'")
+        else:
+            entry_id = raw_id
+        domain = _text(data, "domain", limit=MAX_DOMAIN_CHARS).strip().lower() or "general"
+        if any(ch.isspace() or ch == "," for ch in domain):
+            raise ValidationError("domain", f"{domain!r} must be one word (no spaces or commas)")
+        valid_from = parse_timestamp(data.get("valid_from"), "valid_from")
+        valid_until = parse_timestamp(data.get("valid_until"), "valid_until")
+        if valid_from is not None and valid_until is not None and valid_until <= valid_from:
+            raise ValidationError("valid_until", "must be later than valid_from")
+        entry = cls(
+            id=entry_id,
+            title=title,
+            description=description,
+            type=_choice(data, "type", ENTRY_TYPES, "pattern"),
+            domain=domain,
+            context=_text(data, "context"),
+            example=_text(data, "example"),
+            counter_example=_text(data, "counter_example"),
+            why=_text(data, "why"),
+            tags=_string_list(data, "tags", lower=True),
+            applies_to=_string_list(data, "applies_to", lower=False),
+            severity=_choice(data, "severity", SEVERITIES, "suggestion"),
+            origin=_choice(data, "origin", ORIGINS, "agent"),
+            valid_from=valid_from,
+            valid_until=valid_until,
+            created_at=parse_timestamp(data.get("created_at"), "created_at"),
+            updated_at=parse_timestamp(data.get("updated_at"), "updated_at"),
+        )
+        return replace(entry, content_hash=entry.compute_hash())
+
+    # -- derived values -----------------------------------------------------
+    def compute_hash(self) -> str:
+        """sha256 over the normalised content fields (not id, origin or timestamps).
+
+        Two tiers holding the same knowledge under different ids share this hash,
+        which is how the VaultManager spots cross-tier duplicates.
+        """
+        payload = {}
+        for name in _CONTENT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = " ".join(value.split()).casefold()
+            elif isinstance(value, tuple):
+                value = sorted(v.casefold() for v in value)
+            payload[name] = value
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    def with_times(self, created_at: float | None, updated_at: float | None) -> "Entry":
+        """A copy with store-assigned timestamps."""
+        return replace(self, created_at=created_at, updated_at=updated_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping: lists for tuples, ISO 8601 UTC for timestamps."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif f.name in _TIME_FIELDS:
+                value = format_timestamp(value)
+            out[f.name] = value
+        return out
+
+    @property
+    def tag_text(self) -> str:
+        """Tags as space-separated words, the form FTS5 indexes."""
+        return " ".join(self.tags)
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(Entry))
+_TIME_FIELDS = frozenset({"valid_from", "valid_until", "created_at", "updated_at"})
+
+
+def entries_from_dicts(items: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """Validate many mappings; the first bad one raises naming its position."""
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(Entry.from_dict(item))
+        except ValidationError as exc:
+            raise ValidationError(f"entries[{i}].{exc.field}", str(exc).split(": ", 1)[1]) from exc
+    return out

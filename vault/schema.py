@@ -1,0 +1,158 @@
+"""Tier schema and forward migrations, versioned with ``PRAGMA user_version``.
+
+Each migration is a list of statements applied in one transaction. A tier at
+version k opens by running migrations k+1..latest; a tier whose version is
+higher than :data:`SCHEMA_VERSION` was written by a newer tiervault and is
+refused (opening it could silently drop data we do not understand).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
+
+#: Written to ``PRAGMA application_id`` so a random SQLite file is not taken for a tier.
+APPLICATION_ID = 0x54565431  # "TVT1"
+
+#: FTS5 column order. bm25() takes its weights in this order.
+FTS_COLUMNS = ("id", "title", "description", "context", "tags")
+#: Field weights of the reference design: title 10, id 5, description 3, tags 2, context 1.
+FTS_WEIGHTS = (5.0, 10.0, 3.0, 1.0, 2.0)
+
+_V1 = [
+    """CREATE TABLE entries (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        type TEXT NOT NULL,
+        domain TEXT NOT NULL,
+        title TEXT NOT NULL,
+        description TEXT NOT NULL,
+        context TEXT NOT NULL DEFAULT '',
+        example TEXT NOT NULL DEFAULT '',
+        counter_example TEXT NOT NULL DEFAULT '',
+        why TEXT NOT NULL DEFAULT '',
+        tags TEXT NOT NULL DEFAULT '',
+        applies_to TEXT NOT NULL DEFAULT '[]',
+        severity TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        valid_from REAL,
+        valid_until REAL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        content_hash TEXT NOT NULL
+    )""",
+    "CREATE INDEX entries_domain ON entries(domain)",
+    "CREATE INDEX entries_hash ON entries(content_hash)",
+    """CREATE VIRTUAL TABLE entries_fts USING fts5(
+        id, title, description, context, tags,
+        content='entries', content_rowid='rowid', tokenize='porter unicode61')""",
+    """CREATE TRIGGER entries_ai AFTER INSERT ON entries BEGIN
+        INSERT INTO entries_fts(rowid, id, title, description, context, tags)
+        VALUES (new.rowid, new.id, new.title, new.description, new.context, new.tags);
+    END""",
+    """CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
+        INSERT INTO entries_fts(entries_fts, rowid, id, title, description, context, tags)
+        VALUES ('delete', old.rowid, old.id, old.title, old.description, old.context, old.tags);
+    END""",
+    """CREATE TRIGGER entries_au AFTER UPDATE ON entries BEGIN
+        INSERT INTO entries_fts(entries_fts, rowid, id, title, description, context, tags)
+        VALUES ('delete', old.rowid, old.id, old.title, old.description, old.context, old.tags);
+        INSERT INTO entries_fts(rowid, id, title, description, context, tags)
+        VALUES (new.rowid, new.id, new.title, new.description, new.context, new.tags);
+    END""",
+    """CREATE TABLE links (
+        source_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+        target_id TEXT NOT NULL,
+        link_type TEXT NOT NULL
+            CHECK (link_type IN ('supports', 'contradicts', 'extends', 'sequences')),
+        note TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        PRIMARY KEY (source_id, target_id, link_type)
+    )""",
+    "CREATE INDEX links_target ON links(target_id)",
+    # A link's target may live in another tier, so only a same-tier target cascades.
+    """CREATE TRIGGER entries_links_ad AFTER DELETE ON entries BEGIN
+        DELETE FROM links WHERE target_id = old.id;
+    END""",
+    """CREATE TABLE feedback (
+        seq INTEGER PRIMARY KEY,
+        query TEXT NOT NULL,
+        entry_id TEXT NOT NULL,
+        action TEXT NOT NULL CHECK (action IN ('accepted', 'modified', 'dismissed', 'failed')),
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX feedback_entry ON feedback(entry_id)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+]
+
+_V2 = [
+    """CREATE TABLE memories (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        summary TEXT NOT NULL,
+        context TEXT NOT NULL DEFAULT '',
+        topics TEXT NOT NULL DEFAULT '',
+        project TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    )""",
+    """CREATE VIRTUAL TABLE memories_fts USING fts5(
+        summary, context, topics, project,
+        content='memories', content_rowid='rowid', tokenize='porter unicode61')""",
+    """CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, summary, context, topics, project)
+        VALUES (new.rowid, new.summary, new.context, new.topics, new.project);
+    END""",
+    """CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, summary, context, topics, project)
+        VALUES ('delete', old.rowid, old.summary, old.context, old.topics, old.project);
+    END""",
+    """CREATE TABLE entry_vectors (
+        entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        dim INTEGER NOT NULL,
+        input_hash TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (entry_id, model)
+    )""",
+    """CREATE TABLE embedding_state (
+        entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'ok', 'error')),
+        input_hash TEXT NOT NULL DEFAULT '',
+        error TEXT NOT NULL DEFAULT '',
+        retries INTEGER NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (entry_id, model)
+    )""",
+    "CREATE INDEX embedding_state_todo ON embedding_state(model, state)",
+]
+
+#: MIGRATIONS[k] brings a tier from version k to k+1.
+MIGRATIONS: list[list[str]] = [_V1, _V2]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Apply pending migrations up to ``target`` in one transaction; return the old version.
+
+    The caller has checked that the file is a tier (or empty) and not newer.
+    """
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current >= target:
+        return current
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read inside the write lock: another process may have migrated meanwhile.
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        for version in range(current, target):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {int(target)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return current
