@@ -1,0 +1,148 @@
+"""Frozen, validated settings: what :func:`tiervault.config.load_settings` returns.
+
+These classes hold already-validated values; they do not validate themselves.
+Build them through the loader (or by hand in tests). Secrets are wrapped in
+:class:`Secret` so that no repr, str, f-string or log line can show an API key.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+__all__ = [
+    "Secret",
+    "EmbeddingConfig",
+    "TierConfig",
+    "BrainConfig",
+    "Settings",
+    "DEFAULT_TIER_WEIGHTS",
+    "DEFAULT_EMBEDDING_MODELS",
+    "EMBEDDING_PROVIDERS",
+    "BRAIN_WEIGHT_KEYS",
+    "TIER_NAMES",
+    "FEATURE_EMBEDDING",
+]
+
+TIER_NAMES = ("agent", "project", "team")
+DEFAULT_TIER_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {"agent": 1.0, "project": 0.8, "team": 0.6}
+)
+EMBEDDING_PROVIDERS = ("openai", "voyage", "ollama", "http", "hash", "local")
+# "http" has no default: a generic endpoint's model name cannot be guessed.
+DEFAULT_EMBEDDING_MODELS: Mapping[str, str] = MappingProxyType(
+    {
+        "openai": "text-embedding-3-small",
+        "voyage": "voyage-3.5",
+        "ollama": "nomic-embed-text",
+        "hash": "hash-v1",
+        "local": "all-MiniLM-L6-v2-int8",
+    }
+)
+# The seven brain signals, spelled as in the seed's score breakdown.
+BRAIN_WEIGHT_KEYS = (
+    "semantic",
+    "vector",
+    "severity",
+    "temporalDecay",
+    "tagOverlap",
+    "domainMatch",
+    "graphProximity",
+)
+FEATURE_EMBEDDING = "embedding-enabled"
+
+
+class Secret:
+    """A string that never shows itself: repr/str give ``Secret('***')``.
+
+    Call :meth:`reveal` only at the point of use (an HTTP header), never to log.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        object.__setattr__(self, "_value", value)
+
+    def reveal(self) -> str:
+        """The wrapped value. Do not print it."""
+        return self._value
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Secret is immutable")
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Secret):
+            return NotImplemented
+        # Constant-time: equality of keys should not leak their prefix via timing.
+        return hmac.compare_digest(self._value.encode(), other._value.encode())
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingConfig:
+    """The ``embedding:`` block. ``api_keys`` is the whole key pool (rotated on 429);
+    ``api_key`` is its first key (None when the pool is empty)."""
+
+    provider: str
+    model: str
+    api_key: Secret | None
+    base_url: str | None
+    batch_size: int | None
+    input_type: str | None
+    dim: int | None
+    timeout_s: float = 30.0
+    max_input_chars: int = 8000
+    model_path: str | None = None
+    api_keys: tuple[Secret, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TierConfig:
+    """One SQLite tier: ``agent``/``project``/``team`` or a named read-only source."""
+
+    name: str
+    path: Path
+    weight: float
+    read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BrainConfig:
+    """``brain:`` overrides. ``weights`` replaces individual base (FTS-only) signal
+    weights; keys are those of :data:`BRAIN_WEIGHT_KEYS`; None means no override."""
+
+    half_life_days: float = 365.0
+    feedback_threshold: int = 30
+    weights: Mapping[str, float] | None = None
+    small_corpus_guard: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a tiervault process needs to know, after all layers are merged."""
+
+    agent_id: str
+    tiers: tuple[TierConfig, ...]
+    embedding: EmbeddingConfig | None
+    features: frozenset[str]
+    brain: BrainConfig
+    config_path: Path | None
+
+    def tier(self, name: str) -> TierConfig | None:
+        """The tier called ``name`` (a built-in tier or a source), or None."""
+        return next((t for t in self.tiers if t.name == name), None)
+
+    @property
+    def embedding_enabled(self) -> bool:
+        """Vector search is on only with an embedding block AND the feature flag."""
+        return self.embedding is not None and FEATURE_EMBEDDING in self.features
