@@ -127,6 +127,18 @@ _V2 = [
         PRIMARY KEY (entry_id, model)
     )""",
     "CREATE INDEX embedding_state_todo ON embedding_state(model, state)",
+    # Change tracking for in-memory mirrors: every write transaction takes the next
+    # generation number; rows carry the generation that last wrote them and deletes
+    # leave a tombstone, so a mirror at generation g catches up with `> g` reads.
+    "ALTER TABLE entries ADD COLUMN gen INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX entries_gen ON entries(gen)",
+    "CREATE TABLE tombstones (row INTEGER NOT NULL, gen INTEGER NOT NULL)",
+    "CREATE INDEX tombstones_gen ON tombstones(gen)",
+    """CREATE TRIGGER entries_tomb_ad AFTER DELETE ON entries BEGIN
+        INSERT INTO tombstones(row, gen)
+        VALUES (old.rowid, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'));
+    END""",
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('gen', '0')",
 ]
 
 #: MIGRATIONS[k] brings a tier from version k to k+1.

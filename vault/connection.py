@@ -1,0 +1,139 @@
+"""Opening a tier's SQLite file safely: checks, pragmas, migrations, busy retries.
+
+This module and :mod:`tiervault.vault.store` are the only places that speak
+SQLite; a PostgreSQL tier would replace both behind the same ``TierStore`` API.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+
+from tiervault.errors import StorageError, TierUnavailable
+from tiervault.vault.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
+
+__all__ = ["open_tier_connection", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS"]
+
+#: SQLite waits this long on a lock before reporting busy; the store then retries
+#: BEGIN with jittered backoff for up to BUSY_RETRY_SECONDS more.
+BUSY_TIMEOUT_MS = 5_000
+BUSY_RETRY_SECONDS = 60.0
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True for SQLite's transient "database is locked/busy" errors."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the tier file owner-only (0600) before SQLite touches it.
+
+    SQLite gives its -wal and -shm files the permissions of the main file,
+    so the whole tier stays private to its owner.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool) -> sqlite3.Connection:
+    """Open, verify and migrate a tier; every failure is a TierUnavailable naming the file."""
+    if path.is_dir():
+        raise TierUnavailable(name, str(path), "is a directory; point the tier at a .db file")
+    if not path.exists():
+        if not create:
+            raise TierUnavailable(name, str(path), "does not exist")
+        try:
+            _create_private_file(path)
+        except OSError as exc:
+            raise TierUnavailable(name, str(path), f"cannot be created: {exc.strerror}") from exc
+    try:
+        if read_only:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        else:
+            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise TierUnavailable(name, str(path), f"is corrupt or not an SQLite database ({exc})") from exc
+    if tables and app_id != APPLICATION_ID:
+        conn.close()
+        raise TierUnavailable(name, str(path), "is an SQLite file but not a tiervault tier")
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise TierUnavailable(
+            name, str(path),
+            f"was written by a newer tiervault (schema v{version}, this version reads up to "
+            f"v{SCHEMA_VERSION}); upgrade tiervault to open it")
+    try:
+        if not read_only:
+            conn.execute("PRAGMA journal_mode = WAL")
+            # NORMAL is durable across process crashes in WAL mode (only an OS crash
+            # can lose the last commits), and makes bulk writes several times faster.
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA cache_size = -65536")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        if version < SCHEMA_VERSION:
+            if read_only:
+                raise TierUnavailable(
+                    name, str(path),
+                    f"uses schema v{version} and needs a migration to v{SCHEMA_VERSION}; "
+                    "open it once without read-only")
+            for attempt in _busy_retrying():
+                with attempt:
+                    migrate(conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise TierUnavailable(name, str(path), f"cannot be opened: {exc}") from exc
+    return conn
+
+
+def _busy_retrying() -> Retrying:
+    return Retrying(
+        retry=retry_if_exception(is_busy),
+        wait=wait_random_exponential(multiplier=0.01, max=0.5),
+        stop=stop_after_delay(BUSY_RETRY_SECONDS),
+        reraise=True,
+    )
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection, lock: threading.RLock) -> Iterator[int]:
+    """BEGIN IMMEDIATE (retrying while busy) ... COMMIT; yields this write's generation.
+
+    Every write transaction bumps ``meta.gen`` so in-memory mirrors can catch up
+    on exactly the rows written after the generation they last saw.
+    """
+    with lock:
+        try:
+            for attempt in _busy_retrying():
+                with attempt:
+                    conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError(f"could not start a write transaction: {exc}") from exc
+        try:
+            gen = conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'gen' "
+                "RETURNING CAST(value AS INTEGER)").fetchone()[0]
+            yield gen
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise

@@ -1,0 +1,60 @@
+"""Lexical scoring maths as small pure numpy functions (BM25 as FTS5 defines it).
+
+FTS5's ``bm25()`` (``fts5_aux.c``) scores a row for phrases ``q_i`` as
+
+    score = sum_i idf_i * f_i * (k1 + 1) / (f_i + k1 * (1 - b + b * len / avglen))
+
+with ``f_i = sum_c w_c * tf(q_i, c)`` (column-weighted term frequency),
+``len`` the row's token count over all columns, ``avglen`` the mean of that
+over all rows, ``k1 = 1.2``, ``b = 0.75`` and
+
+    idf_i = ln((N - n_i + 0.5) / (n_i + 0.5)), replaced by 1e-6 when <= 0,
+
+where ``N`` is the number of rows and ``n_i`` the rows containing ``q_i``.
+These functions reproduce it exactly, so the in-memory mirror ranks as FTS5 does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["K1", "B", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k"]
+
+K1 = 1.2
+B = 0.75
+
+
+def fts5_idf(n_rows: float, df: np.ndarray) -> np.ndarray:
+    """idf = ln((N - df + 0.5) / (df + 0.5)), floored at 1e-6 as FTS5 does."""
+    df = np.asarray(df, dtype=np.float64)
+    idf = np.log((n_rows - df + 0.5) / (df + 0.5))
+    return np.where(idf <= 0.0, 1e-6, idf)
+
+
+def bm25_term(wtf: np.ndarray, doclen: np.ndarray, avglen: float, idf: float) -> np.ndarray:
+    """One term's contribution: idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avglen))."""
+    norm = K1 * (1.0 - B + B * doclen / max(avglen, 1e-9))
+    return idf * wtf * (K1 + 1.0) / (wtf + norm)
+
+
+def bm25_upper_bound(idf: np.ndarray) -> float:
+    """sum_i idf_i * (k1 + 1): the limit of the score as every f_i grows without bound.
+
+    Dividing by it maps a query's BM25 scores into [0, 1) with one scale for
+    every tier that shares the same statistics.
+    """
+    return float(np.sum(idf) * (K1 + 1.0))
+
+
+def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the k largest ``scores`` (where ``mask``), best first; O(n + k log k)."""
+    candidates = np.flatnonzero(mask) if mask is not None else np.arange(scores.size)
+    if candidates.size == 0 or k <= 0:
+        return candidates[:0]
+    values = scores[candidates]
+    if candidates.size > k:
+        part = np.argpartition(-values, k - 1)[:k]
+        candidates, values = candidates[part], values[part]
+    # Ties broken by position (older rows first) so results are deterministic.
+    order = np.lexsort((candidates, -values))
+    return candidates[order]

@@ -1,0 +1,488 @@
+"""One tier: one SQLite file with entries, FTS5, links, memories, feedback and vectors.
+
+``TierStore`` is the whole storage interface the rest of tiervault sees; the
+SQL dialect stays in here (and :mod:`connection`). Search has two paths that
+agree on the score: :meth:`TierStore.search` answers from an in-memory mirror of
+the FTS5 index (:mod:`postings`), and :meth:`TierStore.search_fts` asks FTS5's
+own ``bm25()`` — the durable index and the definition of the lexical score.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, TierUnavailable, ValidationError
+from tiervault.vault.connection import open_tier_connection, write_transaction
+from tiervault.vault.entry import FEEDBACK_ACTIONS, LINK_TYPES, Entry
+from tiervault.vault.filters import Filters
+from tiervault.vault.query import match_expression
+from tiervault.vault.schema import FTS_WEIGHTS
+
+__all__ = ["TierStore", "Link", "TierHits", "MemoryHit", "ENTRY_COLUMNS"]
+
+ENTRY_COLUMNS = ("id", "type", "domain", "title", "description", "context", "example",
+                 "counter_example", "why", "tags", "applies_to", "severity", "origin",
+                 "valid_from", "valid_until", "created_at", "updated_at", "content_hash")
+_SELECT = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS)
+_UPDATABLE = [c for c in ENTRY_COLUMNS if c not in ("id", "created_at")]
+_UPSERT = (
+    f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen) "
+    f"VALUES ({', '.join(':' + c for c in ENTRY_COLUMNS)}, :gen) "
+    "ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _UPDATABLE)
+    + ", created_at = COALESCE(:given_created_at, entries.created_at), gen = excluded.gen "
+    # An unchanged capture (same content, validity, origin) is a no-op: no FTS churn.
+    "WHERE entries.content_hash IS NOT excluded.content_hash "
+    "OR entries.origin IS NOT excluded.origin "
+    "OR entries.valid_from IS NOT excluded.valid_from "
+    "OR entries.valid_until IS NOT excluded.valid_until "
+    "OR (:given_updated_at IS NOT NULL AND entries.updated_at IS NOT excluded.updated_at) "
+    "OR (:given_created_at IS NOT NULL AND entries.created_at IS NOT excluded.created_at)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A typed edge between two entries; the target may live in another tier."""
+
+    source_id: str
+    target_id: str
+    link_type: str
+    note: str
+    created_at: float
+    tier: str
+
+
+@dataclass(frozen=True, slots=True)
+class TierHits:
+    """One tier's ranked answer: parallel ids and scores (higher is better)."""
+
+    ids: list[str]
+    scores: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "TierHits":
+        return cls([], np.zeros(0, dtype=np.float64))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """A session memory matched by a query; ``score`` is FTS5 bm25 (higher is better)."""
+
+    id: str
+    summary: str
+    context: str
+    topics: str
+    project: str
+    created_at: float
+    score: float
+
+
+def row_to_entry(row: Sequence[Any]) -> Entry:
+    """A row in ENTRY_COLUMNS order -> Entry (trusted: it was validated on the way in)."""
+    (eid, etype, domain, title, desc, ctx, example, counter, why, tags, applies,
+     severity, origin, vfrom, vuntil, created, updated, chash) = row
+    return Entry(id=eid, type=etype, domain=domain, title=title, description=desc, context=ctx,
+                 example=example, counter_example=counter, why=why,
+                 tags=tuple(tags.split()) if tags else (), applies_to=tuple(json.loads(applies)),
+                 severity=severity, origin=origin, valid_from=vfrom, valid_until=vuntil,
+                 created_at=created, updated_at=updated, content_hash=chash)
+
+
+def _params(entry: Entry, gen: int, now: float) -> dict[str, Any]:
+    return {
+        "id": entry.id, "type": entry.type, "domain": entry.domain, "title": entry.title,
+        "description": entry.description, "context": entry.context, "example": entry.example,
+        "counter_example": entry.counter_example, "why": entry.why, "tags": entry.tag_text,
+        "applies_to": json.dumps(list(entry.applies_to)), "severity": entry.severity,
+        "origin": entry.origin, "valid_from": entry.valid_from, "valid_until": entry.valid_until,
+        "created_at": entry.created_at if entry.created_at is not None else now,
+        "updated_at": entry.updated_at if entry.updated_at is not None else now,
+        "content_hash": entry.content_hash or entry.compute_hash(), "gen": gen,
+        "given_created_at": entry.created_at, "given_updated_at": entry.updated_at,
+    }
+
+
+def filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
+    """Filters -> (" AND ..." SQL fragment, parameters). Values are always parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for column, values in (("type", filters.types), ("domain", filters.domains),
+                           ("severity", filters.severities), ("origin", filters.origins)):
+        if values:
+            parts.append(f"{alias}.{column} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+    if filters.tags:
+        parts.append("(" + " OR ".join(
+            f"instr(' ' || {alias}.tags || ' ', ' ' || ? || ' ') > 0" for _ in filters.tags) + ")")
+        params.extend(filters.tags)
+    now = filters.moment
+    if not filters.include_expired:
+        parts.append(f"({alias}.valid_until IS NULL OR {alias}.valid_until > ?)")
+        params.append(now)
+    if not filters.include_future:
+        parts.append(f"({alias}.valid_from IS NULL OR {alias}.valid_from <= ?)")
+        params.append(now)
+    return "".join(" AND " + p for p in parts), params
+
+
+class TierStore:
+    """One tier file. Thread-safe; every write is one atomic transaction.
+
+    A missing file is an empty tier until the first write creates it
+    (owner-only permissions). ``read_only`` refuses every write.
+    """
+
+    def __init__(self, path: str | Path, *, name: str = "agent", read_only: bool = False) -> None:
+        self.name = name
+        self.path = Path(path).expanduser()
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._postings: Any = None  # tiervault.vault.postings.Postings, built lazily
+        if self.path.exists():
+            self._connect(create=False)
+        elif self.path.is_dir():
+            raise TierUnavailable(name, str(self.path), "is a directory")
+
+    # -- connection ---------------------------------------------------------------
+    def _connect(self, *, create: bool) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = open_tier_connection(self.name, self.path, read_only=self.read_only,
+                                              create=create)
+        return self._conn
+
+    @property
+    def exists(self) -> bool:
+        """True once the tier file exists (a missing tier searches as empty)."""
+        return self._conn is not None
+
+    def _reader(self) -> sqlite3.Connection | None:
+        return self._conn
+
+    def _writer(self) -> sqlite3.Connection:
+        if self.read_only:
+            raise ReadOnlyTier(self.name, str(self.path), "is read-only; write to another tier")
+        return self._connect(create=True)
+
+    def _write(self) -> Any:
+        return write_transaction(self._writer(), self._lock)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "TierStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"TierStore(name={self.name!r}, path={str(self.path)!r}, read_only={self.read_only})"
+
+    def _query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
+        conn = self._reader()
+        if conn is None:
+            return []
+        try:
+            with self._lock:
+                return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StorageError(f"tier {self.name!r} ({self.path}): {exc}") from exc
+
+    # -- entries --------------------------------------------------------------------
+    def capture(self, entry: Entry) -> Entry:
+        """Insert or update ``entry`` by id in one transaction; returns it as stored."""
+        self.capture_many([entry])
+        stored = self.get(entry.id)
+        assert stored is not None
+        return stored
+
+    def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
+                     on_batch: Callable[[int], None] | None = None) -> int:
+        """Upsert entries, one transaction per batch; returns how many were written.
+
+        A batch is all-or-nothing: after a crash every acknowledged batch is
+        present and the interrupted one is absent (re-running is idempotent).
+        """
+        total = 0
+        batch: list[Entry] = []
+        for entry in entries:
+            batch.append(entry)
+            if len(batch) >= batch_size:
+                total += self._write_batch(batch)
+                batch = []
+                if on_batch:
+                    on_batch(total)
+        if batch:
+            total += self._write_batch(batch)
+            if on_batch:
+                on_batch(total)
+        return total
+
+    def _write_batch(self, batch: list[Entry]) -> int:
+        now = time.time()
+        try:
+            with self._write() as gen:
+                self._conn.executemany(_UPSERT, [_params(e, gen, now) for e in batch])  # type: ignore[union-attr]
+        except sqlite3.Error as exc:
+            raise StorageError(f"tier {self.name!r} ({self.path}): write failed: {exc}") from exc
+        self._sync_postings()
+        return len(batch)
+
+    def get(self, entry_id: str) -> Entry | None:
+        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = ?", (entry_id,))
+        return row_to_entry(rows[0]) if rows else None
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
+        """Entries by id (missing ids are simply absent from the mapping)."""
+        if not ids:
+            return {}
+        rows = self._query(
+            f"SELECT {_SELECT} FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(ids)),))
+        return {row[0]: row_to_entry(row) for row in rows}
+
+    def delete(self, entry_id: str) -> bool:
+        """Delete an entry (its links, vectors and embedding state cascade)."""
+        with self._write():
+            cur = self._conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))  # type: ignore[union-attr]
+        self._sync_postings()
+        return cur.rowcount > 0
+
+    def count(self) -> int:
+        rows = self._query("SELECT count(*) FROM entries")
+        return rows[0][0] if rows else 0
+
+    def list_entries(self, *, offset: int = 0, limit: int = 100,
+                     filters: Filters | None = None) -> list[Entry]:
+        """A page of entries in insertion order."""
+        where, params = filter_sql(filters) if filters else ("", [])
+        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} "
+                           "ORDER BY e.rowid LIMIT ? OFFSET ?", [*params, limit, offset])
+        return [row_to_entry(r) for r in rows]
+
+    def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
+        """Every entry, streamed in rowid order (for export)."""
+        last = 0
+        while True:
+            rows = self._query(f"SELECT e.rowid, {_SELECT} FROM entries e WHERE e.rowid > ? "
+                               "ORDER BY e.rowid LIMIT ?", (last, batch))
+            if not rows:
+                return
+            for row in rows:
+                yield row_to_entry(row[1:])
+            last = rows[-1][0]
+
+    def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
+        """content_hash -> id for the given hashes held here (cross-tier dedup)."""
+        rows = self._query("SELECT content_hash, id FROM entries WHERE content_hash IN "
+                           "(SELECT value FROM json_each(?))", (json.dumps(list(hashes)),))
+        return {h: i for h, i in rows}
+
+    # -- search ---------------------------------------------------------------------
+    def search_fts(self, terms: list[str], filters: Filters, limit: int) -> TierHits:
+        """FTS5 ``bm25()`` with the field weights; the reference lexical score.
+
+        Returns positive scores (FTS5's bm25 is negative: more negative is better).
+        """
+        if not terms or limit <= 0 or self._conn is None:
+            return TierHits.empty()
+        where, params = filter_sql(filters)
+        weights = ", ".join(str(w) for w in FTS_WEIGHTS)
+        sql = (f"SELECT e.id, -bm25(entries_fts, {weights}) AS s FROM entries_fts "
+               f"JOIN entries e ON e.rowid = entries_fts.rowid "
+               f"WHERE entries_fts MATCH ?{where} ORDER BY s DESC LIMIT ?")
+        rows = self._query(sql, [match_expression(terms), *params, limit])
+        return TierHits([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64))
+
+    def postings(self) -> Any:
+        """The in-memory mirror of this tier's FTS5 index, built on first use."""
+        from tiervault.vault.postings import Postings
+
+        with self._lock:
+            if self._postings is None:
+                self._postings = Postings.build(self)
+            else:
+                self._postings.catch_up(self)
+            return self._postings
+
+    def _sync_postings(self) -> None:
+        if self._postings is not None:
+            with self._lock:
+                self._postings.catch_up(self)
+
+    # -- links ----------------------------------------------------------------------
+    def link(self, source_id: str, target_id: str, link_type: str, note: str = "") -> Link:
+        """Link ``source_id`` (held here) to ``target_id`` (any tier)."""
+        if link_type not in LINK_TYPES:
+            raise ValidationError("link_type", f"{link_type!r} is not one of {', '.join(LINK_TYPES)}")
+        if source_id == target_id:
+            raise ValidationError("target_id", "an entry cannot link to itself")
+        now = time.time()
+        with self._write():
+            conn = self._conn
+            assert conn is not None
+            if conn.execute("SELECT 1 FROM entries WHERE id = ?", (source_id,)).fetchone() is None:
+                raise EntryNotFound(source_id)
+            conn.execute("INSERT INTO links(source_id, target_id, link_type, note, created_at) "
+                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET note = excluded.note",
+                         (source_id, target_id, link_type, note, now))
+        return Link(source_id, target_id, link_type, note, now, self.name)
+
+    def unlink(self, source_id: str, target_id: str, link_type: str | None = None) -> int:
+        with self._write():
+            cur = self._conn.execute(  # type: ignore[union-attr]
+                "DELETE FROM links WHERE source_id = ? AND target_id = ? "
+                "AND (? IS NULL OR link_type = ?)", (source_id, target_id, link_type, link_type))
+        return cur.rowcount
+
+    def links_touching(self, ids: Sequence[str]) -> list[Link]:
+        """Every link stored here whose source or target is one of ``ids``."""
+        if not ids:
+            return []
+        rows = self._query(
+            "SELECT source_id, target_id, link_type, note, created_at FROM links "
+            "WHERE source_id IN (SELECT value FROM json_each(?1)) "
+            "OR target_id IN (SELECT value FROM json_each(?1))", (json.dumps(list(ids)),))
+        return [Link(*r, self.name) for r in rows]
+
+    def link_count(self) -> int:
+        rows = self._query("SELECT count(*) FROM links")
+        return rows[0][0] if rows else 0
+
+    # -- memories -------------------------------------------------------------------
+    def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),
+                   project: str = "", created_at: float | None = None) -> str:
+        """Store one session memory; returns its generated id."""
+        import uuid
+
+        if not isinstance(summary, str) or not summary.strip():
+            raise ValidationError("summary", "is required and must not be blank")
+        for field_name, value in (("summary", summary), ("context", context), ("project", project)):
+            if not isinstance(value, str) or "\x00" in value or len(value) > 100_000:
+                raise ValidationError(field_name, "must be a string without NUL bytes, <= 100000 chars")
+        topic_text = topics if isinstance(topics, str) else " ".join(topics)
+        memory_id = "mem-" + uuid.uuid4().hex[:16]
+        with self._write():
+            self._conn.execute(  # type: ignore[union-attr]
+                "INSERT INTO memories(id, summary, context, topics, project, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (memory_id, summary, context, topic_text, project, created_at or time.time()))
+        return memory_id
+
+    def search_memories(self, terms: list[str], limit: int) -> list[MemoryHit]:
+        if not terms or self._conn is None:
+            return []
+        rows = self._query(
+            "SELECT m.id, m.summary, m.context, m.topics, m.project, m.created_at, "
+            "-bm25(memories_fts) AS s FROM memories_fts JOIN memories m "
+            "ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?",
+            (match_expression(terms), limit))
+        return [MemoryHit(*r) for r in rows]
+
+    def memory_count(self) -> int:
+        rows = self._query("SELECT count(*) FROM memories")
+        return rows[0][0] if rows else 0
+
+    # -- feedback -------------------------------------------------------------------
+    def add_feedback(self, query: str, entry_id: str, action: str) -> None:
+        """Record one accept/modify/dismiss/fail; counters update in the same transaction."""
+        if action not in FEEDBACK_ACTIONS:
+            raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
+        with self._write():
+            conn = self._conn
+            assert conn is not None
+            conn.execute("INSERT INTO feedback(query, entry_id, action, created_at) VALUES (?, ?, ?, ?)",
+                         (query, entry_id, action, time.time()))
+            conn.execute("INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE "
+                         "SET value = CAST(value AS INTEGER) + 1", (f"feedback:{action}",))
+
+    def feedback_counts(self) -> dict[str, int]:
+        """{action: count} from running counters (O(1), no table scan)."""
+        rows = self._query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%'")
+        counts = {a: 0 for a in FEEDBACK_ACTIONS}
+        counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
+        return counts
+
+    def feedback_for(self, entry_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """(entry_id, query, action, created_at) rows for these entries."""
+        if not entry_ids:
+            return []
+        return self._query(
+            "SELECT entry_id, query, action, created_at FROM feedback "
+            "WHERE entry_id IN (SELECT value FROM json_each(?))", (json.dumps(list(entry_ids)),))
+
+    # -- maintenance ----------------------------------------------------------------
+    def integrity_problems(self) -> list[str]:
+        """Empty when both SQLite's and FTS5's integrity checks pass."""
+        conn = self._reader()
+        if conn is None:
+            return []
+        problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+        for table in ("entries_fts", "memories_fts"):
+            try:
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"{table}: {exc}")
+        return problems
+
+    def file_size(self) -> int:
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"))
+                   if p.exists())
+
+    def mirror_rows(self, since_gen: int) -> tuple[int, list[tuple], list[int]]:
+        """(generation, rows written after ``since_gen``, rowids deleted after it).
+
+        Read in one snapshot so the generation matches the rows exactly.
+        Row layout: rowid, id, content_hash, type, domain, severity, origin,
+        valid_from, valid_until, title, description, context, tags.
+        """
+        conn = self._reader()
+        if conn is None:
+            return 0, [], []
+        with self._lock:
+            try:
+                conn.execute("BEGIN")
+                gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
+                rows = conn.execute(
+                    "SELECT rowid, id, content_hash, type, domain, severity, origin, valid_from, "
+                    "valid_until, title, description, context, tags FROM entries "
+                    "WHERE gen > ? ORDER BY rowid", (since_gen,)).fetchall()
+                dead = [r[0] for r in conn.execute(
+                    "SELECT row FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen else []
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StorageError(f"tier {self.name!r} ({self.path}): {exc}") from exc
+        return gen, rows, dead
+
+    def uid(self) -> str:
+        """A random id given to the tier file at creation (names its caches)."""
+        rows = self._query("SELECT value FROM meta WHERE key = 'uid'")
+        if rows:
+            return rows[0][0]
+        if self.read_only or self._conn is None:
+            return f"path:{self.path}"
+        import uuid
+
+        with self._write():
+            self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('uid', ?)",
+                               (uuid.uuid4().hex,))
+        return self._query("SELECT value FROM meta WHERE key = 'uid'")[0][0]
+
+    def generation(self) -> int:
+        rows = self._query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
+        return rows[0][0] if rows else 0

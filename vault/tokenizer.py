@@ -1,0 +1,74 @@
+"""FTS5's own tokenizer, usable from Python: words -> ``porter unicode61`` terms.
+
+The in-memory mirror must index exactly the terms FTS5 indexes, or its scores
+would drift from ``bm25()``. Splitting text into words is done here with a
+regular expression that matches unicode61's rule (letters and digits are token
+characters, everything else separates); each *distinct* word is then stemmed by
+FTS5 itself (an in-memory ``porter unicode61`` table read through
+``fts5vocab``), and cached. Words are Zipf-distributed, so after warm-up almost
+every lookup is a dict hit.
+
+A word FTS5 would split further (rare characters that Python deems
+alphanumeric and unicode61 does not) maps to its first FTS5 token only.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from typing import Iterable
+
+__all__ = ["Stemmer", "split_words", "STEMMER"]
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def split_words(text: str) -> list[str]:
+    """Lowercased words of ``text`` as unicode61 separates them."""
+    return _WORD.findall(text.lower())
+
+
+class Stemmer:
+    """Maps words to FTS5 ``porter unicode61`` terms, caching every answer."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61')")
+        self._conn.execute("CREATE VIRTUAL TABLE wv USING fts5vocab(w, instance)")
+
+    def stems(self, words: Iterable[str]) -> dict[str, str]:
+        """{word: term} for every word ('' when FTS5 finds no token in it)."""
+        words = set(words)
+        cache = self._cache
+        missing = [w for w in words if w not in cache]
+        if missing:
+            self._fill(missing)
+        return {w: cache[w] for w in words}
+
+    def stem(self, word: str) -> str:
+        return self.stems([word])[word]
+
+    def _fill(self, missing: list[str]) -> None:
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)",
+                             enumerate(missing, start=1))
+            found: dict[int, str] = {}
+            # offset 0 is a word's first token; later ones are the rare FTS5 splits.
+            for doc, term in conn.execute("SELECT doc, term FROM wv WHERE offset = 0"):
+                found[doc] = term
+            conn.execute("DELETE FROM w")
+            conn.execute("COMMIT")
+            for i, word in enumerate(missing, start=1):
+                self._cache[word] = found.get(i, "")
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+#: Process-wide stemmer: stems are a pure function of the word, so tiers share it.
+STEMMER = Stemmer()
