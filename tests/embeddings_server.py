@@ -60,7 +60,9 @@ class Fault:
 
     kind:
       ``status``      -- answer ``status`` (429, 500, 503, 401, 400, ...) with a JSON
-                         error body; ``retry_after`` (str) sets the Retry-After header.
+                         error body (``body`` replaces its message; ``{key}`` in it
+                         becomes the Bearer key received, as some proxies echo it);
+                         ``retry_after`` (str) sets the Retry-After header.
       ``slow``        -- sleep ``delay`` seconds, then answer normally (or nothing if
                          the client has gone).
       ``truncated``   -- a 200 whose Content-Length promises the full body but only
@@ -78,6 +80,7 @@ class Fault:
     retry_after: str | None = None
     delay: float = 0.0
     value: int | None = None
+    body: str | None = None
 
 
 @dataclass
@@ -161,7 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             if fault.kind == "status":
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-                msg = {"error": {"message": f"scripted HTTP {fault.status}", "type": "fake", "code": None}}
+                auth = self.headers.get("Authorization", "")
+                text = (fault.body or f"scripted HTTP {fault.status}").replace("{key}", auth[7:])
+                msg = {"error": {"message": text, "type": "fake", "code": None}}
                 self._send(fault.status, msg, headers)
                 return
             if fault.kind == "slow":

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from itertools import chain
 from typing import ClassVar
 
 import numpy as np
@@ -132,15 +133,14 @@ class HashEmbedder:
     def _embed_into(self, prepared: list[str], out: np.ndarray) -> None:
         n, dim = len(prepared), self._dim
         # One vocabulary for the batch: every distinct token is looked up once.
-        local: dict[str, int] = {}
-        tok_ids: list[int] = []
-        rows: list[int] = []
-        for r, text in enumerate(prepared):
-            toks = _TOKEN_RE.findall(text.lower())
-            tok_ids.extend([local.setdefault(t, len(local)) for t in toks])
-            rows.extend([r] * len(toks))
-        if not tok_ids:
+        per_doc = [_TOKEN_RE.findall(text.lower()) for text in prepared]
+        all_toks = list(chain.from_iterable(per_doc))
+        if not all_toks:
             return
+        local = {t: i for i, t in enumerate(dict.fromkeys(all_toks))}
+        occ = np.fromiter(map(local.__getitem__, all_toks), dtype=np.int64, count=len(all_toks))
+        doc_len = np.fromiter(map(len, per_doc), dtype=np.int64, count=n)
+        occ_rows = np.repeat(np.arange(n, dtype=np.int64), doc_len)
         feats = [self._features(t) for t in local]  # dict order == local id order
         lengths = np.fromiter((len(b) for b, _ in feats), dtype=np.int64, count=len(feats))
         starts = np.zeros(len(feats) + 1, dtype=np.int64)
@@ -148,8 +148,6 @@ class HashEmbedder:
         flat_b = np.concatenate([b for b, _ in feats])
         flat_w = np.concatenate([w for _, w in feats])
         # Ragged gather: for each token occurrence, all of its feature slots.
-        occ = np.asarray(tok_ids, dtype=np.int64)
-        occ_rows = np.asarray(rows, dtype=np.int64)
         counts = lengths[occ]
         total = int(counts.sum())
         offsets = np.repeat(starts[occ] - np.cumsum(counts) + counts, counts) + np.arange(total)
