@@ -103,7 +103,9 @@ class Postings:
         self._delta_csc: tuple[sp.csc_matrix, sp.csc_matrix] | None = None
         self.tfidf = TfidfTransformer(smooth_idf=True, norm="l2")
         self.tfidf_terms = 0  # vocabulary size the TF-IDF model was fitted on
-        self._slot_of: dict[int, int] = {}
+        self._slot_of: dict[int, int] = {}  # rowid -> live slot
+        self._by_id: dict[str, int] = {}
+        self._by_hash: dict[str, int] = {}
         self.total_len = 0.0
 
     # -- construction -----------------------------------------------------------------
@@ -149,6 +151,18 @@ class Postings:
         if slot is not None and self.alive[slot]:
             self.alive[slot] = False
             self.total_len -= float(self.doclen[slot])
+            if self._by_id.get(self.ids[slot]) == slot:
+                del self._by_id[self.ids[slot]]
+            if self._by_hash.get(self.hashes[slot]) == slot:
+                del self._by_hash[self.hashes[slot]]
+
+    def slot(self, entry_id: str) -> int | None:
+        """Live slot of ``entry_id``, if this tier holds it."""
+        return self._by_id.get(entry_id)
+
+    def slot_by_hash(self, content_hash: str) -> int | None:
+        """A live slot whose entry has this content hash."""
+        return self._by_hash.get(content_hash)
 
     # -- analysis ---------------------------------------------------------------------
     def _append_rows(self, rows: list[tuple], *, fit: bool) -> None:
@@ -237,6 +251,8 @@ class Postings:
         for offset, row in enumerate(rows):
             slot = first + offset
             self._slot_of[int(row[0])] = slot
+            self._by_id[row[1]] = slot
+            self._by_hash.setdefault(row[2], slot)
             for tag in (row[12] or "").split():
                 self.tags.setdefault(tag, []).append(slot)
         self.ids.extend(r[1] for r in rows)
@@ -427,6 +443,11 @@ class Postings:
         except (OSError, KeyError, ValueError) as exc:
             log.warning("ignoring unreadable search cache %s (%s); rebuilding", path, exc)
             return None
-        m._slot_of = {int(r): i for i, r in enumerate(m.rowids.tolist()) if m.alive[i]}
+        live = np.flatnonzero(m.alive).tolist()
+        rowids = m.rowids.tolist()
+        m._slot_of = {rowids[i]: i for i in live}
+        m._by_id = {m.ids[i]: i for i in live}
+        for i in live:
+            m._by_hash.setdefault(m.hashes[i], i)
         m.total_len = float(m.doclen[m.alive].sum())
         return m

@@ -38,15 +38,24 @@ _UPSERT = (
     f"VALUES ({', '.join(':' + c for c in ENTRY_COLUMNS)}, :gen) "
     "ON CONFLICT(id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _UPDATABLE)
-    + ", created_at = COALESCE(:given_created_at, entries.created_at), gen = excluded.gen "
-    # An unchanged capture (same content, validity, origin) is a no-op: no FTS churn.
-    "WHERE entries.content_hash IS NOT excluded.content_hash "
-    "OR entries.origin IS NOT excluded.origin "
-    "OR entries.valid_from IS NOT excluded.valid_from "
-    "OR entries.valid_until IS NOT excluded.valid_until "
-    "OR (:given_updated_at IS NOT NULL AND entries.updated_at IS NOT excluded.updated_at) "
-    "OR (:given_created_at IS NOT NULL AND entries.created_at IS NOT excluded.created_at)"
+    + ", created_at = COALESCE(:given_created_at, entries.created_at), gen = excluded.gen"
 )
+_FTS_DELETE = (
+    "INSERT INTO entries_fts(entries_fts, rowid, id, title, description, context, tags) "
+    "SELECT 'delete', rowid, id, title, description, context, tags FROM entries "
+    "WHERE id IN (SELECT value FROM json_each(?))")
+_FTS_INSERT = (
+    "INSERT INTO entries_fts(rowid, id, title, description, context, tags) "
+    "SELECT rowid, id, title, description, context, tags FROM entries WHERE gen = ?")
+
+
+def _unchanged(entry: Entry, stored: Sequence[Any]) -> bool:
+    """True when writing ``entry`` over the stored row would change nothing."""
+    chash, origin, vfrom, vuntil, created, updated = stored
+    return (chash == entry.content_hash and origin == entry.origin and vfrom == entry.valid_from
+            and vuntil == entry.valid_until
+            and (entry.created_at is None or entry.created_at == created)
+            and (entry.updated_at is None or entry.updated_at == updated))
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,14 +241,34 @@ class TierStore:
         return total
 
     def _write_batch(self, batch: list[Entry]) -> int:
+        """Upsert one batch in one transaction; returns how many entries changed.
+
+        The FTS index is maintained set-wise: old index rows of changed entries
+        are deleted first, then every row this transaction wrote (``gen``) is
+        indexed with one INSERT ... SELECT. Unchanged entries are not rewritten.
+        """
         now = time.time()
+        latest = list({e.id: e for e in batch}.values())  # a repeated id: the last one wins
         try:
             with self._write() as gen:
-                self._conn.executemany(_UPSERT, [_params(e, gen, now) for e in batch])  # type: ignore[union-attr]
+                conn = self._conn
+                assert conn is not None
+                ids = json.dumps([e.id for e in latest])
+                stored = {r[0]: r[1:] for r in conn.execute(
+                    "SELECT id, content_hash, origin, valid_from, valid_until, created_at, "
+                    "updated_at FROM entries WHERE id IN (SELECT value FROM json_each(?))", (ids,))}
+                todo = [e for e in latest if e.id not in stored or not _unchanged(e, stored[e.id])]
+                changed = [e.id for e in todo if e.id in stored]
+                if changed:
+                    conn.execute(_FTS_DELETE, (json.dumps(changed),))
+                conn.executemany(_UPSERT, [_params(e, gen, now) for e in todo])
+                if todo:
+                    conn.execute(_FTS_INSERT, (gen,))
         except sqlite3.Error as exc:
             raise StorageError(f"tier {self.name!r} ({self.path}): write failed: {exc}") from exc
-        self._sync_postings()
-        return len(batch)
+        if todo:
+            self._sync_postings()
+        return len(todo)
 
     def get(self, entry_id: str) -> Entry | None:
         rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = ?", (entry_id,))

@@ -1,0 +1,39 @@
+"""Helpers shared by the CLI command modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_json", "settings_from", "manager_from", "print_json", "split_list"]
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def settings_from(args: argparse.Namespace, **overrides: Any) -> Any:
+    """Settings from --config / $TIERVAULT_CONFIG / ./agent.yaml, plus CLI overrides."""
+    from tiervault.config import load_settings
+
+    return load_settings(args.config, overrides={k: v for k, v in overrides.items() if v is not None})
+
+
+def manager_from(args: argparse.Namespace) -> Any:
+    from tiervault.vault.manager import VaultManager
+
+    return VaultManager.from_settings(settings_from(args))
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=None, separators=(",", ":"))
+    sys.stdout.write("\n")
+
+
+def split_list(value: str | None) -> list[str] | None:
+    """``"a,b"`` -> ``["a", "b"]``; None stays None."""
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]

@@ -1,0 +1,317 @@
+"""VaultManager: one search over every tier, weighted, deduplicated and merged.
+
+Score comparability across tiers. Raw BM25 is not comparable between two
+SQLite files: idf and average length come from each file's own statistics.
+The manager therefore scores every tier with *federated* statistics — the
+row count, document frequencies and token totals summed over all searched
+tiers (what a single index holding every tier would use) — and divides by the
+query's upper bound ``sum(idf) * (k1 + 1)`` (see :mod:`scoring`). The result,
+``lexical``, lies in [0, 1) on one scale for every tier; it is then multiplied
+by the tier weight (agent 1.0, project 0.8, team 0.6 by default).
+
+Dedup: the same entry (by id, or by content hash under another id) found in
+several tiers is kept once, from the highest-priority tier; the others are
+listed in ``also_in``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from tiervault.errors import EntryNotFound, TierUnavailable, ValidationError
+from tiervault.vault.entry import Entry
+from tiervault.vault.filters import Filters
+from tiervault.vault.postings import Postings
+from tiervault.vault.query import query_terms
+from tiervault.vault.scoring import bm25_upper_bound, fts5_idf, top_k
+from tiervault.vault.store import Link, MemoryHit, TierStore
+from tiervault.vault.tokenizer import STEMMER
+
+__all__ = ["VaultManager", "Tier", "Candidates", "LexicalQuery", "DEFAULT_TIER_WEIGHTS"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIER_WEIGHTS = {"agent": 1.0, "project": 0.8, "team": 0.6}
+
+
+@dataclass(slots=True)
+class Tier:
+    """A connected tier: its store (None when unavailable), weight and status."""
+
+    name: str
+    path: str
+    weight: float
+    read_only: bool = False
+    store: TierStore | None = None
+    problem: str | None = None
+
+
+@dataclass(slots=True)
+class LexicalQuery:
+    """One query's lexical evidence, as dense per-slot arrays for each tier."""
+
+    text: str
+    words: list[str]
+    stems: list[str]
+    bound: float
+    bm25: dict[str, np.ndarray] = field(default_factory=dict)
+    tfidf: dict[str, np.ndarray] = field(default_factory=dict)
+    postings: dict[str, Postings] = field(default_factory=dict)
+
+    def scores(self, tier: str, entry_id: str) -> tuple[float, float]:
+        """(normalised BM25, TF-IDF cosine) of an entry of ``tier`` (0, 0 if unknown)."""
+        p = self.postings.get(tier)
+        slot = p.slot(entry_id) if p is not None else None
+        if slot is None:
+            return 0.0, 0.0
+        lexical = self.bm25[tier][slot] / self.bound if self.bound > 0 else 0.0
+        return float(lexical), float(self.tfidf[tier][slot])
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Federated candidates, best first, as parallel arrays."""
+
+    ids: list[str]
+    tiers: list[str]
+    also_in: list[tuple[str, ...]]
+    hashes: list[str]
+    lexical: np.ndarray  # BM25 / query bound, in [0, 1)
+    tier_weight: np.ndarray
+    tfidf: np.ndarray  # TF-IDF cosine in [0, 1]
+    query: LexicalQuery
+
+    @property
+    def score(self) -> np.ndarray:
+        """The federated score: lexical * tier weight."""
+        return self.lexical * self.tier_weight
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class VaultManager:
+    """Every configured tier behind one API. Writes go only to the tier named."""
+
+    def __init__(self, tiers: Iterable[Tier]) -> None:
+        self.tiers: dict[str, Tier] = {}
+        for tier in tiers:
+            if tier.name in self.tiers:
+                raise ValidationError("tiers", f"tier {tier.name!r} is configured twice")
+            if tier.store is None and tier.problem is None:
+                try:
+                    tier.store = TierStore(tier.path, name=tier.name, read_only=tier.read_only)
+                except TierUnavailable as exc:
+                    tier.problem = str(exc)
+                    log.warning("skipping %s", exc)
+            self.tiers[tier.name] = tier
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "VaultManager":
+        """Open the tiers of a :class:`tiervault.config.Settings`."""
+        return cls(Tier(t.name, str(t.path), t.weight, t.read_only) for t in settings.tiers)
+
+    @classmethod
+    def at(cls, paths: dict[str, str], weights: dict[str, float] | None = None) -> "VaultManager":
+        """Convenience: ``VaultManager.at({"agent": "a.db", "team": "t.db"})``."""
+        weights = {**DEFAULT_TIER_WEIGHTS, **(weights or {})}
+        return cls(Tier(name, path, weights.get(name, 0.5)) for name, path in paths.items())
+
+    def close(self) -> None:
+        for tier in self.tiers.values():
+            if tier.store is not None:
+                tier.store.close()
+
+    def __enter__(self) -> "VaultManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tiers ------------------------------------------------------------------------
+    def ordered(self, names: Sequence[str] | None = None) -> list[Tier]:
+        """Usable tiers, highest weight first (config order breaks ties)."""
+        if names is not None:
+            unknown = [n for n in names if n not in self.tiers]
+            if unknown:
+                raise ValidationError("tiers", f"unknown tier {unknown[0]!r}; configured: "
+                                      f"{', '.join(self.tiers)}")
+        chosen = [t for t in self.tiers.values()
+                  if t.store is not None and (names is None or t.name in names)]
+        return sorted(chosen, key=lambda t: -t.weight)
+
+    def store(self, name: str) -> TierStore:
+        """The store of tier ``name`` for writing; clear errors when it cannot be used."""
+        tier = self.tiers.get(name)
+        if tier is None:
+            raise ValidationError("tier", f"{name!r} is not configured; configured tiers: "
+                                  f"{', '.join(self.tiers) or 'none'}")
+        if tier.store is None:
+            raise TierUnavailable(name, tier.path, tier.problem or "unavailable")
+        return tier.store
+
+    @property
+    def problems(self) -> dict[str, str]:
+        return {t.name: t.problem for t in self.tiers.values() if t.problem}
+
+    # -- writes -----------------------------------------------------------------------
+    def capture(self, entry: Entry, tier: str = "agent") -> Entry:
+        return self.store(tier).capture(entry)
+
+    def capture_many(self, entries: Iterable[Entry], tier: str = "agent", **kw: Any) -> int:
+        return self.store(tier).capture_many(entries, **kw)
+
+    def delete(self, entry_id: str, tier: str = "agent") -> bool:
+        return self.store(tier).delete(entry_id)
+
+    def link(self, source_id: str, target_id: str, link_type: str, note: str = "",
+             tier: str | None = None) -> Link:
+        """Link two entries; stored in ``tier`` or else the highest-priority tier holding the source."""
+        if self.locate(target_id) is None:
+            raise EntryNotFound(target_id)
+        if tier is None:
+            found = self.locate(source_id)
+            if found is None:
+                raise EntryNotFound(source_id)
+            tier = found
+        return self.store(tier).link(source_id, target_id, link_type, note)
+
+    # -- reads ------------------------------------------------------------------------
+    def locate(self, entry_id: str) -> str | None:
+        """Name of the highest-priority tier holding ``entry_id``."""
+        for tier in self.ordered():
+            if tier.store.get(entry_id) is not None:  # type: ignore[union-attr]
+                return tier.name
+        return None
+
+    def get(self, entry_id: str) -> tuple[Entry, str]:
+        """(entry, tier) from the highest-priority tier holding it."""
+        found = self.get_many([entry_id])
+        if entry_id not in found:
+            raise EntryNotFound(entry_id)
+        return found[entry_id]
+
+    def get_many(self, ids: Sequence[str], tiers: Sequence[str] | None = None) -> dict[str, tuple[Entry, str]]:
+        out: dict[str, tuple[Entry, str]] = {}
+        for tier in self.ordered(tiers):
+            missing = [i for i in ids if i not in out]
+            if not missing:
+                break
+            for eid, entry in tier.store.get_many(missing).items():  # type: ignore[union-attr]
+                out[eid] = (entry, tier.name)
+        return out
+
+    def links_touching(self, ids: Sequence[str]) -> list[Link]:
+        """Links in EVERY usable tier whose source or target is in ``ids``."""
+        links: list[Link] = []
+        for tier in self.ordered():
+            links.extend(tier.store.links_touching(ids))  # type: ignore[union-attr]
+        return links
+
+    def search_memories(self, query: str, limit: int) -> list[tuple[MemoryHit, str]]:
+        terms = query_terms(query)
+        hits: list[tuple[MemoryHit, str]] = []
+        for tier in self.ordered():
+            hits.extend((h, tier.name) for h in tier.store.search_memories(terms, limit))  # type: ignore[union-attr]
+        hits.sort(key=lambda h: -h[0].score)
+        return hits[:limit]
+
+    # -- search -----------------------------------------------------------------------
+    def lexical_query(self, query: str, tiers: Sequence[str] | None = None) -> LexicalQuery:
+        """Score ``query`` against every usable tier with federated BM25 statistics."""
+        words = query_terms(query)
+        stem_of = STEMMER.stems(words)
+        stems = list(dict.fromkeys(stem_of[w] for w in words if stem_of[w]))
+        chosen = self.ordered(tiers)
+        mirrors = {t.name: t.store.postings() for t in chosen}  # type: ignore[union-attr]
+        matches = {name: p.matches(stems) for name, p in mirrors.items()}
+        n_rows = sum(p.n_alive for p in mirrors.values())
+        total_len = sum(p.total_len for p in mirrors.values())
+        df = sum((m.df for m in matches.values()), np.zeros(len(stems)))
+        idf = fts5_idf(n_rows, df)
+        avglen = total_len / n_rows if n_rows else 1.0
+        lq = LexicalQuery(query, words, stems, bm25_upper_bound(idf) if stems else 0.0)
+        for name, p in mirrors.items():
+            lq.postings[name] = p
+            lq.bm25[name] = p.bm25(matches[name], idf, avglen)
+            lq.tfidf[name] = p.tfidf_scores(words)
+        return lq
+
+    def search(self, query: str, *, filters: Filters | None = None, limit: int = 30,
+               tiers: Sequence[str] | None = None) -> Candidates:
+        """Top ``limit`` entries over all tiers by tier-weighted, normalised BM25.
+
+        Every tier is asked for the same ``limit`` with the same filters (applied
+        before the limit), then results are deduplicated and merged.
+        """
+        if not isinstance(limit, int) or limit < 1 or limit > 10_000:
+            raise ValidationError("limit", f"{limit!r} must be an integer from 1 to 10000")
+        filters = filters or Filters()
+        lq = self.lexical_query(query, tiers)
+        pool: list[tuple[float, int, str, int]] = []  # (-score, tier rank, tier, slot)
+        chosen = self.ordered(tiers)
+        tier_of = {t.name: t for t in chosen}
+        for rank, tier in enumerate(chosen):
+            p = lq.postings[tier.name]
+            scores = lq.bm25[tier.name]
+            for slot in top_k(scores, limit, p.mask(filters) & (scores > 0)):
+                pool.append((-scores[slot] * tier.weight, rank, tier.name, int(slot)))
+        # Dedup in priority order: the highest-priority tier holding the same id
+        # (or the same content under another id) supplies the copy that is kept,
+        # provided that copy passes the filters too.
+        masks = {t.name: lq.postings[t.name].mask(filters) for t in chosen}
+        kept: list[list[Any]] = []
+        taken: set[tuple[str, int]] = set()
+        for neg, rank, name, slot in sorted(pool, key=lambda x: (x[1], x[0])):
+            p = lq.postings[name]
+            eid, chash = p.ids[slot], p.hashes[slot]
+            holders = []
+            for other in chosen:
+                q = lq.postings[other.name]
+                s_other = q.slot(eid)
+                if s_other is None:
+                    s_other = q.slot_by_hash(chash)
+                if s_other is not None:
+                    holders.append((other, s_other))
+            winner, w_slot = holders[0] if holders else (tier_of[name], slot)
+            if (winner.name, w_slot) in taken:
+                continue
+            if not masks[winner.name][w_slot]:
+                continue
+            taken.update((h.name, hs) for h, hs in holders)
+            w_p = lq.postings[winner.name]
+            kept.append([-lq.bm25[winner.name][w_slot] * winner.weight, rank, winner.name, w_slot,
+                         [h.name for h, _ in holders[1:]], w_p.ids[w_slot], w_p.hashes[w_slot]])
+        kept.sort(key=lambda k: (k[0], k[1]))
+        kept = kept[:limit]
+        weights = {t.name: t.weight for t in chosen}
+        bound = lq.bound if lq.bound > 0 else 1.0
+        return Candidates(
+            ids=[k[5] for k in kept],
+            tiers=[k[2] for k in kept],
+            also_in=[tuple(k[4]) for k in kept],
+            hashes=[k[6] for k in kept],
+            lexical=np.array([lq.bm25[k[2]][k[3]] / bound for k in kept], dtype=np.float64),
+            tier_weight=np.array([weights[k[2]] for k in kept], dtype=np.float64),
+            tfidf=np.array([lq.tfidf[k[2]][k[3]] for k in kept], dtype=np.float64),
+            query=lq,
+        )
+
+    # -- stats ------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, tier in self.tiers.items():
+            if tier.store is None:
+                out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
+                             "problem": tier.problem}
+                continue
+            s = tier.store
+            out[name] = {"path": tier.path, "weight": tier.weight, "available": True,
+                         "read_only": tier.read_only, "exists": s.exists, "entries": s.count(),
+                         "links": s.link_count(), "memories": s.memory_count(),
+                         "bytes": s.file_size()}
+        return out
