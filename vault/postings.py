@@ -121,7 +121,7 @@ class Postings:
         return mirror
 
     def _rebuild(self, store: Any) -> None:
-        gen, rows, _ = store.mirror_rows(0)
+        gen, rows, _ = store.mirror_rows(-1)  # -1: every row, including pre-v2 ones (gen 0)
         fresh = Postings()
         fresh._append_rows(rows, fit=True)
         fresh.gen = gen

@@ -490,7 +490,7 @@ class TierStore:
                     "valid_until, title, description, context, tags FROM entries "
                     "WHERE gen > ? ORDER BY rowid", (since_gen,)).fetchall()
                 dead = [r[0] for r in conn.execute(
-                    "SELECT row FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen else []
+                    "SELECT row FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen >= 0 else []
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
