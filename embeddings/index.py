@@ -1,0 +1,476 @@
+"""In-memory brute-force cosine index for one (tier, model).
+
+:class:`VectorIndex` keeps the L2-normalised vectors of one tier and one model in
+a preallocated matrix with the entry ids in a parallel array. It is built once
+from an ``(ids, matrix)`` pair handed over by the storage side and then updated
+incrementally (``upsert`` / ``remove``, swap-remove so the live rows stay
+contiguous; capacity grows geometrically by 1/8, so the slack stays <= 12.5 %).
+A query is one matrix-vector product over the live rows plus ``argpartition``.
+
+Storage modes (``dtype``):
+
+* ``"float32"`` (default) -- exact scores straight from the f32 matrix.
+* ``"int8"`` / ``"float16"`` -- the scan reads a compressed copy (per-row scaled
+  int8 codes, or half floats) converted to f32 block by block, keeps the best
+  ``rescore_pool`` rows, and rescores those exactly against the f32 matrix. The
+  results equal float32 mode whenever the true top-k lies inside the pool, which
+  on random and real data alike holds with a wide margin for pool 4096 >> k. The
+  f32 matrix is still kept (for the rescoring and :meth:`VectorIndex.scores_for`),
+  so these modes cost *more* memory (1.25x / 1.5x); they only pay off where the
+  scan is memory-bound and the conversion is cheap. On the 2-core machine of
+  ``bench/`` numpy's conversions made them slower than the f32 BLAS product, hence
+  the float32 default (see the report on issue 4 for the numbers).
+
+All the maths lives in the small pure functions below; the class only manages
+rows, ids and locking.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+
+from tiervault.errors import ValidationError
+
+__all__ = [
+    "VectorIndex",
+    "IndexDtype",
+    "l2_normalize",
+    "cosine_scores",
+    "top_k",
+    "quantize_int8",
+    "int8_scores",
+    "float16_scores",
+    "DEFAULT_RESCORE_POOL",
+]
+
+IndexDtype = Literal["float32", "float16", "int8"]
+DEFAULT_RESCORE_POOL = 4096
+# Below this fraction of allowed rows, gathering them beats scanning everything.
+_GATHER_FRACTION = 0.25
+# Rows per conversion block: 1024 x 384 x 4 B = 1.5 MB stays in L2 with its codes.
+_BLOCK_ROWS = 1024
+_GROWTH = 1.125
+_MIN_GROW = 1024
+
+
+# -- pure maths ----------------------------------------------------------------------------
+
+
+def l2_normalize(m: np.ndarray) -> np.ndarray:
+    """Rows divided by their norm, as a new float32 array: ``x_i / ||x_i||_2``.
+
+    Zero rows stay zero (a vector without direction matches nothing).
+    """
+    out = np.array(m, dtype=np.float32, copy=True, ndmin=2)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out, dtype=np.float64)).astype(np.float32)
+    nz = norms > 0
+    out[nz] /= norms[nz, None]
+    return out
+
+
+def cosine_scores(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``s_i = <x_i, q>`` for unit rows ``x_i`` and unit ``q``: the cosine similarity.
+
+    One BLAS matrix-vector product (sgemv), one pass over ``matrix``.
+    """
+    return matrix @ q
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest ``scores``, best first (ties: lower position first).
+
+    ``argpartition`` selects in O(n), then only the k winners are sorted.
+    """
+    n = scores.shape[0]
+    if k <= 0 or n == 0:
+        return np.empty(0, dtype=np.int64)
+    if k < n:
+        part = np.argpartition(-scores, k - 1)[:k]
+        part.sort()  # position order first, so the stable sort breaks ties by position
+    else:
+        part = np.arange(n)
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def quantize_int8(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric per-row int8 codes: ``a_i = max_j |x_ij| / 127``, ``c_ij = round(x_ij / a_i)``.
+
+    Returns ``(codes int8 (n, d), scale float32 (n,))`` with ``x_ij ~= a_i * c_ij``
+    (error <= a_i / 2 per component). Zero rows get scale 0 and codes 0.
+    """
+    m = np.asarray(m, dtype=np.float32)
+    scale = (np.abs(m).max(axis=1) / 127.0).astype(np.float32) if m.shape[0] else np.zeros(0, np.float32)
+    safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    codes = np.rint(m / safe[:, None]).clip(-127, 127).astype(np.int8)
+    return codes, scale
+
+
+def _blocked_scores(stored: np.ndarray, q: np.ndarray, block_rows: int) -> np.ndarray:
+    """``stored @ q`` in f32, converting ``block_rows`` rows at a time (cache-sized)."""
+    n = stored.shape[0]
+    out = np.empty(n, dtype=np.float32)
+    buf = np.empty((min(block_rows, max(n, 1)), stored.shape[1]), dtype=np.float32)
+    for s in range(0, n, block_rows):
+        e = min(s + block_rows, n)
+        b = buf[: e - s]
+        np.copyto(b, stored[s:e], casting="unsafe")
+        np.dot(b, q, out=out[s:e])
+    return out
+
+
+def int8_scores(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS) -> np.ndarray:
+    """Approximate cosines from int8 codes: ``s_i ~= a_i * sum_j c_ij q_j``."""
+    out = _blocked_scores(codes, q, block_rows)
+    out *= scale
+    return out
+
+
+def float16_scores(m16: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS) -> np.ndarray:
+    """Approximate cosines from half-precision rows: ``s_i ~= <f32(h_i), q>``."""
+    return _blocked_scores(m16, q, block_rows)
+
+
+# -- the index -------------------------------------------------------------------------------
+
+
+class VectorIndex:
+    """Vectors of one (tier, model): ``search``, ``scores_for``, ``upsert``, ``remove``.
+
+    Thread-safe: one lock serialises searches and updates (a search never sees a
+    half-applied update). Rows are internal and move on ``remove`` (swap-remove):
+    build ``allowed`` masks/row arrays with :meth:`rows_for` right before searching.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        dtype: IndexDtype = "float32",
+        model: str | None = None,
+        tier: str | None = None,
+        capacity: int = 0,
+        rescore_pool: int = DEFAULT_RESCORE_POOL,
+    ) -> None:
+        if dim < 1:
+            raise ValidationError("dim", f"must be >= 1, got {dim}")
+        if dtype not in ("float32", "float16", "int8"):
+            raise ValidationError("dtype", f"must be 'float32', 'float16' or 'int8', got {dtype!r}")
+        if rescore_pool < 1:
+            raise ValidationError("rescore_pool", f"must be >= 1, got {rescore_pool}")
+        self.dim = int(dim)
+        self.dtype: IndexDtype = dtype
+        self.model = model
+        self.tier = tier
+        self.rescore_pool = int(rescore_pool)
+        self._lock = threading.RLock()
+        self._n = 0
+        self._exact = np.zeros((capacity, dim), dtype=np.float32)
+        self._ids = np.empty(capacity, dtype=object)
+        self._row: dict[str, int] = {}
+        self._codes: np.ndarray | None = None
+        self._scale: np.ndarray | None = None
+        self._half: np.ndarray | None = None
+        self._alloc_compressed(capacity)
+        self._owned = True  # False while _exact is a caller's read-only array (copy on write)
+
+    @classmethod
+    def build(
+        cls,
+        ids: Sequence[str] | np.ndarray,
+        matrix: np.ndarray,
+        *,
+        dtype: IndexDtype = "float32",
+        model: str | None = None,
+        tier: str | None = None,
+        normalized: bool = False,
+        rescore_pool: int = DEFAULT_RESCORE_POOL,
+    ) -> VectorIndex:
+        """One index from all vectors of a tier: ``ids[i]`` owns ``matrix[i]``.
+
+        ``normalized=True`` promises unit rows (as stored by the pipeline): a
+        C-contiguous float32 ``matrix`` (e.g. a read-only ``np.memmap``) is then
+        used without a copy until the first update. Otherwise rows are normalised
+        into a new array. Duplicate ids are refused.
+        """
+        matrix = np.asarray(matrix)
+        if matrix.ndim != 2:
+            raise ValidationError("matrix", f"must be 2-D (n, dim), got shape {matrix.shape}")
+        n, dim = matrix.shape
+        id_arr = np.empty(n, dtype=object)
+        id_arr[:] = [str(i) for i in ids] if not isinstance(ids, np.ndarray) else ids.astype(str).tolist()
+        if len(ids) != n:
+            raise ValidationError("ids", f"has {len(ids)} ids for {n} rows")
+        index = cls(dim, dtype=dtype, model=model, tier=tier, capacity=0, rescore_pool=rescore_pool)
+        row = {entry_id: r for r, entry_id in enumerate(id_arr.tolist())}
+        if len(row) != n:
+            raise ValidationError("ids", "contains duplicates; one vector per (entry, model)")
+        if normalized and matrix.dtype == np.float32 and matrix.flags.c_contiguous:
+            exact = matrix  # trusted: no copy, no full pass (opening 1M rows stays cheap)
+            index._owned = exact.flags.writeable
+        else:
+            exact = l2_normalize(matrix)
+            _check_finite(exact)
+        index._exact, index._ids, index._row, index._n = exact, id_arr, row, n
+        index._alloc_compressed(n)
+        index._encode_rows(0, n)
+        return index
+
+    # -- introspection -------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._row
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The live ids in row order (a copy)."""
+        with self._lock:
+            return self._ids[: self._n].copy()
+
+    @property
+    def capacity(self) -> int:
+        return self._exact.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the numeric arrays (matrix, compressed copy, scales, id pointers)."""
+        total = self._exact.nbytes + self._ids.nbytes
+        for arr in (self._codes, self._scale, self._half):
+            total += arr.nbytes if arr is not None else 0
+        return total
+
+    def rows_for(self, ids: Iterable[str]) -> np.ndarray:
+        """Current rows of ``ids`` (unknown ids skipped), for an ``allowed`` filter."""
+        get = self._row.get
+        with self._lock:
+            rows = [r for r in map(get, ids) if r is not None]
+        return np.asarray(rows, dtype=np.int64)
+
+    # -- queries ---------------------------------------------------------------------------
+    def search(
+        self, query_vec: np.ndarray, k: int, *, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` rows most similar to ``query_vec``: ``(ids, cosine scores)``, best first.
+
+        ``allowed`` pre-filters: a boolean mask over the rows (length ``len(self)``)
+        or an array of row numbers (from :meth:`rows_for`). Only allowed rows
+        compete, so a filter matching 1 % of the rows still returns its best k.
+        A zero query has no direction and returns nothing.
+        """
+        q = self._query(query_vec)
+        if k < 0:
+            raise ValidationError("k", f"must be >= 0, got {k}")
+        with self._lock:
+            n = self._n
+            rows = None if allowed is None else self._allowed_rows(allowed, n)
+            if k == 0 or n == 0 or not q.any() or (rows is not None and rows.size == 0):
+                return np.empty(0, dtype=object), np.empty(0, dtype=np.float32)
+            if rows is not None and rows.size <= _GATHER_FRACTION * n:
+                # Few candidates: exact scores of just those rows.
+                scores = cosine_scores(self._exact[rows], q)
+                order = top_k(scores, k)
+                return self._ids[rows[order]], scores[order]
+            if self.dtype == "float32":
+                scores = cosine_scores(self._exact[:n], q)
+                if rows is not None:
+                    scores = _mask_outside(scores, rows)
+                    k = min(k, rows.size)
+                pick = top_k(scores, k)
+                return self._ids[pick], scores[pick]
+            approx = self._approx_scores(q, n)
+            if rows is not None:
+                approx = _mask_outside(approx, rows)
+                k = min(k, rows.size)
+            pool = top_k(approx, min(max(self.rescore_pool, k), rows.size if rows is not None else n))
+            exact = cosine_scores(self._exact[pool], q)
+            best = top_k(exact, k)
+            return self._ids[pool[best]], exact[best]
+
+    def scores_for(self, ids_or_rows: Sequence[str] | np.ndarray, query_vec: np.ndarray) -> np.ndarray:
+        """Exact cosine of ``query_vec`` with each given id (or row number).
+
+        float32 array aligned with the input; NaN for ids without a vector here
+        (e.g. an entry whose embedding is still pending), so callers can tell
+        "no vector" from "similarity 0".
+        """
+        q = self._query(query_vec)
+        with self._lock:
+            arr = np.asarray(ids_or_rows)
+            if arr.size and np.issubdtype(arr.dtype, np.integer):
+                rows = arr.astype(np.int64)
+                bad = (rows < 0) | (rows >= self._n)
+                if bad.any():
+                    raise ValidationError("rows", f"row {int(rows[bad][0])} is outside 0..{self._n - 1}")
+                return self._exact[rows] @ q
+            get = self._row.get
+            found = [get(str(i), -1) for i in (arr.tolist() if arr.ndim else [arr.item()])]
+            rows = np.asarray(found, dtype=np.int64)
+            out = np.full(rows.shape[0], np.nan, dtype=np.float32)
+            hit = rows >= 0
+            if hit.any():
+                out[hit] = self._exact[rows[hit]] @ q
+            return out
+
+    # -- updates -----------------------------------------------------------------------------
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Insert or replace the vectors of ``ids`` (rows are L2-normalised here).
+
+        Existing ids are overwritten in place; new ones are appended (amortised
+        O(1): capacity grows by 1/8 when full). A repeated id keeps its last vector.
+        """
+        vecs = np.asarray(vectors)
+        if vecs.ndim == 1:
+            vecs = vecs[None, :]
+        ids = [str(i) for i in ids]
+        if vecs.ndim != 2 or vecs.shape[1] != self.dim:
+            raise ValidationError("vectors", f"must have shape (n, {self.dim}) for this index, got {vecs.shape}")
+        if len(ids) != vecs.shape[0]:
+            raise ValidationError("ids", f"has {len(ids)} ids for {vecs.shape[0]} vectors")
+        unit = l2_normalize(vecs)
+        _check_finite(unit)
+        with self._lock:
+            self._make_owned()
+            new = [i for i in dict.fromkeys(ids) if i not in self._row]
+            self._reserve(self._n + len(new))
+            for entry_id in new:
+                self._row[entry_id] = self._n
+                self._ids[self._n] = entry_id
+                self._n += 1
+            rows = np.fromiter((self._row[i] for i in ids), dtype=np.int64, count=len(ids))
+            # Later duplicates win: numpy fancy assignment applies in order.
+            self._exact[rows] = unit
+            self._encode_rows_at(rows, unit)
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Drop the vectors of ``ids``; unknown ids are ignored. Returns how many went.
+
+        Swap-remove: the last live row moves into the hole, so rows stay dense.
+        """
+        removed = 0
+        with self._lock:
+            self._make_owned()
+            for entry_id in ids:
+                r = self._row.pop(str(entry_id), None)
+                if r is None:
+                    continue
+                last = self._n - 1
+                if r != last:
+                    moved = self._ids[last]
+                    self._ids[r] = moved
+                    self._row[moved] = r
+                    self._exact[r] = self._exact[last]
+                    self._copy_compressed(last, r)
+                self._ids[last] = None
+                self._n = last
+                removed += 1
+        return removed
+
+    # -- internals -----------------------------------------------------------------------------
+    def _query(self, query_vec: np.ndarray) -> np.ndarray:
+        q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise ValidationError(
+                "query_vec", f"has dimension {q.shape[0]} but this index ({self.model or 'model ?'}) holds {self.dim}"
+            )
+        if not np.isfinite(q).all():
+            raise ValidationError("query_vec", "contains NaN or infinite values")
+        norm = float(np.linalg.norm(q))
+        return q / norm if norm > 0 else q
+
+    def _allowed_rows(self, allowed: np.ndarray, n: int) -> np.ndarray:
+        a = np.asarray(allowed)
+        if a.dtype == bool:
+            if a.shape != (n,):
+                raise ValidationError("allowed", f"a boolean mask must have length {n} (one per row), got {a.shape}")
+            return np.flatnonzero(a)
+        if a.size == 0:
+            return np.empty(0, dtype=np.int64)
+        if not np.issubdtype(a.dtype, np.integer):
+            raise ValidationError("allowed", f"must be a boolean mask or row numbers, got dtype {a.dtype}")
+        rows = np.unique(a.astype(np.int64))
+        if rows[0] < 0 or rows[-1] >= n:
+            raise ValidationError("allowed", f"row numbers must be in 0..{n - 1}")
+        return rows
+
+    def _approx_scores(self, q: np.ndarray, n: int) -> np.ndarray:
+        if self.dtype == "int8":
+            assert self._codes is not None and self._scale is not None
+            return int8_scores(self._codes[:n], self._scale[:n], q)
+        assert self._half is not None
+        return float16_scores(self._half[:n], q)
+
+    def _alloc_compressed(self, capacity: int) -> None:
+        if self.dtype == "int8":
+            self._codes = np.zeros((capacity, self.dim), dtype=np.int8)
+            self._scale = np.zeros(capacity, dtype=np.float32)
+        elif self.dtype == "float16":
+            self._half = np.zeros((capacity, self.dim), dtype=np.float16)
+
+    def _encode_rows(self, start: int, stop: int) -> None:
+        """Fill the compressed copy of rows start..stop from the f32 matrix (blockwise)."""
+        step = 65536
+        for s in range(start, stop, step):
+            e = min(s + step, stop)
+            self._encode_rows_at(np.arange(s, e), self._exact[s:e])
+
+    def _encode_rows_at(self, rows: np.ndarray, unit: np.ndarray) -> None:
+        if self.dtype == "int8":
+            assert self._codes is not None and self._scale is not None
+            codes, scale = quantize_int8(unit)
+            self._codes[rows] = codes
+            self._scale[rows] = scale
+        elif self.dtype == "float16":
+            assert self._half is not None
+            self._half[rows] = unit.astype(np.float16)
+
+    def _copy_compressed(self, src: int, dst: int) -> None:
+        if self._codes is not None and self._scale is not None:
+            self._codes[dst] = self._codes[src]
+            self._scale[dst] = self._scale[src]
+        if self._half is not None:
+            self._half[dst] = self._half[src]
+
+    def _make_owned(self) -> None:
+        """Copy a caller's read-only matrix before the first write (copy on write)."""
+        if not self._owned:
+            self._exact = np.array(self._exact[: self._n], dtype=np.float32, copy=True)
+            self._owned = True
+
+    def _reserve(self, needed: int) -> None:
+        cap = self._exact.shape[0]
+        if needed <= cap:
+            return
+        new_cap = max(needed, int(cap * _GROWTH), cap + _MIN_GROW)
+        n = self._n
+        exact = np.zeros((new_cap, self.dim), dtype=np.float32)
+        exact[:n] = self._exact[:n]
+        ids = np.empty(new_cap, dtype=object)
+        ids[:n] = self._ids[:n]
+        old_codes, old_scale, old_half = self._codes, self._scale, self._half
+        self._exact, self._ids = exact, ids
+        self._alloc_compressed(new_cap)
+        if old_codes is not None and old_scale is not None and self._codes is not None and self._scale is not None:
+            self._codes[:n] = old_codes[:n]
+            self._scale[:n] = old_scale[:n]
+        if old_half is not None and self._half is not None:
+            self._half[:n] = old_half[:n]
+
+    def __repr__(self) -> str:
+        return f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={self._n}, dim={self.dim}, dtype={self.dtype!r})"
+
+
+def _mask_outside(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Scores with every row not in ``rows`` set to -inf (pre-filter on a full scan)."""
+    masked = np.full_like(scores, -np.inf)
+    masked[rows] = scores[rows]
+    return masked
+
+
+def _check_finite(m: np.ndarray) -> None:
+    if m.size and not np.isfinite(m).all():
+        raise ValidationError("vectors", "contain NaN or infinite values")
