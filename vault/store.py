@@ -283,6 +283,25 @@ class TierStore:
             (json.dumps(list(ids)),))
         return {row[0]: row_to_entry(row) for row in rows}
 
+    #: Columns of :meth:`light_rows` (the Brain's scan path; no long text is read back).
+    LIGHT_COLUMNS = ("id", "type", "domain", "severity", "title", "snippet", "tags",
+                     "created_at", "updated_at", "valid_from", "valid_until", "content_hash",
+                     "chars")
+
+    def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, tuple]:
+        """{id: row in LIGHT_COLUMNS order}: scoring fields, the first ``snippet_chars``
+        of the description and ``chars`` (length of all text fields), without full entries."""
+        if not ids:
+            return {}
+        rows = self._query(
+            "SELECT e.id, e.type, e.domain, e.severity, e.title, substr(e.description, 1, ?), "
+            "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
+            "length(e.title) + length(e.description) + length(e.context) + length(e.example) "
+            "+ length(e.counter_example) + length(e.why) FROM entries e "
+            "WHERE e.id IN (SELECT value FROM json_each(?))",
+            (int(snippet_chars), json.dumps(list(ids))))
+        return {row[0]: row for row in rows}
+
     def delete(self, entry_id: str) -> bool:
         """Delete an entry (its links, vectors and embedding state cascade)."""
         with self._write():
