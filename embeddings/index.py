@@ -200,10 +200,10 @@ class VectorIndex:
         if matrix.ndim != 2:
             raise ValidationError("matrix", f"must be 2-D (n, dim), got shape {matrix.shape}")
         n, dim = matrix.shape
-        id_arr = np.empty(n, dtype=object)
-        id_arr[:] = [str(i) for i in ids] if not isinstance(ids, np.ndarray) else ids.astype(str).tolist()
         if len(ids) != n:
             raise ValidationError("ids", f"has {len(ids)} ids for {n} rows")
+        id_arr = np.empty(n, dtype=object)
+        id_arr[:] = [str(i) for i in ids] if not isinstance(ids, np.ndarray) else ids.astype(str).tolist()
         index = cls(dim, dtype=dtype, model=model, tier=tier, capacity=0, rescore_pool=rescore_pool)
         row = {entry_id: r for r, entry_id in enumerate(id_arr.tolist())}
         if len(row) != n:

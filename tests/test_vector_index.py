@@ -1,0 +1,212 @@
+"""VectorIndex against a plain NumPy reference (exact top-k) on random data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tiervault.embeddings.index import (
+    VectorIndex,
+    cosine_scores,
+    l2_normalize,
+    quantize_int8,
+    top_k,
+)
+from tiervault.errors import ValidationError
+
+DTYPES = ["float32", "int8", "float16"]
+
+
+def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    m = rng.standard_normal((n, d))
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def reference(vectors: dict[str, np.ndarray], q: np.ndarray, k: int, allowed: set[str] | None = None):
+    """Exact top-k by float64 cosine over a plain dict: the ground truth."""
+    keys = [i for i in vectors if allowed is None or i in allowed]
+    if not keys:
+        return [], np.empty(0)
+    m = np.array([vectors[i] for i in keys], dtype=np.float64)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    qn = q / np.linalg.norm(q)
+    s = m @ qn
+    order = np.argsort(-s, kind="stable")[:k]
+    return [keys[i] for i in order], s[order]
+
+
+def assert_same(got: tuple[np.ndarray, np.ndarray], want: tuple[list[str], np.ndarray]) -> None:
+    ids, scores = got
+    assert ids.tolist() == want[0]
+    assert scores.dtype == np.float32
+    np.testing.assert_allclose(scores, want[1], atol=2e-6)
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[list[str], np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    n, d = 20_000, 384
+    # Deliberately not unit length: the index normalises.
+    m = (rng.standard_normal((n, d)) * rng.uniform(0.5, 3.0, size=(n, 1))).astype(np.float32)
+    qs = rng.standard_normal((8, d)).astype(np.float32)
+    return [f"e{i:05d}" for i in range(n)], m, qs
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_search_equals_numpy_reference(data, dtype: str) -> None:
+    ids, m, qs = data
+    index = VectorIndex.build(ids, m, dtype=dtype, model="m", tier="project")  # type: ignore[arg-type]
+    truth = dict(zip(ids, m.astype(np.float64)))
+    assert len(index) == len(ids) and index.dim == 384
+    for q in qs:
+        assert_same(index.search(q, 50), reference(truth, q, 50))
+    assert_same(index.search(qs[0], 1), reference(truth, qs[0], 1))
+    assert index.search(qs[0], 0)[0].size == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_prefiltered_search_returns_best_of_the_allowed(data, dtype: str) -> None:
+    ids, m, qs = data
+    rng = np.random.default_rng(3)
+    index = VectorIndex.build(ids, m, dtype=dtype)  # type: ignore[arg-type]
+    truth = dict(zip(ids, m.astype(np.float64)))
+    for fraction in (0.01, 0.5):  # gather path and full-scan-with-mask path
+        chosen = sorted(rng.choice(len(ids), int(len(ids) * fraction), replace=False).tolist())
+        allowed_ids = {ids[i] for i in chosen}
+        rows = index.rows_for(sorted(allowed_ids))
+        mask = np.zeros(len(index), dtype=bool)
+        mask[rows] = True
+        for q in qs[:3]:
+            want = reference(truth, q, 50, allowed_ids)
+            assert len(want[0]) == 50  # a 1% filter (200 rows) still yields a full page
+            assert_same(index.search(q, 50, allowed=rows), want)
+            assert_same(index.search(q, 50, allowed=mask), want)
+    few = index.rows_for(["e00003", "e00004", "nope"])
+    assert few.tolist() == [3, 4]
+    got_ids, _ = index.search(qs[0], 10, allowed=few)
+    assert sorted(got_ids.tolist()) == ["e00003", "e00004"]  # k larger than the filter
+    assert index.search(qs[0], 10, allowed=np.array([], dtype=np.int64))[0].size == 0
+    assert index.search(qs[0], 10, allowed=np.zeros(len(index), dtype=bool))[0].size == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_incremental_updates_match_reference(dtype: str) -> None:
+    rng = np.random.default_rng(11)
+    d = 32
+    start = unit(rng, 300, d)
+    truth = {f"a{i}": start[i] for i in range(300)}
+    index = VectorIndex.build(list(truth), start, dtype=dtype, normalized=True)  # type: ignore[arg-type]
+    counter = 0
+    for step in range(40):
+        if step % 3 == 2 and truth:
+            victims = rng.choice(sorted(truth), size=min(len(truth), int(rng.integers(1, 40))), replace=False).tolist()
+            assert index.remove(victims + ["never-there"]) == len(victims)
+            for v in victims:
+                del truth[v]
+        else:
+            # New ids plus overwrites of existing ones, with a duplicate in the batch.
+            new_ids = [f"n{counter + j}" for j in range(int(rng.integers(1, 120)))]
+            counter += len(new_ids)
+            old = rng.choice(sorted(truth), size=min(5, len(truth)), replace=False).tolist() if truth else []
+            batch = new_ids + old + new_ids[:1]
+            vecs = rng.standard_normal((len(batch), d)) * 4.0
+            index.upsert(batch, vecs)
+            for i, vid in enumerate(batch):
+                truth[vid] = vecs[i]  # the later duplicate wins, as in the index
+        assert len(index) == len(truth)
+        assert set(index.ids.tolist()) == set(truth)
+        q = rng.standard_normal(d)
+        assert_same(index.search(q, 25), reference(truth, q, 25))
+    assert index.capacity >= len(index)
+    assert index.capacity <= max(len(index) * 1.25, len(index) + 1024 + 300)  # bounded slack
+
+
+def test_scores_for_ids_and_rows(data) -> None:
+    ids, m, qs = data
+    index = VectorIndex.build(ids[:1000], m[:1000])
+    q = qs[0]
+    want = l2_normalize(m[[5, 17, 3]]) @ (q / np.linalg.norm(q))
+    got = index.scores_for(["e00005", "e00017", "missing", "e00003"], q)
+    np.testing.assert_allclose(got[[0, 1, 3]], want, atol=1e-6)
+    assert np.isnan(got[2])  # "no vector" is not "similarity 0"
+    np.testing.assert_allclose(index.scores_for(np.array([5, 17, 3]), q), want, atol=1e-6)
+    with pytest.raises(ValidationError, match="outside"):
+        index.scores_for(np.array([1000]), q)
+    assert index.scores_for([], q).shape == (0,)
+
+
+def test_k_larger_than_index_and_zero_query() -> None:
+    rng = np.random.default_rng(0)
+    m = unit(rng, 7, 16)
+    index = VectorIndex.build([str(i) for i in range(7)], m)
+    q = rng.standard_normal(16)
+    got_ids, got_scores = index.search(q, 100)
+    assert len(got_ids) == 7 and np.all(np.diff(got_scores) <= 0)
+    assert index.search(np.zeros(16), 5)[0].size == 0
+    empty = VectorIndex(16)
+    assert empty.search(q, 5)[0].size == 0
+    empty.upsert(["x"], q)  # a single 1-D vector is accepted
+    assert empty.search(q, 5)[0].tolist() == ["x"]
+    np.testing.assert_allclose(empty.search(q, 5)[1], [1.0], atol=1e-6)
+
+
+def test_build_from_readonly_memmap_copies_on_first_write(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    m = unit(rng, 500, 24).astype(np.float32)
+    path = tmp_path / "vectors.f32"
+    m.tofile(path)
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(500, 24))
+    index = VectorIndex.build([f"v{i}" for i in range(500)], mapped, normalized=True)
+    truth = {f"v{i}": m[i].astype(np.float64) for i in range(500)}
+    q = rng.standard_normal(24)
+    assert_same(index.search(q, 10), reference(truth, q, 10))
+    fresh = rng.standard_normal(24)
+    index.remove(["v0"])
+    index.upsert(["new"], fresh)
+    assert np.array_equal(np.fromfile(path, dtype=np.float32).reshape(500, 24), m)  # file untouched
+    del truth["v0"]
+    truth["new"] = fresh
+    assert_same(index.search(q, 10), reference(truth, q, 10))
+
+
+def test_validation_errors() -> None:
+    index = VectorIndex(8, model="text-embedding-3-small")
+    with pytest.raises(ValidationError, match="dimension 4.*holds 8"):
+        index.search(np.ones(4), 3)
+    with pytest.raises(ValidationError, match=r"shape \(n, 8\)"):
+        index.upsert(["a"], np.ones((1, 4)))
+    with pytest.raises(ValidationError, match="2 ids for 1 vectors"):
+        index.upsert(["a", "b"], np.ones((1, 8)))
+    with pytest.raises(ValidationError, match="NaN"):
+        index.upsert(["a"], np.full((1, 8), np.nan))
+    with pytest.raises(ValidationError, match="duplicates"):
+        VectorIndex.build(["a", "a"], np.ones((2, 8)))
+    with pytest.raises(ValidationError, match="2 ids for 3 rows"):
+        VectorIndex.build(["a", "b"], np.ones((3, 8)))
+    index.upsert(["a", "b"], np.eye(8)[:2])
+    with pytest.raises(ValidationError, match="length 2"):
+        index.search(np.ones(8), 1, allowed=np.ones(5, dtype=bool))
+    with pytest.raises(ValidationError, match="row numbers"):
+        index.search(np.ones(8), 1, allowed=np.array([0, 2]))
+    with pytest.raises(ValidationError, match="dtype"):
+        VectorIndex(8, dtype="bfloat16")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="k"):
+        index.search(np.ones(8), -1)
+
+
+def test_pure_functions() -> None:
+    rng = np.random.default_rng(2)
+    m = unit(rng, 200, 64).astype(np.float32)
+    codes, scale = quantize_int8(m)
+    assert codes.dtype == np.int8 and np.abs(codes).max() == 127
+    assert np.all(np.abs(codes * scale[:, None] - m) <= scale[:, None] / 2 + 1e-7)
+    zc, zs = quantize_int8(np.zeros((2, 4), dtype=np.float32))
+    assert not zc.any() and not zs.any()
+    s = np.array([0.1, 0.9, 0.5, 0.9, -1.0], dtype=np.float32)
+    assert top_k(s, 3).tolist() == [1, 3, 2]  # tie broken by position
+    assert top_k(s, 10).tolist() == [1, 3, 2, 0, 4]
+    assert top_k(s, 0).size == 0
+    q = m[0]
+    np.testing.assert_allclose(cosine_scores(m, q)[0], 1.0, atol=1e-6)
+    z = l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    np.testing.assert_allclose(z, [[0.6, 0.8], [0.0, 0.0]])
