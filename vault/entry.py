@@ -9,7 +9,6 @@ in memory and ISO 8601 UTC on the wire.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import unicodedata
@@ -213,7 +212,7 @@ class Entry:
         valid_until = parse_timestamp(data.get("valid_until"), "valid_until")
         if valid_from is not None and valid_until is not None and valid_until <= valid_from:
             raise ValidationError("valid_until", "must be later than valid_from")
-        entry = cls(
+        values = dict(
             id=entry_id,
             title=title,
             description=description,
@@ -232,7 +231,7 @@ class Entry:
             created_at=parse_timestamp(data.get("created_at"), "created_at"),
             updated_at=parse_timestamp(data.get("updated_at"), "updated_at"),
         )
-        return replace(entry, content_hash=entry.compute_hash())
+        return cls(**values, content_hash=_content_hash(values))
 
     # -- derived values -----------------------------------------------------
     def compute_hash(self) -> str:
@@ -241,16 +240,7 @@ class Entry:
         Two tiers holding the same knowledge under different ids share this hash,
         which is how the VaultManager spots cross-tier duplicates.
         """
-        payload = {}
-        for name in _CONTENT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, str):
-                value = " ".join(value.split()).casefold()
-            elif isinstance(value, tuple):
-                value = sorted(v.casefold() for v in value)
-            payload[name] = value
-        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
-        return hashlib.sha256(blob).hexdigest()
+        return _content_hash({name: getattr(self, name) for name in _CONTENT_FIELDS})
 
     def with_times(self, created_at: float | None, updated_at: float | None) -> "Entry":
         """A copy with store-assigned timestamps."""
@@ -275,6 +265,22 @@ class Entry:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Entry))
+
+
+def _content_hash(values: Mapping[str, Any]) -> str:
+    """sha256 of the content fields: whitespace folded, case folded, lists sorted.
+
+    Fields are joined with control separators that validation keeps out of
+    every field, so distinct contents cannot collide by concatenation.
+    """
+    parts = []
+    for name in _CONTENT_FIELDS:
+        value = values[name]
+        if isinstance(value, tuple):
+            parts.append("\x1e".join(sorted(v.casefold() for v in value)))
+        else:
+            parts.append(" ".join(value.split()).casefold())
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 _TIME_FIELDS = frozenset({"valid_from", "valid_until", "created_at", "updated_at"})
 
 
