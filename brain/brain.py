@@ -1,0 +1,393 @@
+"""The Brain: seven-signal rescoring of federated candidates, and the agent-facing calls.
+
+Open one with ``Brain.open(settings)`` (a :class:`~tiervault.config.Settings`,
+a path to an agent.yaml, or None for the default lookup), or wrap an existing
+manager: ``Brain(manager, settings)``. Then:
+
+- ``search_intelligent(query, mode="scan"|"full", ...)`` -> list of rows
+  (:class:`~tiervault.brain.shapes.ScanRow` / :class:`~tiervault.brain.shapes.FullRow`);
+- ``load_entries(ids)`` -> complete entries in the order asked (scan-then-full);
+- ``feedback(query, entry_id, action)``; ``weights()``; ``stats()``.
+
+Score of a candidate (all signals in [0, 1], weights summing to 1)::
+
+    weightedSum = sum_k weights[k] * signal_k
+    score       = tierWeight * weightedSum + feedbackNudge
+
+The tier weight (agent 1.0, project 0.8, team 0.6 by default) multiplies the
+whole sum, so of two otherwise-equal entries the higher-priority tier's always
+wins, as the federation promises; lexical evidence enters through the
+semantic signal (see :func:`tiervault.brain.signals.semantic`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tiervault.brain import signals
+from tiervault.brain.feedback import entry_nudges, record_feedback
+from tiervault.brain.graph import graph_hops
+from tiervault.brain.memories import memory_signals
+from tiervault.brain.pool import LIGHT, Pool
+from tiervault.brain.shapes import SIGNALS, LoadedRow, StatsReport
+from tiervault.brain.vectors import VectorSource
+from tiervault.brain.weights import WeightSet, adapt, base_weights
+from tiervault.errors import EmbeddingError, EntryNotFound, QueryError, TierVaultError
+from tiervault.vault.filters import Filters
+from tiervault.vault.query import hashtags
+from tiervault.vault.scoring import top_k
+
+__all__ = ["Brain", "MODES", "DEFAULT_LIMITS", "MAX_LIMIT", "SEEDS", "SMALL_CORPUS"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("scan", "full")
+DEFAULT_LIMITS = {"scan": 10, "full": 20}
+MAX_LIMIT = 1_000
+SEEDS = 5  # graph seeds: top candidates by pass-1 score with semantic > 0
+SMALL_CORPUS = 50  # the small-corpus guard applies below this many FTS results
+MAX_GRAPH_ADDITIONS = 50
+_SEM, _VEC, _GRAPH = (SIGNALS.index(k) for k in ("semantic", "vector", "graphProximity"))
+
+
+class Brain:
+    """Rescoring and the search facade over a :class:`~tiervault.vault.manager.VaultManager`."""
+
+    def __init__(self, manager: Any, settings: Any = None, *, vectors: VectorSource | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        from tiervault.config import BrainConfig
+
+        self.manager = manager
+        self.settings = settings
+        self.config = getattr(settings, "brain", None) or BrainConfig()
+        self.vectors = vectors
+        self.clock = clock
+        # Validate overrides now: a bad brain.weights block fails at open, not mid-search.
+        base_weights(False, self.config.weights)
+        base_weights(True, self.config.weights)
+
+    @classmethod
+    def open(cls, settings: Any = None, *, vectors: VectorSource | None = None) -> "Brain":
+        """A Brain over the tiers of ``settings`` (Settings, agent.yaml path, or None =
+        ``$TIERVAULT_CONFIG`` / ./agent.yaml / defaults)."""
+        from tiervault.config import Settings, load_settings
+        from tiervault.vault.manager import VaultManager
+
+        if not isinstance(settings, Settings):
+            settings = load_settings(str(settings) if isinstance(settings, (str, Path)) else None)
+        return cls(VaultManager.from_settings(settings), settings, vectors=vectors)
+
+    def close(self) -> None:
+        self.manager.close()
+
+    def __enter__(self) -> "Brain":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- weights --------------------------------------------------------------------------
+    def _agent_store(self) -> Any | None:
+        tier = self.manager.tiers.get("agent")
+        return tier.store if tier is not None else None
+
+    def feedback_counts(self) -> dict[str, int]:
+        store = self._agent_store()
+        if store is None:
+            return {"accepted": 0, "modified": 0, "dismissed": 0, "failed": 0}
+        return store.feedback_counts()
+
+    def weights(self, hybrid: bool | None = None) -> WeightSet:
+        """The weights in force: hybrid when vectors are available (or asked), adapted
+        by feedback once the threshold is reached. Always sums to 1.0."""
+        if hybrid is None:
+            hybrid = self.vectors is not None
+        base = base_weights(hybrid, self.config.weights)
+        values, rate, adapted = adapt(base, self.feedback_counts(), self.config.feedback_threshold)
+        return WeightSet(tuple(float(v) for v in values), "hybrid" if hybrid else "fts", adapted, rate)
+
+    # -- search ---------------------------------------------------------------------------
+    def search_intelligent(
+        self, query: str, *, mode: str = "scan", limit: int | None = None, domain: Any = None,
+        type: Any = None, severity: Any = None, tags: Any = None,  # noqa: A002 - public names
+        tiers: Sequence[str] | None = None, include_memories: bool = False, explain: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Search every tier and rank by the seven signals; rows best first.
+
+        ``mode="scan"`` gives light rows (no full entry is read), ``"full"`` complete
+        entries with their score breakdown. ``domain``/``type``/``severity``/``tags``
+        filter before the candidate limit (tags: any of them); ``tags`` and ``#tag``
+        words in the query also feed the tag-overlap signal, ``domain`` the
+        domain-match signal. ``limit`` defaults to 10 (scan) / 20 (full).
+        """
+        if mode not in MODES:
+            raise QueryError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
+        if limit is None:
+            limit = DEFAULT_LIMITS[mode]
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise QueryError("limit", f"{limit!r} must be an integer from 1 to {MAX_LIMIT}")
+        if not isinstance(query, str):
+            raise QueryError("query", f"expected a string, got {type_name(query)}")
+        if isinstance(tiers, str):
+            tiers = [t.strip() for t in tiers.split(",") if t.strip()]
+        filters = Filters.build(type=type, domain=domain, severity=severity, tags=tags)
+        query_tags = list(dict.fromkeys([*filters.tags, *hashtags(query)]))
+        query_domain = filters.domains[0] if len(filters.domains) == 1 else None
+        now = self.clock()
+
+        qvec = self._query_vector(query)
+        weights = self.weights(hybrid=qvec is not None)
+        fetch = max(3 * limit, 30)
+        cands = self.manager.search(query, filters=filters, limit=fetch, tiers=tiers)
+        complete = len(cands) < fetch  # every matching entry is in the candidate set
+        if not complete and self.config.small_corpus_guard:
+            total = _matching_count(cands.query, filters)
+            if total < SMALL_CORPUS:
+                cands = self.manager.search(query, filters=filters, limit=max(total, 1), tiers=tiers)
+                complete = True
+        pool = Pool.from_candidates(self.manager, cands)
+        n_fts = len(pool)
+        if qvec is not None:
+            hits = self.vectors.search(qvec, fetch, [t.name for t in self.manager.ordered(tiers)],
+                                       filters)  # type: ignore[union-attr]
+            pool.add_external(self.manager, [h[0] for h in hits], "vector", cands.query, filters,
+                              tiers, fetch)
+
+        values = self._signals(pool, qvec, query_tags, query_domain, now)
+        weight_arr = weights.array
+        tier_w = np.asarray(pool.tier_weight, dtype=np.float64)
+        pass1 = tier_w * (values @ weight_arr)
+        seed_idx = top_k(pass1, SEEDS, values[:, _SEM] > 0)
+        graph = graph_hops(self.manager, [pool.ids[i] for i in seed_idx])
+        if graph.hops:
+            ordered = sorted(graph.hops, key=lambda e: graph.hops[e])
+            added = pool.add_external(self.manager, ordered, "graph", cands.query, filters, tiers,
+                                      MAX_GRAPH_ADDITIONS)
+            if added:
+                values = self._signals(pool, qvec, query_tags, query_domain, now)
+                tier_w = np.asarray(pool.tier_weight, dtype=np.float64)
+        hops = np.array([graph.hops.get(e, -1) for e in pool.ids], dtype=np.int64)
+        values[:, _GRAPH] = signals.graph_proximity(hops)
+        weighted = values @ weight_arr
+        nudge = self._nudges(query, pool.ids, now)
+        score = tier_w * weighted + nudge
+
+        rank_of = {t.name: r for r, t in enumerate(self.manager.ordered())}
+        order = sorted(range(len(pool)), key=lambda i: (-score[i], rank_of.get(pool.tiers[i], 99), i))
+        keep = limit
+        if self.config.small_corpus_guard and complete and n_fts < SMALL_CORPUS and len(order) > 0 \
+                and (len(order) - limit) / len(order) > 0.5:
+            keep = len(order)  # the seed's guard: a small vault returns everything it found
+        ctx = _RowContext(pool, values, weighted, nudge, score, weights, graph.contradicts, explain)
+        rows = [(float(score[i]), ctx, i) for i in order[:keep]]
+        if include_memories and not (filters.types or filters.severities or filters.domains):
+            rows.extend(self._memory_rows(query, cands.query, query_tags, weights, now, limit,
+                                          explain, filters))
+            rows.sort(key=lambda r: -r[0])
+            rows = rows[:keep]
+        if mode == "scan":
+            return [c.scan_row(i) for _, c, i in rows]
+        entries = self._full_entries(pool, [i for _, c, i in rows if isinstance(c, _RowContext)])
+        return [c.full_row(i, entries) for _, c, i in rows]
+
+    def _query_vector(self, query: str) -> np.ndarray | None:
+        if self.vectors is None:
+            return None
+        try:
+            return self.vectors.embed_query(query)
+        except EmbeddingError as exc:
+            # This query falls back to the FTS-only weights (not hybrid with a zero term).
+            log.warning("embedding the query failed (%s); ranking without vectors", exc)
+            return None
+
+    def _signals(self, pool: Pool, qvec: np.ndarray | None, query_tags: list[str],
+                 query_domain: str | None, now: float) -> np.ndarray:
+        n = len(pool)
+        values = np.zeros((n, len(SIGNALS)), dtype=np.float64)
+        values[:, _SEM] = signals.semantic(np.asarray(pool.tfidf), np.asarray(pool.lexical))
+        if qvec is not None and n:
+            cos = np.full(n, np.nan)
+            by_tier: dict[str, list[int]] = {}
+            for i, t in enumerate(pool.tiers):
+                by_tier.setdefault(t, []).append(i)
+            for t, idx in by_tier.items():
+                cos[idx] = self.vectors.similarities(qvec, t, [pool.ids[i] for i in idx])  # type: ignore[union-attr]
+            values[:, _VEC] = signals.vector(cos, n)
+        values[:, 2] = signals.severity(pool.column("severity"))
+        values[:, 3] = signals.temporal_decay(pool.times("updated_at"), pool.times("created_at"),
+                                              pool.times("valid_from"), pool.times("valid_until"),
+                                              now, self.config.half_life_days)
+        values[:, 4] = signals.tag_overlap(query_tags, pool.tag_lists())
+        values[:, 5] = signals.domain_match(query_domain, pool.column("domain"))
+        return values
+
+    def _nudges(self, query: str, ids: list[str], now: float) -> np.ndarray:
+        store = self._agent_store()
+        if store is None or not ids:
+            return np.zeros(len(ids))
+        return entry_nudges(query, ids, store.feedback_for(ids), now)
+
+    def _memory_rows(self, query: str, lq: Any, query_tags: list[str], weights: WeightSet,
+                     now: float, limit: int, explain: bool, filters: Filters) -> list[tuple]:
+        hits = self.manager.search_memories(query, limit)
+        if filters.tags:
+            hits = [h for h in hits if set(filters.tags) & set(h[0].topics.split())]
+        if not hits:
+            return []
+        ms = memory_signals(hits, lq, now=now, half_life_days=self.config.half_life_days,
+                            query_tags=query_tags)
+        tier_w = np.array([self.manager.tiers[t].weight for _, t in hits])
+        weighted = ms.values @ weights.array
+        score = tier_w * weighted
+        ctx = _MemoryContext(ms, weighted, score, tier_w, weights, explain)
+        return [(float(score[i]), ctx, i) for i in range(len(hits))]
+
+    def _full_entries(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
+        by_tier: dict[str, list[str]] = {}
+        for i in idx:
+            by_tier.setdefault(pool.tiers[i], []).append(pool.ids[i])
+        out: dict[str, Any] = {}
+        for tier, ids in by_tier.items():
+            for eid, entry in self.manager.store(tier).get_many(ids).items():
+                out[f"{tier}\0{eid}"] = entry
+        return out
+
+    # -- second pass, feedback, stats ---------------------------------------------------
+    def load_entries(self, ids: Sequence[str]) -> list[LoadedRow]:
+        """Complete entries in the order asked, each from the highest-priority tier
+        holding it; an unknown id gives ``{"id": ..., "found": False, "error": ...}``."""
+        if isinstance(ids, str):
+            ids = [ids]
+        found = self.manager.get_many(list(dict.fromkeys(ids)))
+        out: list[LoadedRow] = []
+        for eid in ids:
+            if eid in found:
+                entry, tier = found[eid]
+                out.append({"id": eid, "found": True, "entry": entry.to_dict(), "tier": tier})
+            else:
+                out.append({"id": eid, "found": False, "error": str(EntryNotFound(eid))})
+        return out
+
+    def feedback(self, query: str, entry_id: str, action: str) -> dict[str, Any]:
+        """Record feedback in the agent tier; returns the new counts and weights."""
+        tier = record_feedback(self.manager, query, entry_id, action)
+        ws = self.weights()
+        return {"entryId": entry_id, "action": action, "tier": tier, "recordedIn": "agent",
+                "feedback": self.feedback_counts(), "weights": ws.as_dict(), "adapted": ws.adapted}
+
+    def stats(self) -> StatsReport:
+        """Entries per tier, the weights in force, and the feedback counts."""
+        ws = self.weights()
+        return {"tiers": self.manager.stats(), "weights": ws.as_dict(), "weightSet": ws.name,
+                "adapted": ws.adapted, "feedback": self.feedback_counts()}
+
+
+def type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _matching_count(lq: Any, filters: Filters) -> int:
+    """Entries matching the query (and filters) over the searched tiers, duplicates included."""
+    total = 0
+    for name, p in lq.postings.items():
+        hit = lq.bm25[name] > 0
+        if hit.any():
+            total += int(np.count_nonzero(hit & p.mask(filters)))
+    return total
+
+
+def _r(x: float) -> float:
+    return round(float(x), 6)
+
+
+class _RowContext:
+    """Builds output rows for pool candidates (shared state of one query)."""
+
+    def __init__(self, pool: Pool, values: np.ndarray, weighted: np.ndarray, nudge: np.ndarray,
+                 score: np.ndarray, weights: WeightSet, contradicts: dict[str, set[str]],
+                 explain: bool) -> None:
+        self.pool, self.values, self.weighted, self.nudge = pool, values, weighted, nudge
+        self.score, self.weights, self.contradicts, self.explain = score, weights, contradicts, explain
+
+    def _explain(self, i: int) -> dict[str, Any]:
+        p = self.pool
+        return {"lexical": _r(p.lexical[i]), "tfidf": _r(p.tfidf[i]),
+                "tierWeight": _r(p.tier_weight[i]), "weightedSum": _r(self.weighted[i]),
+                "feedback": _r(self.nudge[i]), "weights": self.weights.as_dict(),
+                "weightSet": self.weights.name, "via": p.via[i], "alsoIn": list(p.also_in[i]),
+                "contradicts": sorted(self.contradicts.get(p.ids[i], ()))}
+
+    def scan_row(self, i: int) -> dict[str, Any]:
+        row = self.pool.rows[i]
+        out = {"id": row[LIGHT["id"]], "title": row[LIGHT["title"]], "score": _r(self.score[i]),
+               "type": row[LIGHT["type"]], "domain": row[LIGHT["domain"]],
+               "severity": row[LIGHT["severity"]], "tags": (row[LIGHT["tags"]] or "").split(),
+               "snippet": row[LIGHT["snippet"]] or "",
+               "tokenEstimate": int(math.ceil((row[LIGHT["chars"]] or 0) / 4)),
+               "tier": self.pool.tiers[i]}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out
+
+    def breakdown(self, i: int) -> dict[str, float]:
+        out = {k: _r(v) for k, v in zip(SIGNALS, self.values[i])}
+        out["total"] = _r(self.score[i])
+        return out
+
+    def full_row(self, i: int, entries: dict[str, Any]) -> dict[str, Any]:
+        tier, eid = self.pool.tiers[i], self.pool.ids[i]
+        entry = entries.get(f"{tier}\0{eid}")
+        if entry is None:  # deleted since the search: say so rather than drop silently
+            raise TierVaultError(f"entry {eid!r} in tier {tier!r} was deleted during the search; retry")
+        out = {"entry": entry.to_dict(), "score": _r(self.score[i]), "breakdown": self.breakdown(i),
+               "tier": tier}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out
+
+
+class _MemoryContext:
+    """Builds output rows for memory hits, in the same shapes as entries."""
+
+    def __init__(self, ms: Any, weighted: np.ndarray, score: np.ndarray, tier_w: np.ndarray,
+                 weights: WeightSet, explain: bool) -> None:
+        self.ms, self.weighted, self.score, self.tier_w = ms, weighted, score, tier_w
+        self.weights, self.explain = weights, explain
+
+    def _explain(self, i: int) -> dict[str, Any]:
+        return {"lexical": _r(self.ms.lexical[i]), "tfidf": _r(self.ms.tfidf[i]),
+                "tierWeight": _r(self.tier_w[i]), "weightedSum": _r(self.weighted[i]),
+                "feedback": 0.0, "weights": self.weights.as_dict(), "weightSet": self.weights.name,
+                "via": "memory", "alsoIn": [], "contradicts": []}
+
+    def scan_row(self, i: int) -> dict[str, Any]:
+        hit, tier = self.ms.hits[i]
+        title = hit.summary.strip().splitlines()[0][:120] if hit.summary.strip() else hit.id
+        out = {"id": hit.id, "title": title, "score": _r(self.score[i]), "type": "memory",
+               "domain": hit.project or "", "severity": "", "tags": hit.topics.split(),
+               "snippet": hit.summary[:120],
+               "tokenEstimate": int(math.ceil((len(hit.summary) + len(hit.context)) / 4)),
+               "tier": tier}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out
+
+    def full_row(self, i: int, entries: dict[str, Any]) -> dict[str, Any]:
+        from tiervault.vault.entry import format_timestamp
+
+        hit, tier = self.ms.hits[i]
+        breakdown = {k: _r(v) for k, v in zip(SIGNALS, self.ms.values[i])}
+        breakdown["total"] = _r(self.score[i])
+        out = {"entry": {"id": hit.id, "type": "memory", "summary": hit.summary,
+                         "context": hit.context, "topics": hit.topics.split(),
+                         "project": hit.project, "created_at": format_timestamp(hit.created_at)},
+               "score": _r(self.score[i]), "breakdown": breakdown, "tier": tier}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out

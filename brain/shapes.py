@@ -1,0 +1,99 @@
+"""The JSON shapes the Brain returns (and the CLI / MCP server print), as TypedDicts.
+
+Keys are exactly those of the reference design (camelCase, as agents read them).
+Optional extras live under ``explain`` and appear only when ``explain=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+__all__ = ["ScanRow", "FullRow", "Breakdown", "LoadedRow", "Explain", "StatsReport",
+           "WeightsDict", "SIGNALS"]
+
+#: The seven signals, in weight-vector order (spelled as in the breakdown).
+SIGNALS = ("semantic", "vector", "severity", "temporalDecay", "tagOverlap", "domainMatch",
+           "graphProximity")
+
+
+class WeightsDict(TypedDict):
+    semantic: float
+    vector: float
+    severity: float
+    temporalDecay: float
+    tagOverlap: float
+    domainMatch: float
+    graphProximity: float
+
+
+class Breakdown(TypedDict):
+    """Per-signal values in [0, 1] and the row's final score (``total`` == ``score``)."""
+
+    semantic: float
+    vector: float
+    severity: float
+    temporalDecay: float
+    tagOverlap: float
+    domainMatch: float
+    graphProximity: float
+    total: float
+
+
+class Explain(TypedDict, total=False):
+    """How a score was made (only with ``explain=True``).
+
+    ``total = tierWeight * weightedSum + feedback``;
+    ``weightedSum = sum(weights[k] * breakdown[k])``;
+    ``semantic = SEMANTIC_TFIDF_SHARE * tfidf + (1 - SEMANTIC_TFIDF_SHARE) * lexical``.
+    """
+
+    lexical: float          # BM25 with federated statistics / the query's upper bound
+    tfidf: float            # scikit-learn TF-IDF cosine
+    tierWeight: float
+    weightedSum: float
+    feedback: float         # the entry-level feedback nudge, in [-0.1, 0.1]
+    weights: WeightsDict    # the weight set used for this query
+    weightSet: str          # "fts" | "hybrid"
+    via: str                # "search" | "graph" | "vector" | "memory"
+    alsoIn: list[str]       # lower-priority tiers holding the same entry
+    contradicts: list[str]  # pool entries linked to this one by `contradicts`
+
+
+class ScanRow(TypedDict):
+    id: str
+    title: str
+    score: float
+    type: str
+    domain: str
+    severity: str
+    tags: list[str]
+    snippet: str
+    tokenEstimate: int
+    tier: str
+    explain: NotRequired[Explain]
+
+
+class FullRow(TypedDict):
+    entry: dict[str, Any]
+    score: float
+    breakdown: Breakdown
+    tier: str
+    explain: NotRequired[Explain]
+
+
+class LoadedRow(TypedDict):
+    """One answer of ``load_entries``: the entry, or ``found: false`` with the reason."""
+
+    id: str
+    found: bool
+    entry: NotRequired[dict[str, Any]]
+    tier: NotRequired[str]
+    error: NotRequired[str]
+
+
+class StatsReport(TypedDict):
+    tiers: dict[str, dict[str, Any]]
+    weights: WeightsDict
+    weightSet: str
+    adapted: bool
+    feedback: dict[str, int]

@@ -1,0 +1,32 @@
+"""What the Brain needs from dense vectors (implemented by the embeddings layer).
+
+The Brain never imports a provider: it is handed an object with this shape
+(``Brain(manager, settings, vectors=...)``). Without one, or when
+:meth:`VectorSource.embed_query` raises, the query runs with the FTS-only
+weights (never the hybrid weights with a zero vector term).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from tiervault.vault.filters import Filters
+
+__all__ = ["VectorSource"]
+
+
+@runtime_checkable
+class VectorSource(Protocol):
+    """Dense-vector access for one Brain."""
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's L2-normalised vector; raises EmbeddingError when the provider fails."""
+
+    def similarities(self, query_vector: np.ndarray, tier: str, ids: Sequence[str]) -> np.ndarray:
+        """Cosine of each entry of ``tier`` in ``ids`` to the query (NaN where it has no vector)."""
+
+    def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str],
+               filters: Filters) -> list[tuple[str, str, float]]:
+        """Top ``k`` (id, tier, cosine) over ``tiers``, filters applied before the limit."""
