@@ -221,7 +221,7 @@ class Postings:
                 terms.append(stem)
             # Low bit marks a stop word: it counts for BM25, not for TF-IDF.
             code[word] = 2 * tid + (word in ENGLISH_STOP_WORDS)
-        codes = np.fromiter((code[w] for w in words), dtype=np.int64, count=len(words))
+        codes = np.fromiter(map(code.__getitem__, words), dtype=np.int64, count=len(words))
         n = len(rows)
         lens = np.asarray(lengths, dtype=np.int64)
         doc = np.repeat(np.repeat(np.arange(n), len(_TEXT_COLUMNS)), lens)
