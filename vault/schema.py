@@ -114,8 +114,10 @@ _V2 = [
         input_hash TEXT NOT NULL,
         vector BLOB NOT NULL,
         updated_at REAL NOT NULL,
+        gen INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (entry_id, model)
     )""",
+    "CREATE INDEX entry_vectors_gen ON entry_vectors(model, gen)",
     """CREATE TABLE embedding_state (
         entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
         model TEXT NOT NULL,
@@ -132,11 +134,11 @@ _V2 = [
     # leave a tombstone, so a mirror at generation g catches up with `> g` reads.
     "ALTER TABLE entries ADD COLUMN gen INTEGER NOT NULL DEFAULT 0",
     "CREATE INDEX entries_gen ON entries(gen)",
-    "CREATE TABLE tombstones (row INTEGER NOT NULL, gen INTEGER NOT NULL)",
+    "CREATE TABLE tombstones (row INTEGER NOT NULL, gen INTEGER NOT NULL, entry_id TEXT NOT NULL DEFAULT '')",
     "CREATE INDEX tombstones_gen ON tombstones(gen)",
     """CREATE TRIGGER entries_tomb_ad AFTER DELETE ON entries BEGIN
-        INSERT INTO tombstones(row, gen)
-        VALUES (old.rowid, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'));
+        INSERT INTO tombstones(row, gen, entry_id)
+        VALUES (old.rowid, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), old.id);
     END""",
     "INSERT OR IGNORE INTO meta(key, value) VALUES ('gen', '0')",
     # Row-by-row FTS triggers cost ~100 us per insert; v2 stores maintain the FTS
