@@ -1,0 +1,219 @@
+"""CLI: ``quickstart`` (a local vault with the starter pack, then a demo search) and
+Markdown folder import/export (``export-md`` / ``import-md``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from tiervault.cli.common import add_json, manager_from, print_json
+from tiervault.cli.progress import Progress
+from tiervault.errors import ConfigError
+
+__all__ = ["register", "QUICKSTART_CONFIG", "SAMPLE_QUERY", "starter_pack_lines"]
+
+#: The sample question quickstart asks the fresh vault.
+SAMPLE_QUERY = "retry failed HTTP calls with backoff and timeouts"
+
+#: agent.yaml written by quickstart: every tier under ./.tiervault/ (relative paths
+#: resolve against this file's directory, so nothing is written to $HOME).
+QUICKSTART_CONFIG = """\
+# tiervault configuration, written by `tiervault quickstart`.
+# Precedence: built-in defaults < this file < TIERVAULT_* environment < CLI flags.
+agent_id: {agent_id}
+
+# One SQLite file per tier, relative to this file's directory.
+tiers:
+  agent: .tiervault/agent.db       # this agent's own knowledge (highest priority)
+  project: .tiervault/project.db   # shared by the agents of this project
+  team: .tiervault/team.db         # shared by the team; the starter pack lives here
+
+tier_weights:
+  agent: 1.0
+  project: 0.8
+  team: 0.6
+
+# Vector search is off until an `embedding:` block exists AND this flag is true.
+features:
+  embedding-enabled: false
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("quickstart", help="create ./agent.yaml and a local vault with the "
+                       "starter pack, then run a sample scan-then-full search")
+    p.add_argument("--dir", default=".", help="project directory (default: .)")
+    p.add_argument("--agent-id", default="default", help="agent id written to a new agent.yaml")
+    p.add_argument("--query", default=SAMPLE_QUERY, help="the sample query to run")
+    add_json(p)
+    p.set_defaults(handler=cmd_quickstart)
+
+    p = sub.add_parser("export-md", help="write a tier as one Markdown file per entry")
+    p.add_argument("dir", help="target folder (created if missing)")
+    p.add_argument("--tier", required=True, help="tier to export (agent, project, team, ...)")
+    p.add_argument("--prune", action="store_true",
+                   help="delete *.md files in DIR that name no entry of the tier")
+    add_json(p)
+    p.set_defaults(handler=cmd_export_md)
+
+    p = sub.add_parser("import-md", help="bring a tier in line with a Markdown folder "
+                       "(adds and updates; deletes only with --prune)")
+    p.add_argument("dir", help="folder of .md files (searched recursively)")
+    p.add_argument("--tier", required=True, help="tier to write to")
+    p.add_argument("--prune", action="store_true",
+                   help="delete entries of the tier that have no file in DIR")
+    add_json(p)
+    p.set_defaults(handler=cmd_import_md)
+
+
+# -- markdown ----------------------------------------------------------------------------------
+def cmd_export_md(args: argparse.Namespace) -> int:
+    from tiervault.vault.markdown import export_folder
+
+    with manager_from(args) as manager:
+        total = manager.store(args.tier).count()
+        with Progress("export-md", total=total, unit="entries") as progress:
+            report = export_folder(manager, args.tier, args.dir, prune=args.prune,
+                                   on_progress=progress.update_to)
+    if args.json:
+        print_json(report.as_dict())
+        return 0
+    print(f"exported {args.tier} to {args.dir}: {report.written} written, "
+          f"{report.unchanged} unchanged" + (f", {report.pruned} stale files deleted"
+                                             if args.prune else ""))
+    if report.stale and not args.prune:
+        print(f"tiervault: {len(report.stale)} file(s) in {args.dir} name no entry of "
+              f"{args.tier} (e.g. {report.stale[0]}); --prune deletes them", file=sys.stderr)
+    return 0
+
+
+def cmd_import_md(args: argparse.Namespace) -> int:
+    from tiervault.vault.markdown import import_folder, markdown_files
+
+    root = Path(args.dir).expanduser()
+    total = len(markdown_files(root)) if root.is_dir() else None
+    with manager_from(args) as manager:
+        with Progress("import-md", total=total, unit="files") as progress:
+            report = import_folder(manager, args.tier, root, prune=args.prune,
+                                   on_progress=progress.update_to)
+    for error in report.errors[:50]:
+        print(f"tiervault: {error}", file=sys.stderr)
+    if len(report.errors) > 50:
+        print(f"tiervault: ... and {len(report.errors) - 50} more problems", file=sys.stderr)
+    if args.json:
+        print_json(report.as_dict())
+    else:
+        print(f"imported {args.dir} into {args.tier}: {len(report.added)} added, "
+              f"{len(report.updated)} updated, {report.unchanged} unchanged, "
+              f"{len(report.pruned)} pruned, {len(report.errors)} problem(s)")
+    if report.prune_skipped:
+        print("tiervault: --prune was skipped because some files could not be read; fix them "
+              "and run again", file=sys.stderr)
+    return 2 if report.errors else 0
+
+
+# -- quickstart -------------------------------------------------------------------------------
+def starter_pack_lines() -> list[str]:
+    """The bundled starter pack (JSONL lines), read as package data."""
+    resource = files("tiervault.vault").joinpath("packs/starter.jsonl")
+    return resource.read_text(encoding="utf-8").splitlines()
+
+
+def _ensure_config(args: argparse.Namespace) -> tuple[Path, bool]:
+    """(config path, written now). An existing ./agent.yaml (or --config) is used as is."""
+    if args.config:
+        return Path(args.config), False
+    directory = Path(args.dir).expanduser()
+    target = directory / "agent.yaml"
+    if target.exists():
+        return target, False
+    from tiervault.config.fields import Origin, slug
+
+    agent_id = slug(Origin("argument", directory), "agent_id", args.agent_id)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with target.open("x", encoding="utf-8") as fh:
+            fh.write(QUICKSTART_CONFIG.format(agent_id=agent_id))
+    except FileExistsError:
+        return target, False
+    except OSError as exc:
+        raise ConfigError(f"cannot write the file: {exc.strerror}", file=str(target)) from exc
+    return target, True
+
+
+def _create_tier_files(settings: Any) -> list[str]:
+    """Create every missing built-in tier file (schema only); returns the names created."""
+    from tiervault.vault.connection import open_tier_connection
+
+    created = []
+    for tier in settings.tiers:
+        if tier.read_only or tier.path.exists():
+            continue
+        tier.path.parent.mkdir(parents=True, exist_ok=True)
+        open_tier_connection(tier.name, tier.path, read_only=False, create=True).close()
+        created.append(tier.name)
+    return created
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    from tiervault.brain import Brain
+    from tiervault.config import load_settings
+    from tiervault.vault.jsonl import import_lines
+
+    config_path, wrote = _ensure_config(args)
+    settings = load_settings(config_path)
+    if settings.tier("team") is None:
+        raise ConfigError("has no team tier for the starter pack; add `tiers: {team: "
+                          ".tiervault/team.db}` or run quickstart in another --dir",
+                          file=str(config_path))
+    created = _create_tier_files(settings)
+    with Brain.open(settings) as brain:
+        report = import_lines(brain.manager, "team", starter_pack_lines(), strict=True)
+        scan = brain.search_intelligent(args.query, mode="scan", limit=5)
+        top = [row["id"] for row in scan[:2]]
+        full = brain.load_entries(top)
+    if args.json:
+        print_json({"config": str(config_path), "configWritten": wrote, "tiersCreated": created,
+                    "starterPack": {"written": report.written, "unchanged": report.unchanged,
+                                    "links": report.links},
+                    "query": args.query, "scan": scan, "full": full})
+        return 0
+    _print_quickstart(args, config_path, wrote, created, report, scan, full)
+    return 0
+
+
+def _print_quickstart(args: argparse.Namespace, config_path: Path, wrote: bool,
+                      created: list[str], report: Any, scan: list[dict[str, Any]],
+                      full: list[dict[str, Any]]) -> None:
+    print(f"{'wrote' if wrote else 'using existing'} {config_path}")
+    if created:
+        print(f"created tiers: {', '.join(created)}")
+    if report.written:
+        print(f"starter pack: {report.written} entries imported into the team tier")
+    else:
+        print(f"starter pack: already present ({report.unchanged} entries), nothing imported")
+    print()
+    print(f"pass 1 - scan: tiervault search {args.query!r}")
+    print(f"  {'score':>6}  {'tier':<7} {'severity':<10} {'~tok':>5}  id")
+    for row in scan:
+        print(f"  {row['score']:6.3f}  {row['tier']:<7} {row['severity']:<10} "
+              f"{row['tokenEstimate']:>5}  {row['id']}")
+        print(f"          {row['title']}")
+    print()
+    print(f"pass 2 - full: tiervault load {' '.join(r['id'] for r in full)}")
+    for row in full:
+        if not row.get("found"):
+            print(f"  {row['id']}: {row.get('error')}")
+            continue
+        entry = row["entry"]
+        print(f"  [{row['tier']}] {entry['title']}")
+        for key in ("description", "why"):
+            if entry.get(key):
+                print(textwrap.fill(f"{key}: {entry[key]}", width=96, initial_indent="    ",
+                                    subsequent_indent="      "))
+        print()
+    print("next: `tiervault search \"your question\"`, `tiervault mcp` to serve agents over MCP")
