@@ -167,6 +167,19 @@ def test_bad_arguments_are_validation_errors(embedder: LocalEmbedder) -> None:
         LocalEmbedder(batch_size=0)
 
 
+def test_loads_and_embeds_with_the_network_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"local embedder tried to open a connection: {args!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    assert LocalEmbedder(threads=2).embed([QUERY]).shape == (1, 384)
+
+
 # -- from_config and model_path ------------------------------------------------
 
 
