@@ -170,7 +170,9 @@ class VectorIndex:
         self._n = 0
         self._exact = np.zeros((capacity, dim), dtype=np.float32)
         self._ids = np.empty(capacity, dtype=object)
-        self._row: dict[str, int] = {}
+        # id -> row; None until first needed after a trusted build (hashing 1M ids
+        # costs ~0.2 s, which a search-only opening of a tier never pays).
+        self._row_map: dict[str, int] | None = {}
         self._codes: np.ndarray | None = None
         self._scale: np.ndarray | None = None
         self._half: np.ndarray | None = None
@@ -202,22 +204,31 @@ class VectorIndex:
         n, dim = matrix.shape
         if len(ids) != n:
             raise ValidationError("ids", f"has {len(ids)} ids for {n} rows")
+        id_list = list(map(str, ids.tolist() if isinstance(ids, np.ndarray) else ids))
         id_arr = np.empty(n, dtype=object)
-        id_arr[:] = [str(i) for i in ids] if not isinstance(ids, np.ndarray) else ids.astype(str).tolist()
+        id_arr[:] = id_list
         index = cls(dim, dtype=dtype, model=model, tier=tier, capacity=0, rescore_pool=rescore_pool)
-        row = {entry_id: r for r, entry_id in enumerate(id_arr.tolist())}
-        if len(row) != n:
-            raise ValidationError("ids", "contains duplicates; one vector per (entry, model)")
         if normalized and matrix.dtype == np.float32 and matrix.flags.c_contiguous:
-            exact = matrix  # trusted: no copy, no full pass (opening 1M rows stays cheap)
+            # Trusted (the pipeline stores unit rows under a unique (entry, model)
+            # key): no copy, no pass over the matrix, id map built on first use.
+            exact, row = matrix, None
             index._owned = exact.flags.writeable
         else:
             exact = l2_normalize(matrix)
             _check_finite(exact)
-        index._exact, index._ids, index._row, index._n = exact, id_arr, row, n
+            row = _id_map(id_list)
+        index._exact, index._ids, index._row_map, index._n = exact, id_arr, row, n
         index._alloc_compressed(n)
         index._encode_rows(0, n)
         return index
+
+    @property
+    def _row(self) -> dict[str, int]:
+        if self._row_map is None:
+            with self._lock:
+                if self._row_map is None:
+                    self._row_map = _id_map(self._ids[: self._n].tolist())
+        return self._row_map
 
     # -- introspection -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -335,13 +346,14 @@ class VectorIndex:
         _check_finite(unit)
         with self._lock:
             self._make_owned()
-            new = [i for i in dict.fromkeys(ids) if i not in self._row]
+            row_of = self._row
+            new = [i for i in dict.fromkeys(ids) if i not in row_of]
             self._reserve(self._n + len(new))
             for entry_id in new:
-                self._row[entry_id] = self._n
+                row_of[entry_id] = self._n
                 self._ids[self._n] = entry_id
                 self._n += 1
-            rows = np.fromiter((self._row[i] for i in ids), dtype=np.int64, count=len(ids))
+            rows = np.fromiter((row_of[i] for i in ids), dtype=np.int64, count=len(ids))
             # Later duplicates win: numpy fancy assignment applies in order.
             self._exact[rows] = unit
             self._encode_rows_at(rows, unit)
@@ -354,15 +366,16 @@ class VectorIndex:
         removed = 0
         with self._lock:
             self._make_owned()
+            row_of = self._row
             for entry_id in ids:
-                r = self._row.pop(str(entry_id), None)
+                r = row_of.pop(str(entry_id), None)
                 if r is None:
                     continue
                 last = self._n - 1
                 if r != last:
                     moved = self._ids[last]
                     self._ids[r] = moved
-                    self._row[moved] = r
+                    row_of[moved] = r
                     self._exact[r] = self._exact[last]
                     self._copy_compressed(last, r)
                 self._ids[last] = None
@@ -462,6 +475,14 @@ class VectorIndex:
 
     def __repr__(self) -> str:
         return f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={self._n}, dim={self.dim}, dtype={self.dtype!r})"
+
+
+def _id_map(ids: list[str]) -> dict[str, int]:
+    """``{id: row}``; refuses duplicates (one vector per (entry, model))."""
+    row = dict(zip(ids, range(len(ids))))
+    if len(row) != len(ids):
+        raise ValidationError("ids", "contains duplicates; one vector per (entry, model)")
+    return row
 
 
 def _mask_outside(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
