@@ -292,13 +292,36 @@ def type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _matching_count(lq: Any, filters: Filters) -> int:
-    """Entries matching the query (and filters) over the searched tiers, duplicates included."""
+def _matching_count(lq: Any, filters: Filters, cap: int = SMALL_CORPUS) -> int:
+    """Entries matching the query and the filters over the searched tiers (duplicates
+    included), counted exactly only up to ``cap``: any answer >= cap means "many".
+
+    Cheap on the common path: matches are counted first; validity is checked on
+    the matching slots only; the full filter mask is built only for category
+    filters (type, domain, severity, origin, tags) and only when it could matter.
+    """
+    hits = {name: np.flatnonzero(lq.bm25[name] > 0) for name in lq.postings}
+    total = sum(h.size for h in hits.values())
+    if total < cap:
+        return total
+    category = filters.types or filters.domains or filters.severities or filters.origins or filters.tags
+    now = filters.moment
     total = 0
     for name, p in lq.postings.items():
-        hit = lq.bm25[name] > 0
-        if hit.any():
-            total += int(np.count_nonzero(hit & p.mask(filters)))
+        slots = hits[name]
+        if category:
+            slots = slots[p.mask(filters)[slots]]
+        else:
+            with np.errstate(invalid="ignore"):
+                keep = np.ones(slots.size, dtype=bool)
+                if not filters.include_expired:
+                    keep &= ~(p.valid_until[slots] <= now)
+                if not filters.include_future:
+                    keep &= ~(p.valid_from[slots] > now)
+            slots = slots[keep]
+        total += slots.size
+        if total >= cap:
+            return total
     return total
 
 

@@ -30,8 +30,8 @@ __all__ = ["FTS_ONLY", "HYBRID", "WeightSet", "normalise", "base_weights", "adap
            "MAX_SEMANTIC_SHIFT", "accept_rate"]
 
 #: The seed's weight sets (semantic, vector, severity, temporalDecay, tagOverlap,
-#: domainMatch, graphProximity). The FTS-only set sums to 0.9 in the seed and is
-#: normalised here; the hybrid set already sums to 1.0.
+#: domainMatch, graphProximity). As written in the seed both sets sum to 0.9;
+#: they are normalised to 1.0 here.
 FTS_ONLY = (0.35, 0.0, 0.10, 0.10, 0.10, 0.10, 0.15)
 HYBRID = (0.20, 0.15, 0.10, 0.10, 0.10, 0.10, 0.15)
 MAX_SEMANTIC_SHIFT = 0.15
