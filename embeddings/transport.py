@@ -229,11 +229,20 @@ class EmbeddingTransport:
                 f"{self.provider} embedding request to {url} failed after {attempts} "
                 f"attempt{'s' if attempts != 1 else ''}; last answer: HTTP {exc.status}"
             ) from exc
+        except httpx.UnsupportedProtocol as exc:
+            raise EmbeddingError(
+                f"{self.provider} base URL {self.base_url!r} is not http(s); fix embedding.baseUrl"
+            ) from exc
         except httpx.TransportError as exc:
             raise EmbeddingError(
                 f"{self.provider} embedding request to {url} failed after {attempts} "
                 f"attempt{'s' if attempts != 1 else ''}; last error: "
                 f"{type(exc).__name__}: {self._scrub(str(exc)) or 'no detail'}"
+            ) from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise EmbeddingError(
+                f"{self.provider} embedding request to {url} failed: {type(exc).__name__}: "
+                f"{self._scrub(str(exc))}"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 
@@ -301,4 +310,6 @@ class EmbeddingTransport:
 
 
 def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, httpx.UnsupportedProtocol):  # a wrong URL does not heal by waiting
+        return False
     return isinstance(exc, (_RetryableStatus, httpx.TransportError))

@@ -112,7 +112,10 @@ def test_blank_texts_are_not_sent_and_give_zero_rows(embeddings_server: FakeEmbe
     np.testing.assert_allclose(out[[0, 3]], embeddings_server.expected(["one", "two"]), atol=1e-6)
     # Only blanks and no dimension known yet: one probe fixes the width.
     fresh = openai(embeddings_server)
+    assert fresh.embed([]).shape == (0, 0)  # nothing to embed: no request, width unknown
+    assert len(embeddings_server.requests) == 1
     assert fresh.embed(["", " "]).shape == (2, embeddings_server.dim)
+    assert embeddings_server.requests[-1].inputs == ["dimension probe"]
     assert fresh.embed([]).shape == (0, embeddings_server.dim)
 
 
@@ -290,6 +293,13 @@ def test_connection_refused_is_retried_then_fails() -> None:
     with pytest.raises(EmbeddingError, match=r"after 3 attempts; last error: ConnectError"):
         emb.embed(["a"])
     assert len(sleeps.calls) == 2
+
+
+def test_non_http_base_url_fails_at_once() -> None:
+    sleeps = SleepRecorder()
+    with pytest.raises(EmbeddingError, match="not http"):
+        OpenAIEmbedder(base_url="ftp://127.0.0.1/v1", api_keys=["k"], sleep=sleeps).embed(["a"])
+    assert sleeps.calls == []
 
 
 def test_retry_after_parsing() -> None:

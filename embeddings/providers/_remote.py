@@ -86,6 +86,7 @@ class RemoteEmbedder:
     every later answer must match it (else :class:`EmbeddingResponseError`).
     Blank texts (empty or whitespace only) are not sent: their rows are zero
     vectors (cosine 0 to everything), because several APIs reject empty input.
+    ``embed([])`` makes no request and returns shape ``(0, dim or 0)``.
     ``input_type`` given to the constructor (``embedding.inputType``) overrides
     the per-call value; otherwise each call's own value is used.
     """
@@ -190,6 +191,8 @@ class RemoteEmbedder:
         """Embed ``texts`` -> float32 (len(texts), dim), rows L2-normalised, in order."""
         itype = self._input_type or check_input_type(input_type)
         prepared = prepare_texts(texts, self.max_input_chars)
+        if not prepared:  # no network for nothing; width 0 while dim is unknown
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
         live = [i for i, t in enumerate(prepared) if t.strip()]
         parts: list[tuple[list[int], np.ndarray]] = []
         for batch in self._batches(live, prepared):
