@@ -131,7 +131,7 @@ def import_lines(manager: Any, tier: str, stream: Iterable[str], *, strict: bool
     ``strict``: the whole input is validated first and nothing is written if any
     line is bad. Otherwise good lines are written and bad ones reported.
     """
-    store = manager.store(tier)
+    manager.store(tier)  # fail early, before reading input, when the tier is unusable
     report = ImportReport()
     pending_links: list[tuple[str, LinkSpec]] = []
     parsed: Iterable[ParsedLine] = parse_lines(stream)
@@ -146,7 +146,7 @@ def import_lines(manager: Any, tier: str, stream: Iterable[str], *, strict: bool
     batch: list[Entry] = []
 
     def flush() -> None:
-        written = store.capture_many(batch)
+        written = manager.capture_many(batch, tier, batch_size=len(batch) or 1)
         report.written += written
         report.unchanged += len(batch) - written
         batch.clear()

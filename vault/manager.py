@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -99,6 +99,7 @@ class VaultManager:
 
     def __init__(self, tiers: Iterable[Tier]) -> None:
         self.tiers: dict[str, Tier] = {}
+        self._write_hooks: list[Callable[[str, list[Entry]], None]] = []
         for tier in tiers:
             if tier.name in self.tiers:
                 raise ValidationError("tiers", f"tier {tier.name!r} is configured twice")
@@ -159,11 +160,50 @@ class VaultManager:
         return {t.name: t.problem for t in self.tiers.values() if t.problem}
 
     # -- writes -----------------------------------------------------------------------
-    def capture(self, entry: Entry, tier: str = "agent") -> Entry:
-        return self.store(tier).capture(entry)
+    def add_write_hook(self, hook: Callable[[str, list[Entry]], None]) -> None:
+        """Call ``hook(tier, entries)`` after entries are committed (e.g. embed on write).
 
-    def capture_many(self, entries: Iterable[Entry], tier: str = "agent", **kw: Any) -> int:
-        return self.store(tier).capture_many(entries, **kw)
+        The write is already durable when a hook runs; a failing hook is logged
+        as a warning and never undoes or fails the write.
+        """
+        self._write_hooks.append(hook)
+
+    def _after_write(self, tier: str, entries: list[Entry]) -> None:
+        for hook in self._write_hooks:
+            try:
+                hook(tier, entries)
+            except Exception as exc:  # the write committed; report, do not fail it
+                log.warning("after-write step %s failed for %d entries in tier %r: %s",
+                            getattr(hook, "__qualname__", hook), len(entries), tier, exc)
+
+    def capture(self, entry: Entry, tier: str = "agent") -> Entry:
+        stored = self.store(tier).capture(entry)
+        self._after_write(tier, [stored])
+        return stored
+
+    def capture_many(self, entries: Iterable[Entry], tier: str = "agent", *,
+                     batch_size: int = 5_000, on_batch: Callable[[int], None] | None = None) -> int:
+        """Upsert entries into ``tier`` batch by batch; hooks run after each committed batch."""
+        store = self.store(tier)
+        total = 0
+        batch: list[Entry] = []
+        for entry in entries:
+            batch.append(entry)
+            if len(batch) >= batch_size:
+                total += self._commit_batch(store, tier, batch, total, on_batch)
+                batch = []
+        if batch:
+            total += self._commit_batch(store, tier, batch, total, on_batch)
+        return total
+
+    def _commit_batch(self, store: TierStore, tier: str, batch: list[Entry], done: int,
+                      on_batch: Callable[[int], None] | None) -> int:
+        written = store.capture_many(batch, batch_size=len(batch))
+        if self._write_hooks:
+            self._after_write(tier, batch)
+        if on_batch:
+            on_batch(done + written)
+        return written
 
     def delete(self, entry_id: str, tier: str = "agent") -> bool:
         return self.store(tier).delete(entry_id)
