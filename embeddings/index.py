@@ -27,8 +27,10 @@ rows, ids and locking.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
@@ -53,6 +55,7 @@ DEFAULT_RESCORE_POOL = 4096
 _GATHER_FRACTION = 0.25
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
+_MIN_ROWS_PER_THREAD = 32_768
 _GROWTH = 1.125
 _MIN_GROW = 1024
 
@@ -109,29 +112,57 @@ def quantize_int8(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scale
 
 
-def _blocked_scores(stored: np.ndarray, q: np.ndarray, block_rows: int) -> np.ndarray:
-    """``stored @ q`` in f32, converting ``block_rows`` rows at a time (cache-sized)."""
+def _blocked_scores(stored: np.ndarray, q: np.ndarray, block_rows: int, threads: int = 1) -> np.ndarray:
+    """``stored @ q`` in f32, converting ``block_rows`` rows at a time (cache-sized).
+
+    With ``threads`` > 1 the rows are split into that many contiguous parts run
+    in parallel (numpy releases the GIL in both the conversion and the product).
+    """
     n = stored.shape[0]
     out = np.empty(n, dtype=np.float32)
-    buf = np.empty((min(block_rows, max(n, 1)), stored.shape[1]), dtype=np.float32)
-    for s in range(0, n, block_rows):
-        e = min(s + block_rows, n)
-        b = buf[: e - s]
-        np.copyto(b, stored[s:e], casting="unsafe")
-        np.dot(b, q, out=out[s:e])
+    parts = max(1, min(threads, n // _MIN_ROWS_PER_THREAD))
+    bounds = [n * i // parts for i in range(parts + 1)]
+
+    def run(lo: int, hi: int) -> None:
+        buf = np.empty((min(block_rows, max(hi - lo, 1)), stored.shape[1]), dtype=np.float32)
+        for s in range(lo, hi, block_rows):
+            e = min(s + block_rows, hi)
+            b = buf[: e - s]
+            np.copyto(b, stored[s:e], casting="unsafe")
+            np.dot(b, q, out=out[s:e])
+
+    futures = [_executor().submit(run, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+    run(bounds[0], bounds[1])
+    for f in futures:
+        f.result()
     return out
 
 
-def int8_scores(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS) -> np.ndarray:
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1),
+                                           thread_name_prefix="tiervault-vscan")
+        return _EXECUTOR
+
+
+def int8_scores(
+    codes: np.ndarray, scale: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS, threads: int = 1
+) -> np.ndarray:
     """Approximate cosines from int8 codes: ``s_i ~= a_i * sum_j c_ij q_j``."""
-    out = _blocked_scores(codes, q, block_rows)
+    out = _blocked_scores(codes, q, block_rows, threads)
     out *= scale
     return out
 
 
-def float16_scores(m16: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS) -> np.ndarray:
+def float16_scores(m16: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS, threads: int = 1) -> np.ndarray:
     """Approximate cosines from half-precision rows: ``s_i ~= <f32(h_i), q>``."""
-    return _blocked_scores(m16, q, block_rows)
+    return _blocked_scores(m16, q, block_rows, threads)
 
 
 # -- the index -------------------------------------------------------------------------------
@@ -154,6 +185,7 @@ class VectorIndex:
         tier: str | None = None,
         capacity: int = 0,
         rescore_pool: int = DEFAULT_RESCORE_POOL,
+        threads: int | None = None,
     ) -> None:
         if dim < 1:
             raise ValidationError("dim", f"must be >= 1, got {dim}")
@@ -166,6 +198,8 @@ class VectorIndex:
         self.model = model
         self.tier = tier
         self.rescore_pool = int(rescore_pool)
+        # Compressed scans convert in parallel; float32 relies on BLAS's own threads.
+        self.threads = int(threads) if threads else (os.cpu_count() or 1)
         self._lock = threading.RLock()
         self._n = 0
         self._exact = np.zeros((capacity, dim), dtype=np.float32)
@@ -190,6 +224,7 @@ class VectorIndex:
         tier: str | None = None,
         normalized: bool = False,
         rescore_pool: int = DEFAULT_RESCORE_POOL,
+        threads: int | None = None,
     ) -> VectorIndex:
         """One index from all vectors of a tier: ``ids[i]`` owns ``matrix[i]``.
 
@@ -207,7 +242,7 @@ class VectorIndex:
         id_list = list(map(str, ids.tolist() if isinstance(ids, np.ndarray) else ids))
         id_arr = np.empty(n, dtype=object)
         id_arr[:] = id_list
-        index = cls(dim, dtype=dtype, model=model, tier=tier, capacity=0, rescore_pool=rescore_pool)
+        index = cls(dim, dtype=dtype, model=model, tier=tier, capacity=0, rescore_pool=rescore_pool, threads=threads)
         if normalized and matrix.dtype == np.float32 and matrix.flags.c_contiguous:
             # Trusted (the pipeline stores unit rows under a unique (entry, model)
             # key): no copy, no pass over the matrix, id map built on first use.
@@ -413,9 +448,9 @@ class VectorIndex:
     def _approx_scores(self, q: np.ndarray, n: int) -> np.ndarray:
         if self.dtype == "int8":
             assert self._codes is not None and self._scale is not None
-            return int8_scores(self._codes[:n], self._scale[:n], q)
+            return int8_scores(self._codes[:n], self._scale[:n], q, threads=self.threads)
         assert self._half is not None
-        return float16_scores(self._half[:n], q)
+        return float16_scores(self._half[:n], q, threads=self.threads)
 
     def _alloc_compressed(self, capacity: int) -> None:
         if self.dtype == "int8":

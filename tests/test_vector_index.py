@@ -8,6 +8,8 @@ import pytest
 from tiervault.embeddings.index import (
     VectorIndex,
     cosine_scores,
+    float16_scores,
+    int8_scores,
     l2_normalize,
     quantize_int8,
     top_k,
@@ -211,5 +213,12 @@ def test_pure_functions() -> None:
     assert top_k(s, 0).size == 0
     q = m[0]
     np.testing.assert_allclose(cosine_scores(m, q)[0], 1.0, atol=1e-6)
+    big = unit(rng, 70_000, 16).astype(np.float32)  # enough rows for the threaded scan
+    bc, bs = quantize_int8(big)
+    qq = big[123]
+    one, two = int8_scores(bc, bs, qq, threads=1), int8_scores(bc, bs, qq, threads=2)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(one, big @ qq, atol=0.02)
+    np.testing.assert_allclose(float16_scores(big.astype(np.float16), qq, threads=2), big @ qq, atol=2e-3)
     z = l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0]]))
     np.testing.assert_allclose(z, [[0.6, 0.8], [0.0, 0.0]])
