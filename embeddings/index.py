@@ -377,19 +377,21 @@ class VectorIndex:
             raise ValidationError("vectors", f"must have shape (n, {self.dim}) for this index, got {vecs.shape}")
         if len(ids) != vecs.shape[0]:
             raise ValidationError("ids", f"has {len(ids)} ids for {vecs.shape[0]} vectors")
+        last = {entry_id: pos for pos, entry_id in enumerate(ids)}  # a repeated id: last wins
+        if len(last) != len(ids):
+            ids, vecs = list(last), vecs[list(last.values())]
         unit = l2_normalize(vecs)
         _check_finite(unit)
         with self._lock:
             self._make_owned()
             row_of = self._row
-            new = [i for i in dict.fromkeys(ids) if i not in row_of]
+            new = [i for i in ids if i not in row_of]
             self._reserve(self._n + len(new))
             for entry_id in new:
                 row_of[entry_id] = self._n
                 self._ids[self._n] = entry_id
                 self._n += 1
             rows = np.fromiter((row_of[i] for i in ids), dtype=np.int64, count=len(ids))
-            # Later duplicates win: numpy fancy assignment applies in order.
             self._exact[rows] = unit
             self._encode_rows_at(rows, unit)
 
