@@ -172,9 +172,14 @@ class TierStore:
     @property
     def exists(self) -> bool:
         """True once the tier file exists (a missing tier searches as empty)."""
-        return self._conn is not None
+        return self._reader() is not None
 
     def _reader(self) -> sqlite3.Connection | None:
+        if self._conn is None and self.path.exists():
+            # Another process (another agent sharing this tier) created the file
+            # after this store was opened: from now on it is a tier like any other.
+            with self._lock:
+                self._connect(create=False)
         return self._conn
 
     def _writer(self) -> sqlite3.Connection:
@@ -345,7 +350,7 @@ class TierStore:
 
         Returns positive scores (FTS5's bm25 is negative: more negative is better).
         """
-        if not terms or limit <= 0 or self._conn is None:
+        if not terms or limit <= 0 or self._reader() is None:
             return TierHits.empty()
         where, params = filter_sql(filters)
         weights = ", ".join(str(w) for w in FTS_WEIGHTS)
@@ -431,7 +436,7 @@ class TierStore:
         return memory_id
 
     def search_memories(self, terms: list[str], limit: int) -> list[MemoryHit]:
-        if not terms or self._conn is None:
+        if not terms or self._reader() is None:
             return []
         rows = self._query(
             "SELECT m.id, m.summary, m.context, m.topics, m.project, m.created_at, "
