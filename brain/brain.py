@@ -246,7 +246,7 @@ class Brain:
         weighted = ms.values @ weights.array
         score = tier_w * weighted
         ctx = _MemoryContext(ms, weighted, score, tier_w, weights, explain)
-        return [(float(score[i]), ctx, i) for i in range(len(hits))]
+        return [(float(score[i]), ctx, i) for i in range(len(hits)) if ms.content[i]]
 
     def _full_entries(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
         by_tier: dict[str, list[str]] = {}

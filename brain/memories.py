@@ -18,7 +18,9 @@ weights and tier factor as an entry, computed from its own text:
 - total = tier weight * sum(weights * signals), like an entry.
 
 So a memory that matches the query strongly outranks an entry that matches
-weakly, and the other way round. FTS5 on the memories table only chooses
+weakly, and the other way round. A memory that matches only stop words of the
+query ("the", "what") is dropped: FTS5 has no stop words, and a stop word that
+no entry contains would otherwise get the entries' maximal idf. FTS5 on the memories table only chooses
 which memories are scored (with the same safe query transformation).
 """
 
@@ -51,6 +53,7 @@ class MemorySignals:
     lexical: np.ndarray
     tfidf: np.ndarray
     values: np.ndarray  # (n, 7) signals in SIGNALS order
+    content: np.ndarray  # bool: the memory matches at least one query word that is not a stop word
 
 
 def _query_vector(postings, words: Sequence[str]) -> sp.csr_matrix | None:
@@ -74,6 +77,7 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
     n = len(hits)
     lexical = np.zeros(n)
     tfidf = np.zeros(n)
+    content = np.zeros(n, dtype=bool)
     mirrors = lq.postings
     if n and lq.stems and mirrors:
         n_rows = sum(p.n_alive for p in mirrors.values())
@@ -83,6 +87,8 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
         avglen = total_len / n_rows if n_rows else 1.0
         bound = lq.bound if lq.bound > 0 else float(np.sum(idf) * 2.2)
         stem_pos = {s: i for i, s in enumerate(lq.stems)}
+        query_stem = STEMMER.stems(lq.words)
+        content_stems = {query_stem[w] for w in lq.words if w not in ENGLISH_STOP_WORDS}
         qvecs: dict[str, sp.csr_matrix | None] = {}
         for i, (hit, tier) in enumerate(hits):
             fields = {"summary": hit.summary, "context": hit.context, "topics": hit.topics,
@@ -98,6 +104,7 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
                     if j is not None:
                         wtf[j] += weight
             doclen = float(len(all_words))
+            content[i] = any(wtf[stem_pos[s]] > 0 for s in content_stems if s in stem_pos)
             score = 0.0
             for j in np.flatnonzero(wtf):
                 score += float(bm25_term(np.array([wtf[j]]), np.array([doclen]), avglen, float(idf[j]))[0])
@@ -128,4 +135,4 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
     values[:, 2] = signals.severity(["suggestion"] * n)
     values[:, 3] = signals.temporal_decay(nan, created, nan, nan, now, half_life_days)
     values[:, 4] = signals.tag_overlap(query_tags, [h.topics.split() for h, _ in hits])
-    return MemorySignals(hits, lexical, tfidf, values)
+    return MemorySignals(hits, lexical, tfidf, values, content)
