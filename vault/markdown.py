@@ -82,10 +82,19 @@ def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
 
 
+# Characters YAML reads back only from an escaped (double-quoted) scalar: controls,
+# the extra line breaks of YAML 1.1 (NEL, LS, PS), a BOM, lone surrogates.
+_NEEDS_ESCAPE = re.compile("[^\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+                           "|[\u2028\u2029\ufeff]")
+
+
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    # Literal blocks keep multi-line texts readable; the emitter falls back to a
-    # quoted style by itself when a block could not hold the value exactly.
-    style = "|" if "\n" in data else None
+    # Literal blocks keep multi-line texts readable (the emitter itself falls back
+    # to quoting when a block cannot hold the value); anything unusual is escaped.
+    if _NEEDS_ESCAPE.search(data):
+        style: str | None = '"'
+    else:
+        style = "|" if "\n" in data else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
@@ -186,13 +195,16 @@ def _front_matter(text: str) -> tuple[dict[str, Any], dict[str, int], str, int]:
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
     if end is None:
         raise _FileError(1, "the front matter is not closed by a '---' line")
-    loader = yaml.SafeLoader("\n".join(lines[1:end]))
+    loader = yaml.SafeLoader("\n".join(lines[1:end]) + "\n")
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None:
+            problem += f" ({context.removeprefix('while ')} at line {start.line + 2})"
         raise _FileError(mark.line + 2 if mark else 2, f"invalid YAML front matter: {problem}") from None
     finally:
         loader.dispose()
@@ -203,7 +215,10 @@ def _front_matter(text: str) -> tuple[dict[str, Any], dict[str, int], str, int]:
     key_lines: dict[str, int] = {}
     if isinstance(node, yaml.MappingNode):
         for key_node, _ in node.value:
-            key_lines[str(key_node.value)] = key_node.start_mark.line + 2
+            key, line = str(key_node.value), key_node.start_mark.line + 2
+            if key in key_lines:
+                raise _FileError(line, f"{key} is given twice (lines {key_lines[key]} and {line})")
+            key_lines[key] = line
     return ({str(k): _plain(v) for k, v in data.items()}, key_lines,
             "\n".join(lines[end + 1:]), end + 2)
 
@@ -393,31 +408,33 @@ def markdown_files(directory: Path) -> list[Path]:
 
 def read_folder(directory: str | Path,
                 on_progress: Callable[[int], None] | None = None) -> list[ParsedFile]:
-    """Parse every entry file under ``directory``; duplicate ids are errors of the later file."""
+    """Parse every entry file under ``directory``. Files sharing an id are all errors:
+    which one is meant cannot be guessed."""
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ValidationError("directory", f"{root} is not a directory")
     parsed: list[ParsedFile] = []
-    first: dict[str, Path] = {}
     for n, path in enumerate(markdown_files(root), start=1):
         shown = path.relative_to(root)
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            item = ParsedFile(shown, error=f"{shown}: not UTF-8 text (byte {exc.start})")
+            parsed.append(ParsedFile(shown, error=f"{shown}: not UTF-8 text (byte {exc.start})"))
         except OSError as exc:
-            item = ParsedFile(shown, error=f"{shown}: cannot read: {exc.strerror}")
+            parsed.append(ParsedFile(shown, error=f"{shown}: cannot read: {exc.strerror}"))
         else:
-            item = parse(text, shown)
-        if item.entry is not None:
-            if item.entry.id in first:
-                item = ParsedFile(shown, error=f"{shown}: id {item.entry.id!r} is already used by "
-                                               f"{first[item.entry.id]}; ids must be unique")
-            else:
-                first[item.entry.id] = shown
-        parsed.append(item)
+            parsed.append(parse(text, shown))
         if on_progress and n % 100 == 0:
             on_progress(n)
+    holders: dict[str, list[Path]] = {}
+    for item in parsed:
+        if item.entry is not None:
+            holders.setdefault(item.entry.id, []).append(item.path)
+    for i, item in enumerate(parsed):
+        if item.entry is not None and len(holders[item.entry.id]) > 1:
+            others = ", ".join(str(p) for p in holders[item.entry.id] if p != item.path)
+            parsed[i] = ParsedFile(item.path, error=f"{item.path}: id {item.entry.id!r} is also "
+                                                    f"used by {others}; ids must be unique")
     if on_progress:
         on_progress(len(parsed))
     return parsed
