@@ -23,7 +23,6 @@ semantic signal (see :func:`tiervault.brain.signals.semantic`).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -34,11 +33,12 @@ from tiervault.brain import signals
 from tiervault.brain.feedback import entry_nudges, record_feedback
 from tiervault.brain.graph import graph_hops
 from tiervault.brain.memories import memory_signals
-from tiervault.brain.pool import LIGHT, Pool
+from tiervault.brain.pool import Pool
+from tiervault.brain.rows import EntryRows, MemoryRows
 from tiervault.brain.shapes import SIGNALS, LoadedRow, StatsReport
 from tiervault.brain.vectors import VectorSource
 from tiervault.brain.weights import WeightSet, adapt, base_weights
-from tiervault.errors import EmbeddingError, EntryNotFound, QueryError, TierVaultError
+from tiervault.errors import EmbeddingError, EntryNotFound, QueryError
 from tiervault.vault.filters import Filters
 from tiervault.vault.query import hashtags
 from tiervault.vault.scoring import top_k
@@ -48,6 +48,7 @@ __all__ = ["Brain", "MODES", "DEFAULT_LIMITS", "MAX_LIMIT", "SEEDS", "SMALL_CORP
 log = logging.getLogger(__name__)
 
 MODES = ("scan", "full")
+FUSIONS = ("signals", "rrf")
 DEFAULT_LIMITS = {"scan": 10, "full": 20}
 MAX_LIMIT = 1_000
 SEEDS = 5  # graph seeds: top candidates by pass-1 score with semantic > 0
@@ -117,6 +118,7 @@ class Brain:
         self, query: str, *, mode: str = "scan", limit: int | None = None, domain: Any = None,
         type: Any = None, severity: Any = None, tags: Any = None,  # noqa: A002 - public names
         tiers: Sequence[str] | None = None, include_memories: bool = False, explain: bool = False,
+        fusion: str = "signals",
     ) -> list[dict[str, Any]]:
         """Search every tier and rank by the seven signals; rows best first.
 
@@ -125,9 +127,16 @@ class Brain:
         filter before the candidate limit (tags: any of them); ``tags`` and ``#tag``
         words in the query also feed the tag-overlap signal, ``domain`` the
         domain-match signal. ``limit`` defaults to 10 (scan) / 20 (full).
+
+        ``fusion="rrf"`` orders by reciprocal-rank fusion (k=60, absent = rank 1000)
+        of the lexical ranking (BM25 x tier weight) and the vector ranking instead
+        of the weighted signals (for comparison on evaluation data); the score is
+        then the RRF score and the breakdown still shows every signal.
         """
         if mode not in MODES:
             raise QueryError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
+        if fusion not in FUSIONS:
+            raise QueryError("fusion", f"{fusion!r} is not one of {', '.join(FUSIONS)}")
         if limit is None:
             limit = DEFAULT_LIMITS[mode]
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -177,6 +186,8 @@ class Brain:
         weighted = values @ weight_arr
         nudge = self._nudges(query, pool.ids, now)
         score = tier_w * weighted + nudge
+        if fusion == "rrf":
+            score = _rrf_scores(pool, values[:, _VEC] if qvec is not None else None, tier_w)
 
         rank_of = {t.name: r for r, t in enumerate(self.manager.ordered())}
         order = sorted(range(len(pool)), key=lambda i: (-score[i], rank_of.get(pool.tiers[i], 99), i))
@@ -184,7 +195,7 @@ class Brain:
         if self.config.small_corpus_guard and complete and n_fts < SMALL_CORPUS and len(order) > 0 \
                 and (len(order) - limit) / len(order) > 0.5:
             keep = len(order)  # the seed's guard: a small vault returns everything it found
-        ctx = _RowContext(pool, values, weighted, nudge, score, weights, graph.contradicts, explain)
+        ctx = EntryRows(pool, values, weighted, nudge, score, weights, graph.contradicts, explain)
         rows = [(float(score[i]), ctx, i) for i in order[:keep]]
         if include_memories and not (filters.types or filters.severities or filters.domains):
             rows.extend(self._memory_rows(query, cands.query, query_tags, weights, now, limit,
@@ -193,7 +204,7 @@ class Brain:
             rows = rows[:keep]
         if mode == "scan":
             return [c.scan_row(i) for _, c, i in rows]
-        entries = self._full_entries(pool, [i for _, c, i in rows if isinstance(c, _RowContext)])
+        entries = self._full_entries(pool, [i for _, c, i in rows if isinstance(c, EntryRows)])
         return [c.full_row(i, entries) for _, c, i in rows]
 
     def _query_vector(self, query: str) -> np.ndarray | None:
@@ -245,7 +256,7 @@ class Brain:
         tier_w = np.array([self.manager.tiers[t].weight for _, t in hits])
         weighted = ms.values @ weights.array
         score = tier_w * weighted
-        ctx = _MemoryContext(ms, weighted, score, tier_w, weights, explain)
+        ctx = MemoryRows(ms, weighted, score, tier_w, weights, explain)
         return [(float(score[i]), ctx, i) for i in range(len(hits)) if ms.content[i]]
 
     def _full_entries(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
@@ -325,92 +336,15 @@ def _matching_count(lq: Any, filters: Filters, cap: int = SMALL_CORPUS) -> int:
     return total
 
 
-def _r(x: float) -> float:
-    return round(float(x), 6)
+def _rrf_scores(pool: Pool, cosines: np.ndarray | None, tier_w: np.ndarray) -> np.ndarray:
+    """RRF of the lexical ranking and (when there are vectors) the vector ranking."""
+    from tiervault.brain.fusion import rrf
 
-
-class _RowContext:
-    """Builds output rows for pool candidates (shared state of one query)."""
-
-    def __init__(self, pool: Pool, values: np.ndarray, weighted: np.ndarray, nudge: np.ndarray,
-                 score: np.ndarray, weights: WeightSet, contradicts: dict[str, set[str]],
-                 explain: bool) -> None:
-        self.pool, self.values, self.weighted, self.nudge = pool, values, weighted, nudge
-        self.score, self.weights, self.contradicts, self.explain = score, weights, contradicts, explain
-
-    def _explain(self, i: int) -> dict[str, Any]:
-        p = self.pool
-        return {"lexical": _r(p.lexical[i]), "tfidf": _r(p.tfidf[i]),
-                "tierWeight": _r(p.tier_weight[i]), "weightedSum": _r(self.weighted[i]),
-                "feedback": _r(self.nudge[i]), "weights": self.weights.as_dict(),
-                "weightSet": self.weights.name, "via": p.via[i], "alsoIn": list(p.also_in[i]),
-                "contradicts": sorted(self.contradicts.get(p.ids[i], ()))}
-
-    def scan_row(self, i: int) -> dict[str, Any]:
-        row = self.pool.rows[i]
-        out = {"id": row[LIGHT["id"]], "title": row[LIGHT["title"]], "score": _r(self.score[i]),
-               "type": row[LIGHT["type"]], "domain": row[LIGHT["domain"]],
-               "severity": row[LIGHT["severity"]], "tags": (row[LIGHT["tags"]] or "").split(),
-               "snippet": row[LIGHT["snippet"]] or "",
-               "tokenEstimate": int(math.ceil((row[LIGHT["chars"]] or 0) / 4)),
-               "tier": self.pool.tiers[i]}
-        if self.explain:
-            out["explain"] = self._explain(i)
-        return out
-
-    def breakdown(self, i: int) -> dict[str, float]:
-        out = {k: _r(v) for k, v in zip(SIGNALS, self.values[i])}
-        out["total"] = _r(self.score[i])
-        return out
-
-    def full_row(self, i: int, entries: dict[str, Any]) -> dict[str, Any]:
-        tier, eid = self.pool.tiers[i], self.pool.ids[i]
-        entry = entries.get(f"{tier}\0{eid}")
-        if entry is None:  # deleted since the search: say so rather than drop silently
-            raise TierVaultError(f"entry {eid!r} in tier {tier!r} was deleted during the search; retry")
-        out = {"entry": entry.to_dict(), "score": _r(self.score[i]), "breakdown": self.breakdown(i),
-               "tier": tier}
-        if self.explain:
-            out["explain"] = self._explain(i)
-        return out
-
-
-class _MemoryContext:
-    """Builds output rows for memory hits, in the same shapes as entries."""
-
-    def __init__(self, ms: Any, weighted: np.ndarray, score: np.ndarray, tier_w: np.ndarray,
-                 weights: WeightSet, explain: bool) -> None:
-        self.ms, self.weighted, self.score, self.tier_w = ms, weighted, score, tier_w
-        self.weights, self.explain = weights, explain
-
-    def _explain(self, i: int) -> dict[str, Any]:
-        return {"lexical": _r(self.ms.lexical[i]), "tfidf": _r(self.ms.tfidf[i]),
-                "tierWeight": _r(self.tier_w[i]), "weightedSum": _r(self.weighted[i]),
-                "feedback": 0.0, "weights": self.weights.as_dict(), "weightSet": self.weights.name,
-                "via": "memory", "alsoIn": [], "contradicts": []}
-
-    def scan_row(self, i: int) -> dict[str, Any]:
-        hit, tier = self.ms.hits[i]
-        title = hit.summary.strip().splitlines()[0][:120] if hit.summary.strip() else hit.id
-        out = {"id": hit.id, "title": title, "score": _r(self.score[i]), "type": "memory",
-               "domain": hit.project or "", "severity": "", "tags": hit.topics.split(),
-               "snippet": hit.summary[:120],
-               "tokenEstimate": int(math.ceil((len(hit.summary) + len(hit.context)) / 4)),
-               "tier": tier}
-        if self.explain:
-            out["explain"] = self._explain(i)
-        return out
-
-    def full_row(self, i: int, entries: dict[str, Any]) -> dict[str, Any]:
-        from tiervault.vault.entry import format_timestamp
-
-        hit, tier = self.ms.hits[i]
-        breakdown = {k: _r(v) for k, v in zip(SIGNALS, self.ms.values[i])}
-        breakdown["total"] = _r(self.score[i])
-        out = {"entry": {"id": hit.id, "type": "memory", "summary": hit.summary,
-                         "context": hit.context, "topics": hit.topics.split(),
-                         "project": hit.project, "created_at": format_timestamp(hit.created_at)},
-               "score": _r(self.score[i]), "breakdown": breakdown, "tier": tier}
-        if self.explain:
-            out["explain"] = self._explain(i)
-        return out
+    n = len(pool)
+    lex = np.asarray(pool.lexical) * tier_w
+    rankings = [[pool.ids[i] for i in sorted(range(n), key=lambda i: -lex[i]) if lex[i] > 0]]
+    if cosines is not None:
+        rankings.append([pool.ids[i] for i in sorted(range(n), key=lambda i: -cosines[i])
+                         if cosines[i] > 0])
+    fused = rrf(rankings)
+    return np.array([fused.get(e, 0.0) for e in pool.ids], dtype=np.float64)

@@ -321,7 +321,7 @@ def test_weights_adapt_at_the_30th_non_failed_feedback(manager):
     b.feedback("alpha", "fill-1", "dismissed")
     ws = b.weights()
     acc, mod, dis = 19, 10, 1
-    rate = (acc + 0.5 * mod) / 30
+    rate = (acc + 0.5 * mod) / (acc + mod + dis)
     assert ws.adapted and ws.accept_rate == pytest.approx(rate)
     assert ws.values[0] == pytest.approx(base.values[0] + (rate - 0.5) * 0.3)
     assert sum(ws.values) == pytest.approx(1.0)
@@ -406,6 +406,11 @@ def test_hybrid_weights_with_vectors_and_fts_fallback_when_embedding_fails(manag
     w = base_weights(True)
     assert row["explain"]["weightedSum"] == pytest.approx(
         sum(wi * row["breakdown"][k] for wi, k in zip(w, SIGNALS)), abs=1e-5)
+    # reciprocal-rank fusion of the lexical and vector rankings, for comparison
+    fused = b.search_intelligent("renew tls certificates", mode="full", fusion="rrf")
+    assert fused[0]["entry"]["id"] == "tls" and fused[0]["score"] == pytest.approx(2 / 61, abs=1e-6)
+    with pytest.raises(QueryError, match="fusion"):
+        b.search_intelligent("tls", fusion="mean")
     # the provider refuses the key: this query runs with the FTS-only weights, vector 0
     remote = OpenAIEmbedder(base_url=embeddings_server.openai_url, api_keys=["sk-test"], dim=64)
     embeddings_server.push(Fault("status", status=401))

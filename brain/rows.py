@@ -1,0 +1,106 @@
+"""Output rows of one query: scan / full rows for entries and memories (shapes.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tiervault.brain.pool import LIGHT, Pool
+from tiervault.brain.shapes import SIGNALS
+from tiervault.brain.weights import WeightSet
+from tiervault.errors import TierVaultError
+
+__all__ = ["EntryRows", "MemoryRows"]
+
+
+def _r(x: float) -> float:
+    return round(float(x), 6)
+
+
+class EntryRows:
+    """Builds output rows for pool candidates (shared state of one query)."""
+
+    def __init__(self, pool: Pool, values: np.ndarray, weighted: np.ndarray, nudge: np.ndarray,
+                 score: np.ndarray, weights: WeightSet, contradicts: dict[str, set[str]],
+                 explain: bool) -> None:
+        self.pool, self.values, self.weighted, self.nudge = pool, values, weighted, nudge
+        self.score, self.weights, self.contradicts, self.explain = score, weights, contradicts, explain
+
+    def _explain(self, i: int) -> dict[str, Any]:
+        p = self.pool
+        return {"lexical": _r(p.lexical[i]), "tfidf": _r(p.tfidf[i]),
+                "tierWeight": _r(p.tier_weight[i]), "weightedSum": _r(self.weighted[i]),
+                "feedback": _r(self.nudge[i]), "weights": self.weights.as_dict(),
+                "weightSet": self.weights.name, "via": p.via[i], "alsoIn": list(p.also_in[i]),
+                "contradicts": sorted(self.contradicts.get(p.ids[i], ()))}
+
+    def scan_row(self, i: int) -> dict[str, Any]:
+        row = self.pool.rows[i]
+        out = {"id": row[LIGHT["id"]], "title": row[LIGHT["title"]], "score": _r(self.score[i]),
+               "type": row[LIGHT["type"]], "domain": row[LIGHT["domain"]],
+               "severity": row[LIGHT["severity"]], "tags": (row[LIGHT["tags"]] or "").split(),
+               "snippet": row[LIGHT["snippet"]] or "",
+               "tokenEstimate": int(math.ceil((row[LIGHT["chars"]] or 0) / 4)),
+               "tier": self.pool.tiers[i]}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out
+
+    def breakdown(self, i: int) -> dict[str, float]:
+        out = {k: _r(v) for k, v in zip(SIGNALS, self.values[i])}
+        out["total"] = _r(self.score[i])
+        return out
+
+    def full_row(self, i: int, entries: dict[str, Any]) -> dict[str, Any]:
+        tier, eid = self.pool.tiers[i], self.pool.ids[i]
+        entry = entries.get(f"{tier}\0{eid}")
+        if entry is None:  # deleted since the search: say so rather than drop silently
+            raise TierVaultError(f"entry {eid!r} in tier {tier!r} was deleted during the search; retry")
+        out = {"entry": entry.to_dict(), "score": _r(self.score[i]), "breakdown": self.breakdown(i),
+               "tier": tier}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out
+
+
+class MemoryRows:
+    """Builds output rows for memory hits, in the same shapes as entries."""
+
+    def __init__(self, ms: Any, weighted: np.ndarray, score: np.ndarray, tier_w: np.ndarray,
+                 weights: WeightSet, explain: bool) -> None:
+        self.ms, self.weighted, self.score, self.tier_w = ms, weighted, score, tier_w
+        self.weights, self.explain = weights, explain
+
+    def _explain(self, i: int) -> dict[str, Any]:
+        return {"lexical": _r(self.ms.lexical[i]), "tfidf": _r(self.ms.tfidf[i]),
+                "tierWeight": _r(self.tier_w[i]), "weightedSum": _r(self.weighted[i]),
+                "feedback": 0.0, "weights": self.weights.as_dict(), "weightSet": self.weights.name,
+                "via": "memory", "alsoIn": [], "contradicts": []}
+
+    def scan_row(self, i: int) -> dict[str, Any]:
+        hit, tier = self.ms.hits[i]
+        title = hit.summary.strip().splitlines()[0][:120] if hit.summary.strip() else hit.id
+        out = {"id": hit.id, "title": title, "score": _r(self.score[i]), "type": "memory",
+               "domain": hit.project or "", "severity": "", "tags": hit.topics.split(),
+               "snippet": hit.summary[:120],
+               "tokenEstimate": int(math.ceil((len(hit.summary) + len(hit.context)) / 4)),
+               "tier": tier}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out
+
+    def full_row(self, i: int, entries: dict[str, Any]) -> dict[str, Any]:
+        from tiervault.vault.entry import format_timestamp
+
+        hit, tier = self.ms.hits[i]
+        breakdown = {k: _r(v) for k, v in zip(SIGNALS, self.ms.values[i])}
+        breakdown["total"] = _r(self.score[i])
+        out = {"entry": {"id": hit.id, "type": "memory", "summary": hit.summary,
+                         "context": hit.context, "topics": hit.topics.split(),
+                         "project": hit.project, "created_at": format_timestamp(hit.created_at)},
+               "score": _r(self.score[i]), "breakdown": breakdown, "tier": tier}
+        if self.explain:
+            out["explain"] = self._explain(i)
+        return out
