@@ -22,9 +22,17 @@ def settings_from(args: argparse.Namespace, **overrides: Any) -> Any:
 
 
 def manager_from(args: argparse.Namespace) -> Any:
+    """The tiers of the settings; with embeddings enabled, embed-on-write is attached
+    (``manager.embeddings`` is then the runtime; see tiervault.embeddings.runtime)."""
     from tiervault.vault.manager import VaultManager
 
-    return VaultManager.from_settings(settings_from(args))
+    settings = settings_from(args)
+    manager = VaultManager.from_settings(settings)
+    if settings.embedding_enabled:
+        from tiervault.embeddings.runtime import attach_embeddings
+
+        attach_embeddings(manager, settings)
+    return manager
 
 
 def print_json(value: Any) -> None:

@@ -1,0 +1,307 @@
+"""Federated vector recall over the tiers of a :class:`VaultManager`.
+
+Per tier, one :class:`VectorIndex` of the active model key, built once from
+``entry_vectors`` and then caught up by generation before each query: only
+vector rows written after the generation the index reflects are read, and
+entries deleted since (tombstones) are removed. It is never reloaded per query.
+
+Persistence: a built index is written next to the tier as a memory-mappable
+``<tier>.vec-<model>-<token>.npy`` (unit rows, float32) plus
+``<tier>.vec-<model>.ids`` (one JSON header line -- tier uid, model, generation,
+shape, matrix file name -- then one id per line). Reopening maps the matrix
+(no copy until the first update) and reads the ids, then catches up from the
+stored generation; a cache of another tier (uid), another model or a newer
+generation than the tier is ignored. The ids file is replaced last and names
+its matrix file, so readers never pair ids with the wrong matrix.
+
+Pre-filtering: the tier's postings mirror gives a boolean mask over its slots
+for the filters (``Postings.mask``); the ids of the allowed slots are mapped to
+index rows, so only allowed rows compete (a filter matching 1 % of a tier still
+yields its best k). When most entries pass, the complement (the few that do not)
+is mapped instead, so the work is ``min(allowed, refused)`` id look-ups.
+
+Federation: tiers are searched in priority order, each for its own top k; hits
+are ranked by ``cosine * tier weight``, an id found in several tiers is kept
+from the highest-priority one, and the raw cosine and the tier are returned so
+the Brain applies its own weighting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from tiervault.embeddings.index import VectorIndex
+from tiervault.errors import StorageError, ValidationError
+from tiervault.vault.filters import Filters
+from tiervault.vault.vectors import TierVectors
+
+__all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths"]
+
+log = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+# Re-save the cache on open when the rows caught up since it exceed this share.
+_RESAVE_FRACTION = 0.2
+_RESAVE_MIN = 10_000
+
+
+def _slug(model_key: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model_key)[:48]
+    return f"{safe}-{hashlib.sha1(model_key.encode()).hexdigest()[:8]}"
+
+
+def cache_paths(store: Any, model_key: str) -> tuple[Path, str]:
+    """(ids file, matrix file prefix) of the persisted index of ``store`` for ``model_key``."""
+    base = f"{store.path}.vec-{_slug(model_key)}"
+    return Path(base + ".ids"), base
+
+
+@dataclass
+class _TierState:
+    """The index of one tier and the generation it reflects."""
+
+    index: VectorIndex | None = None
+    gen: int = -1  # -1: nothing loaded yet
+    saved_rows: int = 0  # rows caught up since the cache was written
+    broken: str | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+class VectorRecall:
+    """Vector search over every tier of ``manager`` for one model key."""
+
+    def __init__(self, manager: Any, model_key: str, *, persist: bool = True, dtype: str = "float32") -> None:
+        self.manager = manager
+        self.model_key = model_key
+        self.persist = persist
+        self.dtype = dtype
+        self._tiers: dict[str, _TierState] = {}
+        self._lock = threading.Lock()
+
+    # -- queries ---------------------------------------------------------------------
+    def search(self, query_vec: np.ndarray, k: int, *, filters: Filters | None = None,
+               tiers: Sequence[str] | None = None) -> tuple[list[str], list[str], np.ndarray]:
+        """Top ``k`` entries by ``cosine * tier weight`` over ``tiers`` (default: all).
+
+        Returns ``(ids, tiers, cosine)`` best first; ``cosine`` is the raw float32
+        similarity (the Brain applies weights). ``filters`` pre-filter every tier
+        (default ``Filters()``: expired and not-yet-valid entries excluded).
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValidationError("k", f"must be an integer >= 0, got {k!r}")
+        q = _query(query_vec)
+        filters = filters if filters is not None else Filters()
+        hits: list[tuple[float, int, str, str, float]] = []
+        for rank, tier in enumerate(self.manager.ordered(tiers)):
+            index = self.index(tier.name)
+            if index is None or len(index) == 0 or k == 0:
+                continue
+            _check_dim(index, q)
+            allowed = allowed_rows(tier.store, index, filters)
+            ids, cos = index.search(q, k, allowed=allowed)
+            hits.extend((-float(c) * tier.weight, rank, str(i), tier.name, float(c)) for i, c in zip(ids, cos))
+        hits.sort(key=lambda h: (h[0], h[1]))
+        best: dict[str, tuple[float, int, str, str, float]] = {}
+        for h in hits:  # an id in several tiers: the highest-priority tier's copy
+            if h[2] not in best or h[1] < best[h[2]][1]:
+                best[h[2]] = h
+        kept = sorted(best.values(), key=lambda h: (h[0], h[1]))[:k]
+        return ([h[2] for h in kept], [h[3] for h in kept],
+                np.array([h[4] for h in kept], dtype=np.float32))
+
+    def scores_for(self, query_vec: np.ndarray, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Cosine of the query with each ``(tier, id)``; NaN where there is no vector
+        (unknown tier, entry not embedded yet). float32, aligned with ``pairs``."""
+        q = _query(query_vec)
+        out = np.full(len(pairs), np.nan, dtype=np.float32)
+        by_tier: dict[str, list[int]] = {}
+        for pos, (tier, _) in enumerate(pairs):
+            by_tier.setdefault(tier, []).append(pos)
+        for tier, positions in by_tier.items():
+            if tier not in self.manager.tiers or self.manager.tiers[tier].store is None:
+                continue
+            index = self.index(tier)
+            if index is None or len(index) == 0:
+                continue
+            _check_dim(index, q)
+            out[positions] = index.scores_for([pairs[p][1] for p in positions], q)
+        return out
+
+    # -- indexes -------------------------------------------------------------------------
+    def index(self, tier: str) -> VectorIndex | None:
+        """The caught-up index of ``tier`` (None while it holds no vector of this model)."""
+        state = self._state(tier)
+        store = self.manager.store(tier)
+        with state.lock:
+            if state.broken is None:
+                try:
+                    self._refresh(store, state)
+                except StorageError as exc:
+                    state.broken = str(exc)
+                    state.index = None
+                    log.warning("vector search skips tier %r: %s", tier, exc)
+            return state.index
+
+    def warm(self, tiers: Sequence[str] | None = None) -> dict[str, int]:
+        """Build / catch up the indexes of ``tiers`` and persist them; {tier: vectors}."""
+        out: dict[str, int] = {}
+        for tier in self.manager.ordered(tiers):
+            state = self._state(tier.name)
+            state.broken = None
+            index = self.index(tier.name)
+            with state.lock:
+                if index is not None and state.saved_rows:
+                    self._save(tier.store, state)
+            out[tier.name] = len(index) if index is not None else 0
+        return out
+
+    def _state(self, tier: str) -> _TierState:
+        with self._lock:
+            return self._tiers.setdefault(tier, _TierState())
+
+    def _refresh(self, store: Any, state: _TierState) -> None:
+        if not store.exists:
+            return
+        current = store.generation()
+        if state.gen == current:
+            return
+        vectors = TierVectors(store)
+        if state.gen < 0 or current < state.gen:
+            state.index, state.gen, state.saved_rows = None, -1, 0
+            if self._open_cache(store, state) and state.gen == current:
+                return
+        if state.gen < 0:
+            gen, ids, matrix, _ = vectors.load(self.model_key, -1)
+            state.index = self._build(store, ids, matrix) if ids else None
+            state.gen = gen
+            if ids:
+                state.saved_rows = len(ids)
+                self._save(store, state)
+            return
+        gen, ids, matrix, dead = vectors.load(self.model_key, state.gen)
+        if state.index is not None and ids and matrix.shape[1] != state.index.dim:
+            # Same model key, new dimension (vectors being rebuilt): start over.
+            state.index, state.gen = None, -1
+            self._refresh(store, state)
+            return
+        if state.index is None:
+            if ids:
+                state.index = self._build(store, ids, matrix)
+        else:
+            if dead:
+                state.index.remove(dead)
+            if ids:
+                state.index.upsert(ids, matrix)
+        state.gen = gen
+        state.saved_rows += len(ids) + len(dead)
+
+    def _build(self, store: Any, ids: Sequence[str], matrix: np.ndarray) -> VectorIndex:
+        return VectorIndex.build(ids, matrix, dtype=self.dtype, model=self.model_key,  # type: ignore[arg-type]
+                                 tier=store.name, normalized=True)
+
+    # -- persistence -----------------------------------------------------------------------
+    def _open_cache(self, store: Any, state: _TierState) -> bool:
+        """Load the persisted index if it fits this tier/model; then catch up from it."""
+        if not self.persist:
+            return False
+        ids_path, base = cache_paths(store, self.model_key)
+        if not ids_path.exists():
+            return False
+        try:
+            with open(ids_path, "r", encoding="utf-8") as fh:
+                header = json.loads(fh.readline())
+                body = fh.read()
+            if (header.get("version") != CACHE_VERSION or header.get("model") != self.model_key
+                    or header.get("tier_uid") != store.uid() or int(header["gen"]) > store.generation()):
+                return False
+            n, dim = int(header["n"]), int(header["dim"])
+            ids = body.split("\n") if body else []
+            matrix = np.load(ids_path.parent / header["matrix"], mmap_mode="r", allow_pickle=False)
+            if matrix.dtype != np.float32 or matrix.shape != (n, dim) or len(ids) != n:
+                raise ValueError(f"shape {matrix.shape} / {len(ids)} ids do not match the header ({n}, {dim})")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring the vector cache %s of tier %r (%s); rebuilding from the tier",
+                        ids_path, store.name, exc)
+            return False
+        state.index = self._build(store, ids, matrix) if n else None
+        state.gen = int(header["gen"])
+        state.saved_rows = 0
+        self._refresh(store, state)
+        if state.saved_rows > max(_RESAVE_MIN, _RESAVE_FRACTION * n):
+            self._save(store, state)
+        return True
+
+    def _save(self, store: Any, state: _TierState) -> None:
+        """Write the index atomically next to the tier; failure only costs a rebuild."""
+        if not self.persist or state.index is None or state.gen < 0:
+            return
+        index = state.index
+        ids_path, base = cache_paths(store, self.model_key)
+        matrix_path = Path(f"{base}-{uuid.uuid4().hex[:12]}.npy")
+        try:
+            ids = index.ids.tolist()
+            # VectorIndex keeps its live rows contiguous at the top of its matrix.
+            np.save(matrix_path, np.ascontiguousarray(index._exact[: len(ids)], dtype=np.float32))
+            header = {"version": CACHE_VERSION, "model": self.model_key, "tier_uid": store.uid(),
+                      "gen": state.gen, "n": len(ids), "dim": index.dim, "matrix": matrix_path.name}
+            fd, tmp = tempfile.mkstemp(dir=ids_path.parent, prefix=ids_path.name, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(header) + "\n" + "\n".join(ids))
+            os.replace(tmp, ids_path)
+        except (OSError, StorageError) as exc:
+            log.warning("could not cache the vector index of tier %r at %s: %s", store.name, ids_path, exc)
+            matrix_path.unlink(missing_ok=True)
+            return
+        state.saved_rows = 0
+        for old in ids_path.parent.glob(Path(base).name + "-*.npy"):
+            if old != matrix_path:
+                try:  # a process still mapping it keeps its pages (POSIX)
+                    old.unlink()
+                except OSError:
+                    pass
+
+
+def allowed_rows(store: Any, index: VectorIndex, filters: Filters) -> np.ndarray:
+    """The pre-filter for ``index``: allowed row numbers, or a boolean row mask.
+
+    Uses the tier's postings mask (slot -> id) and the index's id -> row map,
+    looking up whichever side is smaller: the allowed entries, or the refused ones.
+    """
+    p = store.postings()
+    mask = p.mask(filters)
+    allowed = np.flatnonzero(mask)
+    ids = p.ids
+    if allowed.size <= len(index) // 2:
+        return index.rows_for([ids[s] for s in allowed.tolist()])
+    refused = np.flatnonzero(p.alive & ~mask)
+    rows = np.ones(len(index), dtype=bool)
+    if refused.size:
+        rows[index.rows_for([ids[s] for s in refused.tolist()])] = False
+    return rows
+
+
+def _query(query_vec: np.ndarray) -> np.ndarray:
+    q = np.asarray(query_vec, dtype=np.float32)
+    if q.ndim == 2 and q.shape[0] == 1:
+        q = q[0]
+    if q.ndim != 1 or q.size == 0:
+        raise ValidationError("query_vec", f"must be one vector, got shape {q.shape}")
+    return q
+
+
+def _check_dim(index: VectorIndex, q: np.ndarray) -> None:
+    if q.shape[0] != index.dim:
+        raise ValidationError("query_vec", f"has dimension {q.shape[0]} but the vectors of "
+                              f"{index.model} in tier {index.tier!r} have {index.dim}")
