@@ -1,0 +1,317 @@
+"""Measurement phases of ``bench/run.py``; each runs in its own process.
+
+* :func:`build_phase` (one process per corpus size): generate the corpus, time
+  the JSONL import and the store-only import, add the links, build the search
+  mirrors for the first time, measure file sizes and the NumPy top-k baseline.
+* :func:`search_phase` (a fresh process over the built tiers): cold open + first
+  query, ``search_intelligent`` scan/full FTS-only, peak RSS, the raw FTS5
+  ``bm25()`` baseline, then single-capture latency (last: it writes).
+* :func:`hybrid_phase` (another fresh process): the same searches with vectors.
+
+Only the standard library is imported at module level, so the cold-start timing
+of :func:`search_phase` includes importing NumPy, SciPy and tiervault.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+TIERS = ("agent", "project", "team")
+FILTER_KEYS = ("domain", "type", "severity", "tags")
+WARMUP_QUERIES = 30
+CAPTURE_WARMUP = 10
+#: The raw FTS5 baseline: one statement per tier file, field weights as the store's.
+BASELINE_SQL = ("SELECT id, bm25(entries_fts, {w}) AS s FROM entries_fts "
+                "WHERE entries_fts MATCH ? ORDER BY s LIMIT 30")
+
+
+# -- helpers -------------------------------------------------------------------------------
+def stats_ms(samples_ns: list[int]) -> dict[str, Any]:
+    """p50 / p95 / mean / max in milliseconds of nanosecond samples."""
+    import numpy as np
+
+    if not samples_ns:
+        return {"p50_ms": None, "p95_ms": None, "mean_ms": None, "max_ms": None, "n": 0}
+    a = np.asarray(samples_ns, dtype=np.float64) / 1e6
+    return {"p50_ms": round(float(np.percentile(a, 50)), 3),
+            "p95_ms": round(float(np.percentile(a, 95)), 3),
+            "mean_ms": round(float(a.mean()), 3), "max_ms": round(float(a.max()), 3),
+            "n": int(a.size)}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+
+
+def tier_paths(workdir: Path) -> dict[str, Path]:
+    return {t: workdir / "tiers" / f"{t}.db" for t in TIERS}
+
+
+def write_config(workdir: Path, embedding: dict[str, Any] | None = None) -> Path:
+    """An agent.yaml naming the bench tiers (and an embedding block for hybrid runs)."""
+    paths = tier_paths(workdir)
+    lines = ["agent_id: bench", "tiers:"]
+    lines += [f"  {t}: {json.dumps(str(p))}" for t, p in paths.items()]
+    if embedding:
+        lines.append("embedding:")
+        lines += [f"  {k}: {json.dumps(v)}" for k, v in embedding.items()]
+        lines += ["features:", "  embedding-enabled: true"]
+    name = "agent-hybrid.yaml" if embedding else "agent.yaml"
+    path = workdir / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def query_kwargs(q: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in q["filters"].items() if k in FILTER_KEYS}
+
+
+def time_queries(fn: Callable[[dict[str, Any]], Any], qs: list[dict[str, Any]],
+                 warmup: list[dict[str, Any]]) -> tuple[list[int], int]:
+    """Run ``warmup`` untimed, then time each of ``qs``; returns (ns samples, total hits)."""
+    for q in warmup:
+        fn(q)
+    samples: list[int] = []
+    hits = 0
+    for q in qs:
+        t0 = time.perf_counter_ns()
+        out = fn(q)
+        samples.append(time.perf_counter_ns() - t0)
+        hits += len(out)
+    return samples, hits
+
+
+def _dir_bytes(paths: list[Path]) -> int:
+    total = 0
+    for p in paths:
+        for f in (p, Path(f"{p}-wal")):
+            if f.exists():
+                total += f.stat().st_size
+    return total
+
+
+# -- build ---------------------------------------------------------------------------------
+def build_phase(n: int, seed: int, workdir: Path, *, dim: int, n_queries: int,
+                jsonl: bool = True) -> dict[str, Any]:
+    """Generate, import (JSONL end to end, then store-only), link, build mirrors."""
+    import gc
+
+    import numpy as np
+
+    from bench.corpus import generate, write_jsonl
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.jsonl import import_lines
+    from tiervault.vault.manager import VaultManager
+
+    out: dict[str, Any] = {"entries": n}
+    t0 = time.perf_counter()
+    corpus = generate(n, seed)
+    out["generate_s"] = round(time.perf_counter() - t0, 2)
+    imp: dict[str, Any] = {}
+    if jsonl:
+        src = workdir / "jsonl"
+        src.mkdir(parents=True, exist_ok=True)
+        for t in TIERS:
+            write_jsonl(corpus, src / f"{t}.jsonl", t)
+        e2e = {t: workdir / "e2e" / f"{t}.db" for t in TIERS}
+        gc.collect()
+        t0 = time.perf_counter()
+        written = 0
+        with VaultManager.at({t: str(p) for t, p in e2e.items()}) as manager:
+            for t in TIERS:
+                with open(src / f"{t}.jsonl", encoding="utf-8") as fh:
+                    report = import_lines(manager, t, fh)
+                if report.errors:
+                    raise RuntimeError(f"JSONL import of {t}: {report.errors[:3]}")
+                written += report.written
+        dt = time.perf_counter() - t0
+        imp.update(jsonl_s=round(dt, 2), jsonl_rate=round(written / dt, 1))
+        shutil.rmtree(workdir / "e2e")
+        shutil.rmtree(src)
+    # Store-only: entries validated before the clock starts.
+    entries = {t: [Entry.from_dict(d) for d in corpus.tiers[t]] for t in TIERS}
+    paths = tier_paths(workdir)
+    gc.collect()
+    t0 = time.perf_counter()
+    written = 0
+    with VaultManager.at({t: str(p) for t, p in paths.items()}) as manager:
+        for t in TIERS:
+            written += manager.capture_many(entries[t], t)
+        dt = time.perf_counter() - t0
+        imp.update(store_s=round(dt, 2), store_rate=round(written / dt, 1), rows=written)
+        del entries
+        links = corpus.links_by_tier()
+        t0 = time.perf_counter()
+        n_links = 0
+        for t, rows in links.items():
+            store = manager.store(t)
+            for s, tgt, ty in rows:
+                store.link(s, tgt, ty)
+                n_links += 1
+        dt = time.perf_counter() - t0
+        imp.update(links=n_links, links_s=round(dt, 2),
+                   links_rate=round(n_links / dt, 1) if dt else None)
+        out["import"] = imp
+        # First-ever mirror build (also writes the <tier>.postings.npz caches).
+        build: dict[str, float] = {}
+        for t in TIERS:
+            t0 = time.perf_counter()
+            manager.store(t).postings()
+            build[t] = round(time.perf_counter() - t0, 2)
+        out["mirror_build_s"] = {**build, "total": round(sum(build.values()), 2)}
+    del corpus
+    gc.collect()
+    db = list(paths.values())
+    out["file_mb"] = round(_dir_bytes(db) / 2**20, 1)
+    out["file_mb_per_tier"] = {t: round(_dir_bytes([p]) / 2**20, 1) for t, p in paths.items()}
+    out["mirror_cache_mb"] = round(sum(Path(f"{p}.postings.npz").stat().st_size
+                                       for p in db if Path(f"{p}.postings.npz").exists()) / 2**20, 1)
+    out["rss_build_mb"] = peak_rss_mb()
+    out["baseline_numpy_topk"] = numpy_topk(n, dim, n_queries, seed)
+    return out
+
+
+def numpy_topk(n: int, dim: int, n_queries: int, seed: int, k: int = 10) -> dict[str, Any]:
+    """Brute-force top-k over ``n`` random unit vectors: ``M @ q`` + argpartition."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    m = rng.standard_normal((n, dim), dtype=np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    qs = rng.standard_normal((n_queries + WARMUP_QUERIES, dim), dtype=np.float32)
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+
+    def top(q: np.ndarray) -> np.ndarray:
+        s = m @ q
+        idx = np.argpartition(s, n - k)[n - k:] if n > k else np.arange(n)
+        return idx[np.argsort(-s[idx])]
+
+    rows = [{"v": q} for q in qs]
+    samples, _ = time_queries(lambda r: top(r["v"]), rows[WARMUP_QUERIES:], rows[:WARMUP_QUERIES])
+    return {**stats_ms(samples), "dim": dim, "k": k, "vectors": "random unit float32"}
+
+
+# -- search (fresh process) ----------------------------------------------------------------
+def search_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, n_queries: int,
+                 seed: int, captures: int) -> dict[str, Any]:
+    """Cold open + first query, FTS-only latencies, RSS, FTS5 baseline, capture latency.
+
+    ``t_start``: ``time.perf_counter()`` taken before anything heavy was imported;
+    ``first_query``: a query dict (text, filters) made by the parent, so building
+    the query set is not part of the cold start.
+    """
+    t_imp = time.perf_counter()
+    from tiervault.brain.brain import Brain
+
+    t_open = time.perf_counter()
+    brain = Brain.open(write_config(workdir))
+    t_query = time.perf_counter()
+    first = brain.search_intelligent(first_query["text"], mode="scan", **query_kwargs(first_query))
+    t_end = time.perf_counter()
+    cold = {"import_ms": round((t_open - t_imp) * 1e3, 1),
+            "open_ms": round((t_query - t_open) * 1e3, 1),
+            "first_query_ms": round((t_end - t_query) * 1e3, 1),
+            "total_ms": round((t_end - t_start) * 1e3, 1),
+            "first_query_hits": len(first)}
+    from bench.corpus import queries
+
+    qs = queries(n_queries, seed)
+    warm = queries(WARMUP_QUERIES, seed + 1)
+    out: dict[str, Any] = {"cold": cold}
+    for mode in ("scan", "full"):
+        samples, hits = time_queries(
+            lambda q: brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q)), qs, warm)
+        out[f"{mode}_fts"] = {**stats_ms(samples), "hits_per_query": round(hits / len(qs), 2)}
+    out["rss_mb"] = peak_rss_mb()  # before the baseline's connections and the captures
+    out["baseline_fts5"] = fts5_baseline(workdir, qs, warm)
+    out["capture"] = capture_latency(brain.manager, captures, seed)
+    brain.close()
+    return out
+
+
+def fts5_baseline(workdir: Path, qs: list[dict[str, Any]], warm: list[dict[str, Any]]) -> dict[str, Any]:
+    """One raw ``bm25()`` statement per tier file per query, through plain sqlite3."""
+    from tiervault.vault.query import match_expression, query_terms
+    from tiervault.vault.schema import FTS_WEIGHTS
+
+    sql = BASELINE_SQL.format(w=", ".join(f"{w:g}" for w in FTS_WEIGHTS))
+    conns = [sqlite3.connect(f"file:{p}?mode=ro", uri=True) for p in tier_paths(workdir).values()]
+
+    def run(q: dict[str, Any]) -> list[tuple]:
+        expr = match_expression(query_terms(q["text"]))
+        rows: list[tuple] = []
+        if expr:
+            for c in conns:
+                rows.extend(c.execute(sql, (expr,)).fetchall())
+        return rows
+
+    try:
+        samples, hits = time_queries(run, qs, warm)
+    finally:
+        for c in conns:
+            c.close()
+    return {**stats_ms(samples), "hits_per_query": round(hits / len(qs), 2),
+            "note": "3 tier files, LIMIT 30 each, no filters, OR of the query terms"}
+
+
+def capture_latency(manager: Any, n: int, seed: int) -> dict[str, Any]:
+    """``manager.capture`` of new entries into the populated agent tier, one at a time."""
+    from bench.corpus import generate
+    from tiervault.vault.entry import Entry
+
+    rows = list(generate(n + CAPTURE_WARMUP, seed + 1000, duplicate_fraction=0).entries())
+    entries = [Entry.from_dict({**d, "id": f"cap-{i:05d}-{d['id']}"[:100]})
+               for i, d in enumerate(rows)]
+    samples: list[int] = []
+    for i, e in enumerate(entries):
+        t0 = time.perf_counter_ns()
+        manager.capture(e, "agent")
+        if i >= CAPTURE_WARMUP:
+            samples.append(time.perf_counter_ns() - t0)
+    return {**stats_ms(samples), "tier": "agent"}
+
+
+# -- hybrid (fresh process) ----------------------------------------------------------------
+def hybrid_phase(workdir: Path, *, n_queries: int, seed: int, dim: int) -> dict[str, Any]:
+    """Hybrid search_intelligent latencies, if the embeddings runtime exists."""
+    try:
+        from tiervault.embeddings import runtime  # noqa: F401  (being written: issue 4)
+    except ImportError as exc:
+        reason = (f"not yet available: tiervault.embeddings.runtime cannot be imported ({exc}); "
+                  "the Brain's hybrid path has no production vector source to measure")
+        return {"available": False, "reason": reason}
+    return _hybrid(workdir, n_queries=n_queries, seed=seed, dim=dim)
+
+
+def _hybrid(workdir: Path, *, n_queries: int, seed: int, dim: int) -> dict[str, Any]:
+    raise NotImplementedError  # wired once embeddings/runtime.py lands
+
+
+def main_worker(phase: str, params: dict[str, Any], t_start: float) -> dict[str, Any]:
+    """Entry point used by ``bench/run.py --_phase``."""
+    workdir = Path(params["workdir"])
+    if phase == "build":
+        return build_phase(params["entries"], params["seed"], workdir, dim=params["dim"],
+                           n_queries=params["queries"], jsonl=params["jsonl"])
+    if phase == "search":
+        return search_phase(t_start, workdir, params["first_query"], n_queries=params["queries"],
+                            seed=params["seed"],
+                            captures=params["captures"])
+    if phase == "hybrid":
+        out = hybrid_phase(workdir, n_queries=params["queries"], seed=params["seed"],
+                           dim=params["dim"])
+        out.setdefault("rss_mb", peak_rss_mb())
+        return out
+    raise ValueError(f"unknown phase {phase!r}")
+
+
+if __name__ == "__main__":  # pragma: no cover - use bench/run.py
+    raise SystemExit("run bench/run.py")

@@ -1,0 +1,268 @@
+"""Relevance of tiervault's rankings on a BEIR-format collection.
+
+    python eval/beir.py --data ../shared/data/beir/scifact [--embedder hash|local|none]
+                        [--json out.json] [--limit-queries N] [--cache-dir DIR]
+
+Loads the collection into one tier through the project API (title -> title,
+text -> description; ``VaultManager.capture_many``), runs every judged query of
+the split and reports nDCG@10, Recall@100 and MRR@10 (trec_eval, eval/metrics.py)
+for each method, all retrieving ``--depth`` (100) documents:
+
+* ``bm25``: FTS5 ``bm25()`` alone, the tier's ``search_fts`` (field weights included);
+* ``tfidf``: TF-IDF cosine alone over the search mirror (``LexicalQuery.tfidf``, all docs);
+* ``brain_fts``: ``Brain.search_intelligent`` without vectors (scan mode, limit 100);
+* ``vector``: dense retrieval alone (the embedder, brute-force ``VectorIndex``);
+* ``brain_hybrid``: ``search_intelligent`` with the embeddings runtime attached;
+* ``rrf``: reciprocal-rank fusion (k=60, ``brain.fusion.rrf``) of ``bm25`` and ``vector``.
+
+A method that cannot run (no embedder, runtime not available yet) is reported as
+null with the reason, never approximated. Rankings become trec_eval scores by
+rank (``depth - rank``), so trec_eval's tie-breaking never reorders a method's list.
+Document embeddings are cached under ``--cache-dir`` (default
+``~/.cache/tiervault-eval``), keyed by model and a hash of the exact texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from eval.beir_data import BeirCollection, load  # noqa: E402
+from eval.metrics import METRICS, evaluate  # noqa: E402
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir" / "scifact"
+DEFAULT_CACHE = Path("~/.cache/tiervault-eval").expanduser()
+METHODS = ("bm25", "tfidf", "brain_fts", "vector", "brain_hybrid", "rrf")
+TIER = "project"
+Ranked = dict[str, list[str]]  # query id -> entry ids, best first
+
+
+def doc_text(entry: dict[str, Any]) -> str:
+    """What is embedded for a document (the entry's title and description)."""
+    return f"{entry['title']}\n{entry['description']}"
+
+
+# -- embeddings ------------------------------------------------------------------------------
+def make_embedder(name: str, dim: int) -> tuple[Any | None, str | None]:
+    """(embedder, None) or (None, why it is unavailable)."""
+    if name == "none":
+        return None, "no embedder (--embedder none)"
+    try:
+        if name == "hash":
+            from tiervault.embeddings.providers.hash import HashEmbedder
+
+            return HashEmbedder(dim), None
+        from tiervault.embeddings.providers.local import LocalEmbedder
+
+        return LocalEmbedder(), None
+    except Exception as exc:  # noqa: BLE001 - reported in the output, never hidden
+        return None, f"embedder {name!r} unavailable: {exc}"
+
+
+def embed_cached(embedder: Any, texts: list[str], kind: str, cache_dir: Path | None,
+                 input_type: str = "document", batch: int = 256) -> tuple[Any, bool]:
+    """Embeddings of ``texts``, read from / written to the cache; (matrix, from_cache)."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    h.update(f"{embedder.model}\0{input_type}\0{len(texts)}\0".encode())
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass") + b"\0")
+    slug = "".join(c if c.isalnum() or c in "-._" else "_" for c in embedder.model)
+    path = cache_dir / f"{kind}-{slug}-{h.hexdigest()[:24]}.npy" if cache_dir else None
+    if path is not None and path.exists():
+        m = np.load(path)
+        if m.shape[0] == len(texts):
+            return m, True
+    parts = [embedder.embed(texts[i:i + batch], input_type) for i in range(0, len(texts), batch)]
+    m = np.ascontiguousarray(np.vstack(parts) if parts else np.zeros((0, embedder.dim)),
+                             dtype=np.float32)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, m)
+        tmp.replace(path)
+    return m, False
+
+
+# -- methods ---------------------------------------------------------------------------------
+class Runner:
+    """The collection loaded into one tier, and every method over it."""
+
+    def __init__(self, coll: BeirCollection, queries: dict[str, str], workdir: Path,
+                 depth: int) -> None:
+        from tiervault.vault.entry import Entry
+        from tiervault.vault.manager import VaultManager
+
+        self.coll, self.queries, self.depth = coll, queries, depth
+        self.entries = list(coll.entries())
+        self.manager = VaultManager.at({TIER: str(workdir / f"{TIER}.db")})
+        t0 = time.perf_counter()
+        self.manager.capture_many([Entry.from_dict(e) for e in self.entries], TIER)
+        self.manager.store(TIER).postings()  # build the mirror outside the timed methods
+        self.load_s = time.perf_counter() - t0
+        self.timings: dict[str, float] = {}
+
+    def close(self) -> None:
+        self.manager.close()
+
+    def _each(self, name: str, fn: Callable[[str], list[str]]) -> Ranked:
+        t0 = time.perf_counter()
+        out = {qid: fn(text) for qid, text in self.queries.items()}
+        self.timings[name] = (time.perf_counter() - t0) * 1e3 / max(len(self.queries), 1)
+        return out
+
+    def bm25(self) -> Ranked:
+        from tiervault.vault.filters import Filters
+        from tiervault.vault.query import query_terms
+
+        store, everything = self.manager.store(TIER), Filters(include_expired=True, include_future=True)
+        return self._each("bm25", lambda t: store.search_fts(query_terms(t), everything, self.depth).ids)
+
+    def tfidf(self) -> Ranked:
+        from tiervault.vault.scoring import top_k
+
+        def one(text: str) -> list[str]:
+            lq = self.manager.lexical_query(text, [TIER])
+            scores, p = lq.tfidf[TIER], lq.postings[TIER]
+            return [p.ids[i] for i in top_k(scores, self.depth, p.alive & (scores > 0))]
+        return self._each("tfidf", one)
+
+    def brain(self, name: str, vectors: Any = None) -> Ranked:
+        from tiervault.brain.brain import Brain
+
+        b = Brain(self.manager, None, vectors=vectors)
+        return self._each(name, lambda t: [r["id"] for r in b.search_intelligent(
+            t, mode="scan", limit=self.depth)])
+
+    def vector(self, embedder: Any, cache_dir: Path | None) -> tuple[Ranked, dict[str, Any]]:
+        from tiervault.embeddings.index import VectorIndex
+
+        t0 = time.perf_counter()
+        docs, cached = embed_cached(embedder, [doc_text(e) for e in self.entries], "docs", cache_dir)
+        embed_s = time.perf_counter() - t0
+        qids = list(self.queries)
+        qm, _ = embed_cached(embedder, [self.queries[q] for q in qids], "queries", cache_dir, "query")
+        index = VectorIndex.build([e["id"] for e in self.entries], docs, model=embedder.model)
+        qvec = dict(zip(qids, qm))
+        t0 = time.perf_counter()
+        ranked = {q: list(index.search(qvec[q], self.depth)[0]) for q in qids}
+        self.timings["vector"] = (time.perf_counter() - t0) * 1e3 / max(len(qids), 1)
+        return ranked, {"model": embedder.model, "dim": int(docs.shape[1]),
+                        "doc_embeddings_cached": cached, "doc_embed_s": round(embed_s, 1)}
+
+    def rrf(self, *runs: Ranked) -> Ranked:
+        from tiervault.brain.fusion import rrf
+
+        return {q: list(rrf([r[q] for r in runs]))[: self.depth] for q in self.queries}
+
+
+def hybrid_source(runner: Runner, embedder: Any) -> tuple[Any | None, str | None]:
+    """The production vector source for the Brain, or why it is not available."""
+    try:
+        from tiervault.embeddings import runtime  # noqa: F401  (being written: issue 4)
+    except ImportError as exc:
+        return None, (f"not yet available: tiervault.embeddings.runtime cannot be imported ({exc}); "
+                      "the Brain has no production vector source to evaluate")
+    return None, "not yet wired: tiervault.embeddings.runtime exists but eval/beir.py does not use it yet"
+
+
+def to_run(coll: BeirCollection, ranked: Ranked, depth: int) -> dict[str, dict[str, float]]:
+    """Entry-id rankings -> doc-id scores by rank (depth - rank: distinct, best highest)."""
+    return coll.run_to_doc_ids({q: {e: float(depth - i) for i, e in enumerate(ids[:depth])}
+                                for q, ids in ranked.items()})
+
+
+# -- report ----------------------------------------------------------------------------------
+def evaluate_all(coll: BeirCollection, queries: dict[str, str], *, embedder_name: str, dim: int,
+                 cache_dir: Path | None, depth: int = 100) -> dict[str, Any]:
+    qrels = {q: coll.qrels[q] for q in queries}
+    results: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="tiervault-beir-") as tmp:
+        runner = Runner(coll, queries, Path(tmp), depth)
+        try:
+            ranked: dict[str, Ranked] = {"bm25": runner.bm25(), "tfidf": runner.tfidf(),
+                                         "brain_fts": runner.brain("brain_fts")}
+            embedder, why = make_embedder(embedder_name, dim)
+            info: dict[str, Any] = {"embedder": embedder_name}
+            if embedder is None:
+                for m in ("vector", "brain_hybrid", "rrf"):
+                    reasons[m] = why or "no embedder"
+            else:
+                ranked["vector"], vinfo = runner.vector(embedder, cache_dir)
+                info.update(vinfo)
+                ranked["rrf"] = runner.rrf(ranked["bm25"], ranked["vector"])
+                source, why = hybrid_source(runner, embedder)
+                if source is None:
+                    reasons["brain_hybrid"] = why or "unavailable"
+                else:
+                    ranked["brain_hybrid"] = runner.brain("brain_hybrid", source)
+            for m in METHODS:
+                results[m] = (evaluate(to_run(coll, ranked[m], depth), qrels)
+                              if m in ranked else None)
+            info.update(load_s=round(runner.load_s, 1),
+                        ms_per_query={k: round(v, 2) for k, v in runner.timings.items()})
+        finally:
+            runner.close()
+    return {"dataset": coll.name, "queries": len(queries), "results": results,
+            "unavailable": reasons, "info": info, "depth": depth, "docs": len(coll.docs)}
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = [f"{report['dataset']}: {report['docs']:,} docs, {report['queries']} queries, "
+             f"embedder {report['info']['embedder']}",
+             "| method | nDCG@10 | Recall@100 | MRR@10 | ms/query |", "|---|---|---|---|---|"]
+    ms = report["info"].get("ms_per_query", {})
+    for m in METHODS:
+        r = report["results"][m]
+        if r is None:
+            lines.append(f"| {m} | n/a | n/a | n/a | ({report['unavailable'].get(m, '')}) |")
+        else:
+            lines.append(f"| {m} | " + " | ".join(f"{r[k]:.4f}" for k in METRICS)
+                         + f" | {ms.get(m, 0):.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                        help="BEIR collection directory (default: %(default)s)")
+    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    parser.add_argument("--embedder", choices=("hash", "local", "none"), default="hash",
+                        help="embedder for vector / hybrid / rrf (default: hash, offline)")
+    parser.add_argument("--dim", type=int, default=384, help="hash embedder dimension (default 384)")
+    parser.add_argument("--limit-queries", type=int, help="evaluate only the first N judged queries")
+    parser.add_argument("--depth", type=int, default=100, help="documents retrieved per query")
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
+                        help="document-embedding cache (default: %(default)s)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    parser.add_argument("--json", type=Path, help="also write the result as JSON here")
+    args = parser.parse_args(argv)
+    if args.limit_queries is not None and args.limit_queries < 1:
+        parser.error("--limit-queries must be >= 1")
+    if not 1 <= args.depth <= 1000:
+        parser.error("--depth must be from 1 to 1000")
+    t0 = time.perf_counter()
+    coll = load(args.data, args.split)
+    queries = dict(list(coll.queries.items())[: args.limit_queries])
+    report = evaluate_all(coll, queries, embedder_name=args.embedder, dim=args.dim,
+                          cache_dir=None if args.no_cache else args.cache_dir.expanduser(),
+                          depth=args.depth)
+    report["info"]["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    print(table(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
