@@ -167,6 +167,7 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, n_queries: int,
             manager.store(t).postings()
             build[t] = round(time.perf_counter() - t0, 2)
         out["mirror_build_s"] = {**build, "total": round(sum(build.values()), 2)}
+        out["vectors"] = backfill_vectors(manager, workdir, dim)
     del corpus
     gc.collect()
     db = list(paths.values())
@@ -263,12 +264,13 @@ def fts5_baseline(workdir: Path, qs: list[dict[str, Any]], warm: list[dict[str, 
 
 
 def capture_latency(manager: Any, n: int, seed: int) -> dict[str, Any]:
-    """``manager.capture`` of new entries into the populated agent tier, one at a time."""
+    """``manager.capture`` of new entries into the populated agent tier, one at a time
+    (write hooks included: embed-on-write when embeddings are attached)."""
     from bench.corpus import generate
     from tiervault.vault.entry import Entry
 
     rows = list(generate(n + CAPTURE_WARMUP, seed + 1000, duplicate_fraction=0).entries())
-    entries = [Entry.from_dict({**d, "id": f"cap-{i:05d}-{d['id']}"[:100]})
+    entries = [Entry.from_dict({**d, "id": f"cap{seed}-{i:05d}-{d['id']}"[:100]})
                for i, d in enumerate(rows)]
     samples: list[int] = []
     for i, e in enumerate(entries):
@@ -279,20 +281,73 @@ def capture_latency(manager: Any, n: int, seed: int) -> dict[str, Any]:
     return {**stats_ms(samples), "tier": "agent"}
 
 
-# -- hybrid (fresh process) ----------------------------------------------------------------
-def hybrid_phase(workdir: Path, *, n_queries: int, seed: int, dim: int) -> dict[str, Any]:
-    """Hybrid search_intelligent latencies, if the embeddings runtime exists."""
+# -- hybrid --------------------------------------------------------------------------------
+HASH_EMBEDDING = {"provider": "hash"}
+
+
+def backfill_vectors(manager: Any, workdir: Path, dim: int) -> dict[str, Any]:
+    """Embed every entry with the offline ``hash`` embedder through the production
+    pipeline (``attach_embeddings`` + ``backfill``, which also persists the indexes)."""
     try:
-        from tiervault.embeddings import runtime  # noqa: F401  (being written: issue 4)
+        from tiervault.config import load_settings
+        from tiervault.embeddings.runtime import attach_embeddings
+    except ImportError as exc:
+        return {"available": False, "reason": f"not yet available: {exc}"}
+    settings = load_settings(write_config(workdir, {**HASH_EMBEDDING, "dim": dim}), env={})
+    runtime = attach_embeddings(manager, settings, strict=True)
+    t0 = time.perf_counter()
+    counts = {t: runtime.backfill(t) for t in TIERS}
+    dt = time.perf_counter() - t0
+    embedded = sum(c["embedded"] for c in counts.values())
+    return {"available": True, "source": f"hash embedder (offline signed feature hashing), dim {dim}",
+            "model_key": runtime.model_key, "embedded": embedded, "backfill_s": round(dt, 2),
+            "embed_rate": round(embedded / dt, 1) if dt else None,
+            "failed": sum(c["failed"] + c["pending"] for c in counts.values())}
+
+
+def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, n_queries: int,
+                 seed: int, dim: int, captures: int) -> dict[str, Any]:
+    """Cold open + first hybrid query, hybrid latencies, RSS, capture with embed-on-write."""
+    try:
+        from tiervault.embeddings.runtime import attach_embeddings
     except ImportError as exc:
         reason = (f"not yet available: tiervault.embeddings.runtime cannot be imported ({exc}); "
                   "the Brain's hybrid path has no production vector source to measure")
         return {"available": False, "reason": reason}
-    return _hybrid(workdir, n_queries=n_queries, seed=seed, dim=dim)
+    from tiervault.brain.brain import Brain
+    from tiervault.config import load_settings
+    from tiervault.vault.manager import VaultManager
 
+    t_open = time.perf_counter()
+    settings = load_settings(workdir / "agent-hybrid.yaml", env={})
+    manager = VaultManager.from_settings(settings)
+    runtime = attach_embeddings(manager, settings, strict=True)
+    brain = Brain(manager, settings, vectors=runtime)
+    t_query = time.perf_counter()
+    first = brain.search_intelligent(first_query["text"], mode="scan", explain=True,
+                                     **query_kwargs(first_query))
+    t_end = time.perf_counter()
+    weight_set = first[0]["explain"]["weightSet"] if first else None
+    if weight_set != "hybrid":
+        raise RuntimeError(f"hybrid search ran with weight set {weight_set!r}, not 'hybrid'")
+    out: dict[str, Any] = {
+        "available": True, "weight_set": weight_set, "model_key": runtime.model_key,
+        "cold": {"import_ms": round((t_open - t_start) * 1e3, 1),
+                 "open_ms": round((t_query - t_open) * 1e3, 1),
+                 "first_query_ms": round((t_end - t_query) * 1e3, 1),
+                 "total_ms": round((t_end - t_start) * 1e3, 1)}}
+    from bench.corpus import queries
 
-def _hybrid(workdir: Path, *, n_queries: int, seed: int, dim: int) -> dict[str, Any]:
-    raise NotImplementedError  # wired once embeddings/runtime.py lands
+    qs = queries(n_queries, seed)
+    warm = queries(WARMUP_QUERIES, seed + 1)
+    for mode in ("scan", "full"):
+        samples, hits = time_queries(
+            lambda q: brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q)), qs, warm)
+        out[f"{mode}_hybrid"] = {**stats_ms(samples), "hits_per_query": round(hits / len(qs), 2)}
+    out["rss_mb"] = peak_rss_mb()
+    out["capture_embed_on_write"] = capture_latency(manager, captures, seed + 1)
+    brain.close()
+    return out
 
 
 def main_worker(phase: str, params: dict[str, Any], t_start: float) -> dict[str, Any]:
@@ -306,8 +361,8 @@ def main_worker(phase: str, params: dict[str, Any], t_start: float) -> dict[str,
                             seed=params["seed"],
                             captures=params["captures"])
     if phase == "hybrid":
-        out = hybrid_phase(workdir, n_queries=params["queries"], seed=params["seed"],
-                           dim=params["dim"])
+        out = hybrid_phase(t_start, workdir, params["first_query"], n_queries=params["queries"],
+                           seed=params["seed"], dim=params["dim"], captures=params["captures"])
         out.setdefault("rss_mb", peak_rss_mb())
         return out
     raise ValueError(f"unknown phase {phase!r}")

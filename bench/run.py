@@ -106,10 +106,11 @@ def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]
     t0 = time.perf_counter()
     log(f"[{n:,}] generating and importing ...")
     build = run_phase("build", common)
-    log(f"[{n:,}] searching in a fresh process ...")
-    search = run_phase("search", {**common, "first_query": queries(1, args.seed)[0]})
-    log(f"[{n:,}] hybrid ...")
-    hybrid = run_phase("hybrid", common)
+    first = {"first_query": queries(1, args.seed)[0]}
+    log(f"[{n:,}] FTS-only search in a fresh process ...")
+    search = run_phase("search", {**common, **first})
+    log(f"[{n:,}] hybrid search in a fresh process ...")
+    hybrid = run_phase("hybrid", {**common, **first})
     imp = build["import"]
     na = {"p50_ms": None, "p95_ms": None, "available": False, "reason": hybrid.get("reason")}
     row: dict[str, Any] = {
@@ -132,6 +133,7 @@ def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]
         "cold": search["cold"],
         "rss_build_mb": build["rss_build_mb"],
         "hybrid": {k: v for k, v in hybrid.items() if k not in ("scan_hybrid", "full_hybrid")},
+        "vectors": build.get("vectors"),
         "generate_s": build["generate_s"],
         "wall_s": round(time.perf_counter() - t0, 1),
         "load_avg_before": load_before,
@@ -192,11 +194,17 @@ def markdown(result: dict[str, Any]) -> str:
     add("search_intelligent full, FTS-only (p50 / p95 ms)", lambda s: _lat(s["full_fts"]))
     add("search_intelligent scan, hybrid (p50 / p95 ms)", lambda s: _lat(s["scan_hybrid"]))
     add("search_intelligent full, hybrid (p50 / p95 ms)", lambda s: _lat(s["full_hybrid"]))
+    add("vectors: hash-embed + store every entry (entries/s)",
+        lambda s: _fmt((s.get("vectors") or {}).get("embed_rate"), 0))
+    add("cold open + first hybrid query (ms, fresh process)",
+        lambda s: _fmt(s["hybrid"].get("cold", {}).get("total_ms")))
     add("baseline: raw FTS5 bm25(), 3 files (p50 / p95 ms)", lambda s: _lat(s["baseline_fts5"]))
     add("baseline: NumPy top-10, random unit vectors (p50 / p95 ms)",
         lambda s: _lat(s["baseline_numpy_topk"]))
     add("scan FTS-only / raw FTS5 (p50 ratio)", lambda s: _fmt(s["ratios"]["scan_fts_vs_fts5"], 2))
     add("capture into the populated vault (p50 / p95 ms)", lambda s: _lat(s["capture"]))
+    add("capture with embed-on-write, hash (p50 / p95 ms)",
+        lambda s: _lat(s["hybrid"].get("capture_embed_on_write", {})))
     add("peak RSS, search process FTS-only (MB)", lambda s: _fmt(s["rss_mb"]))
     add("peak RSS, hybrid process (MB)", lambda s: _fmt(s["hybrid"].get("rss_mb")))
     add("load average before / after (1 min)",
