@@ -155,7 +155,7 @@ class Brain:
         fetch = max(3 * limit, 30)
         cands = self.manager.search(query, filters=filters, limit=fetch, tiers=tiers)
         complete = len(cands) < fetch  # every matching entry is in the candidate set
-        if not complete and self.config.small_corpus_guard:
+        if not complete and fetch < SMALL_CORPUS and self.config.small_corpus_guard:
             total = _matching_count(cands.query, filters)
             if total < SMALL_CORPUS:
                 cands = self.manager.search(query, filters=filters, limit=max(total, 1), tiers=tiers)
