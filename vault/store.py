@@ -486,7 +486,10 @@ class TierStore:
         problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
         for table in ("entries_fts", "memories_fts"):
             try:
-                conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+                # rank = 1: also compare the index with its external content table
+                # (entries / memories); without it FTS5 only checks the index's own
+                # structure and an index missing or holding stale rows passes.
+                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
             except sqlite3.DatabaseError as exc:
                 problems.append(f"{table}: {exc}")
         return problems
