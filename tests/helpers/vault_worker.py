@@ -2,8 +2,6 @@
 
     python vault_worker.py capture DB WORKER N         one capture (one transaction) per entry
     python vault_worker.py search  DB STOPFILE SEED    search until STOPFILE exists
-    python vault_worker.py import  DB FILE BATCH       capture_many in batches; prints
-                                                      "ack <last id> <count>" per committed batch
 
 Every role ends by printing one JSON report line on stdout (errors included), so
 the test sees what each caller saw: nothing is allowed to vanish into stderr.
@@ -22,7 +20,6 @@ from pathlib import Path
 
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.manager import Tier, VaultManager
 
 TIER = "project"
 
@@ -58,7 +55,9 @@ def intact(entry: Entry) -> str | None:
     return None
 
 
-def manager(db: str) -> VaultManager:
+def manager(db: str):
+    from tiervault.vault.manager import Tier, VaultManager  # scipy etc.: only roles that search
+
     return VaultManager([Tier(TIER, db, 0.8)])
 
 
@@ -136,18 +135,6 @@ def run_search(db: str, stop_file: str, seed: int) -> dict:
             "errors": errors[:20], "n_errors": len(errors), "final_alive": final_alive}
 
 
-def run_import(db: str, source: str, batch: int) -> dict:
-    """capture_many in small batches; each committed batch is acknowledged on stdout."""
-    entries = [Entry.from_dict(json.loads(line)) for line in Path(source).read_text().splitlines()]
-    with manager(db) as vm:
-        for start in range(0, len(entries), batch):
-            chunk = entries[start:start + batch]
-            vm.capture_many(chunk, TIER, batch_size=batch)
-            # capture_many returned: the batch's transaction has committed.
-            print(f"ack {chunk[-1].id} {start + len(chunk)}", flush=True)
-    return {"role": "import", "entries": len(entries)}
-
-
 def main(argv: list[str]) -> int:
     role = argv[1]
     try:
@@ -155,8 +142,6 @@ def main(argv: list[str]) -> int:
             report = run_capture(argv[2], int(argv[3]), int(argv[4]))
         elif role == "search":
             report = run_search(argv[2], argv[3], int(argv[4]))
-        elif role == "import":
-            report = run_import(argv[2], argv[3], int(argv[4]))
         else:
             raise SystemExit(f"unknown role {role!r}")
     except Exception:  # noqa: BLE001 - the report carries the crash
