@@ -91,11 +91,8 @@ def test_scan_then_full_through_the_cli(vault: Path):
 
 
 def test_filters_and_tiers_through_the_cli(vault: Path):
-    rows = run_json(vault, "search", "partition rebalance", "--type", "rule")
-    assert [r["id"] for r in rows] == ["rebalance"]
-    rows = run_json(vault, "search", "kafka lag", "--tier", "team")
-    assert rows[0]["id"] == "kafka-lag-team"
-    rows = run_json(vault, "search", "kafka lag", "--domain", "streaming", "--severity", "suggestion")
+    rows = run_json(vault, "search", "kafka lag", "--tier", "team,project", "--domain", "streaming",
+                    "--severity", "suggestion", "--type", "pattern")
     assert [r["id"] for r in rows] == ["kafka-lag-team"]
     assert run_json(vault, "search", "kafka lag", "--tags", "alerting")[0]["id"] == "kafka-lag"
 
