@@ -228,7 +228,8 @@ class EmbeddingPipeline:
             if given_up:
                 counts["pending"] += len(todo)
             elif todo:
-                given_up = not self._embed_all(vectors, todo, counts, stop_after=3,
+                # Failures are reported by the caller from the counts and last_error.
+                given_up = not self._embed_all(vectors, todo, counts, stop_after=3, level=logging.INFO,
                                                progress=(on_progress, seen - len(page), total))
             if on_progress:
                 on_progress(min(seen, total) if total else seen, max(total, seen))
@@ -256,7 +257,8 @@ class EmbeddingPipeline:
 
     def _embed_all(self, vectors: TierVectors, todo: list[tuple[Entry, str, str]],
                    counts: dict[str, int], *, stop_after: int,
-                   progress: tuple[Progress | None, int, int] | None = None) -> bool:
+                   progress: tuple[Progress | None, int, int] | None = None,
+                   level: int = logging.WARNING) -> bool:
         """Embed ``todo`` batch by batch; False when ``stop_after`` batches failed in a
         row (the rest is left pending and counted so)."""
         failures = 0
@@ -272,9 +274,9 @@ class EmbeddingPipeline:
                 vectors.mark(self.model_key, [(e.id, h) for e, _, h in batch], "error", message)
                 counts["failed"] += len(batch)
                 failures += 1
-                log.warning("embedding %d entries of tier %r with %s failed (they are kept; "
-                            "`tiervault embed` retries): %s", len(batch), vectors.store.name,
-                            self.model_key, message)
+                log.log(level, "embedding %d entries of tier %r with %s failed (they are kept; "
+                        "`tiervault embed` retries): %s", len(batch), vectors.store.name,
+                        self.model_key, message)
                 if failures >= stop_after:
                     counts["pending"] += len(todo) - start - len(batch)
                     return False
