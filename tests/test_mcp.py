@@ -289,3 +289,28 @@ def test_config_errors_go_to_stderr_before_the_protocol_starts(tmp_path):
                        timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert "agent.yaml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_embeddings_enabled_capture_is_embedded_and_ranking_is_hybrid(tmp_path):
+    """With the offline hash provider on, the server ranks with vectors and embeds captures."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "agent.yaml").write_text(
+        "tiers:\n  agent: a.db\n  team: t.db\nembedding: {provider: hash, dim: 64}\n"
+        "features:\n  embedding-enabled: true\n")
+    log = tmp_path / "stderr.txt"
+
+    async def body(s):
+        captured = data(await s.call_tool("capture_knowledge", {"entries": [
+            {"id": "wal", "title": "Use WAL mode for SQLite readers",
+             "description": "Readers never block the writer in WAL mode."}]}))
+        found = data(await s.call_tool("search_intelligent",
+                                       {"query": "sqlite wal readers", "mode": "full"}))
+        stats = data(await s.call_tool("vault_stats", {}))
+        return captured, found, stats
+
+    captured, found, stats = session(tmp_path, errlog=log)(body)
+    assert captured["written"] == ["wal"]
+    assert stats["weightSet"] == "hybrid"
+    top = found["results"][0]
+    assert top["entry"]["id"] == "wal" and top["breakdown"]["vector"] > 0
+    assert "vectors: hash:hash-v1-64" in log.read_text()

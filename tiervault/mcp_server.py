@@ -276,8 +276,8 @@ def build_server(brain: Any, *, read_only: bool = False) -> Any:
                 continue
             seen[entry.id] = i
             good.append((i, entry, links))
-        if good:
-            store.capture_many([entry for _, entry, _ in good])
+        if good:  # through the manager, so write hooks (embed on write) run
+            manager.capture_many([entry for _, entry, _ in good], tier)
         link_errors = []
         for i, entry, links in good:
             for spec in links:
@@ -386,10 +386,21 @@ def serve(settings: Any, *, read_only: bool = False) -> None:
     from tiervault.brain import Brain
 
     with Brain.open(settings) as brain:
+        runtime = getattr(brain.manager, "embeddings", None)
+        if settings.embedding_enabled and runtime is None:
+            # Captures are embedded on write (as the CLI's write commands do) and the
+            # same runtime gives the Brain its vector signal; a provider that cannot
+            # start is one warning on stderr and FTS-only ranking.
+            from tiervault.embeddings.runtime import attach_embeddings
+
+            runtime = attach_embeddings(brain.manager, settings)
+        if runtime is not None and brain.vectors is None:
+            brain.vectors = runtime
         server = build_server(brain, read_only=read_only)
         tiers = ", ".join(f"{t.name}={t.path}" for t in settings.tiers)
-        log.info("tiervault mcp: serving %s tools over stdio%s; tiers: %s",
+        log.info("tiervault mcp: serving %s tools over stdio%s; tiers: %s; vectors: %s",
                  len(READ_TOOLS) + (0 if read_only else len(WRITE_TOOLS)),
-                 " (read-only)" if read_only else "", tiers)
+                 " (read-only)" if read_only else "", tiers,
+                 getattr(runtime, "model_key", "off") if runtime is not None else "off")
         server.run("stdio")
         log.info("tiervault mcp: stdin closed, shutting down")

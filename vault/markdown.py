@@ -492,7 +492,7 @@ def import_folder(manager: Any, tier: str, directory: str | Path, *, prune: bool
             if new_key[1] != old_key[1]:
                 link_plan.append((entry.id, p.links, old_links))
     if to_write:
-        store.capture_many(to_write)
+        manager.capture_many(to_write, tier)  # through the manager: write hooks (embeddings) run
     for source, links, old_links in link_plan:
         wanted = {(s.target, s.type): s for s in links}
         for old in old_links:
