@@ -35,6 +35,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,12 +106,17 @@ class VectorRecall:
         filters = filters if filters is not None else Filters()
         hits: list[tuple[float, int, str, str, float]] = []
         for rank, tier in enumerate(self.manager.ordered(tiers)):
-            index = self.index(tier.name)
-            if index is None or len(index) == 0 or k == 0:
-                continue
-            _check_dim(index, q)
-            allowed = allowed_rows(tier.store, index, filters)
-            ids, cos = index.search(q, k, allowed=allowed)
+            if k == 0:
+                break
+            tier.store.postings()  # catch the mirror up first: the index is then never older
+            state = self._state(tier.name)
+            with state.lock:  # rows move on updates: map ids to rows and search in one go
+                index = self.index(tier.name)
+                if index is None or len(index) == 0:
+                    continue
+                _check_dim(index, q)
+                allowed = allowed_rows(tier.store, index, filters)
+                ids, cos = index.search(q, k, allowed=allowed)
             hits.extend((-float(c) * tier.weight, rank, str(i), tier.name, float(c)) for i, c in zip(ids, cos))
         hits.sort(key=lambda h: (h[0], h[1]))
         best: dict[str, tuple[float, int, str, str, float]] = {}
@@ -265,16 +271,31 @@ class VectorRecall:
             matrix_path.unlink(missing_ok=True)
             return
         state.saved_rows = 0
-        for old in ids_path.parent.glob(Path(base).name + "-*.npy"):
-            if old != matrix_path:
-                try:  # a process still mapping it keeps its pages (POSIX)
-                    old.unlink()
-                except OSError:
-                    pass
+        _remove_stale_matrices(ids_path, base, matrix_path)
 
 
-def allowed_rows(store: Any, index: VectorIndex, filters: Filters) -> np.ndarray:
-    """The pre-filter for ``index``: allowed row numbers, or a boolean row mask.
+def _remove_stale_matrices(ids_path: Path, base: str, ours: Path) -> None:
+    """Delete matrix files the ids file no longer names. A file younger than a minute
+    is kept unless it is ours: another process may be about to publish it."""
+    try:
+        with open(ids_path, "r", encoding="utf-8") as fh:
+            current = json.loads(fh.readline()).get("matrix")
+    except (OSError, ValueError):
+        return
+    now = time.time()
+    for old in ids_path.parent.glob(Path(base).name + "-*.npy"):
+        if old.name == current:
+            continue
+        try:  # a process still mapping an unlinked file keeps its pages (POSIX)
+            if old == ours or now - old.stat().st_mtime > 60:
+                old.unlink()
+        except OSError:
+            pass
+
+
+def allowed_rows(store: Any, index: VectorIndex, filters: Filters) -> np.ndarray | None:
+    """The pre-filter for ``index``: allowed row numbers, a boolean row mask, or None
+    when every entry passes.
 
     Uses the tier's postings mask (slot -> id) and the index's id -> row map,
     looking up whichever side is smaller: the allowed entries, or the refused ones.
@@ -286,9 +307,10 @@ def allowed_rows(store: Any, index: VectorIndex, filters: Filters) -> np.ndarray
     if allowed.size <= len(index) // 2:
         return index.rows_for([ids[s] for s in allowed.tolist()])
     refused = np.flatnonzero(p.alive & ~mask)
+    if refused.size == 0:
+        return None  # nothing refused (the usual unfiltered query): no id look-ups at all
     rows = np.ones(len(index), dtype=bool)
-    if refused.size:
-        rows[index.rows_for([ids[s] for s in refused.tolist()])] = False
+    rows[index.rows_for([ids[s] for s in refused.tolist()])] = False
     return rows
 
 
