@@ -119,6 +119,12 @@ def test_incremental_updates_match_reference(dtype: str) -> None:
         assert set(index.ids.tolist()) == set(truth)
         q = rng.standard_normal(d)
         assert_same(index.search(q, 25), reference(truth, q, 25))
+    snap_ids, snap_m = index.snapshot()
+    again = VectorIndex.build(snap_ids, snap_m, dtype=dtype, normalized=True)  # type: ignore[arg-type]
+    q = rng.standard_normal(d)
+    assert_same(again.search(q, 25), reference(truth, q, 25))
+    index.remove(list(truth)[:3])
+    assert len(snap_ids) == len(truth) == len(snap_m)  # a copy: unaffected by later updates
     assert index.capacity >= len(index)
     assert index.capacity <= max(len(index) * 1.25, len(index) + 1024 + 300)  # bounded slack
 

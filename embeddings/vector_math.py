@@ -1,0 +1,122 @@
+"""Pure numpy kernels of the vector index (no state; formulas in the docstrings).
+
+Used by :mod:`tiervault.embeddings.index`; importable on their own for tests and
+benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+__all__ = ["l2_normalize", "cosine_scores", "top_k", "quantize_int8", "int8_scores", "float16_scores"]
+
+# Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
+_BLOCK_ROWS = 512
+# Below this many rows per thread, a thread costs more than it saves.
+_MIN_ROWS_PER_THREAD = 32_768
+
+
+def l2_normalize(m: np.ndarray) -> np.ndarray:
+    """Rows divided by their norm, as a new float32 array: ``x_i / ||x_i||_2``.
+
+    Zero rows stay zero (a vector without direction matches nothing).
+    """
+    out = np.array(m, dtype=np.float32, copy=True, ndmin=2)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out, dtype=np.float64)).astype(np.float32)
+    nz = norms > 0
+    out[nz] /= norms[nz, None]
+    return out
+
+
+def cosine_scores(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``s_i = <x_i, q>`` for unit rows ``x_i`` and unit ``q``: the cosine similarity.
+
+    One BLAS matrix-vector product (sgemv), one pass over ``matrix``.
+    """
+    return matrix @ q
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest ``scores``, best first (ties: lower position first).
+
+    ``argpartition`` selects in O(n), then only the k winners are sorted.
+    """
+    n = scores.shape[0]
+    if k <= 0 or n == 0:
+        return np.empty(0, dtype=np.int64)
+    if k < n:
+        part = np.argpartition(scores, n - k)[n - k :]  # the k largest, unordered
+        part.sort()  # position order first, so the stable sort breaks ties by position
+    else:
+        part = np.arange(n)
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def quantize_int8(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric per-row int8 codes: ``a_i = max_j |x_ij| / 127``, ``c_ij = round(x_ij / a_i)``.
+
+    Returns ``(codes int8 (n, d), scale float32 (n,))`` with ``x_ij ~= a_i * c_ij``
+    (error <= a_i / 2 per component). Zero rows get scale 0 and codes 0.
+    """
+    m = np.asarray(m, dtype=np.float32)
+    scale = (np.abs(m).max(axis=1) / 127.0).astype(np.float32) if m.shape[0] else np.zeros(0, np.float32)
+    safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    codes = np.rint(m / safe[:, None]).clip(-127, 127).astype(np.int8)
+    return codes, scale
+
+
+def _blocked_scores(stored: np.ndarray, q: np.ndarray, block_rows: int, threads: int = 1) -> np.ndarray:
+    """``stored @ q`` in f32, converting ``block_rows`` rows at a time (cache-sized).
+
+    With ``threads`` > 1 the rows are split into that many contiguous parts run
+    in parallel (numpy releases the GIL in both the conversion and the product).
+    """
+    n = stored.shape[0]
+    out = np.empty(n, dtype=np.float32)
+    parts = max(1, min(threads, n // _MIN_ROWS_PER_THREAD))
+    bounds = [n * i // parts for i in range(parts + 1)]
+
+    def run(lo: int, hi: int) -> None:
+        buf = np.empty((min(block_rows, max(hi - lo, 1)), stored.shape[1]), dtype=np.float32)
+        for s in range(lo, hi, block_rows):
+            e = min(s + block_rows, hi)
+            b = buf[: e - s]
+            np.copyto(b, stored[s:e], casting="unsafe")
+            np.dot(b, q, out=out[s:e])
+
+    futures = [_executor().submit(run, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+    run(bounds[0], bounds[1])
+    for f in futures:
+        f.result()
+    return out
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1),
+                                           thread_name_prefix="tiervault-vscan")
+        return _EXECUTOR
+
+
+def int8_scores(
+    codes: np.ndarray, scale: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS, threads: int = 1
+) -> np.ndarray:
+    """Approximate cosines from int8 codes: ``s_i ~= a_i * sum_j c_ij q_j``."""
+    out = _blocked_scores(codes, q, block_rows, threads)
+    out *= scale
+    return out
+
+
+def float16_scores(m16: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS, threads: int = 1) -> np.ndarray:
+    """Approximate cosines from half-precision rows: ``s_i ~= <f32(h_i), q>``."""
+    return _blocked_scores(m16, q, block_rows, threads)
