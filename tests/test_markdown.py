@@ -215,6 +215,17 @@ def test_reimport_of_edited_folder_updates_only_what_changed(exported, tmp_path)
     sec = next(json.loads(l) for l in out.splitlines() if '"sec-parameterized-queries"' in l[:40])
     assert [l["type"] for l in sec["links"]] == ["extends"]  # the old link was replaced
 
+    # Exporting into the edited folder updates files where they are (sub/ included).
+    r = cli(["export-md", str(md), "--tier", "team", "--json"], root)
+    exported_now = json.loads(r.stdout)
+    assert exported_now["stale"] == [] and not (md / "perf-reuse-http-clients.md").exists()
+    assert (md / "sub" / "perf-reuse-http-clients.md").exists()
+    # Rewritten: the deleted file(s), the edited entry (fresh updated_at) and new-rule (its
+    # timestamps); the relinked file already says what the vault holds.
+    assert exported_now["written"] == len(removed) + 2
+
+    for gone in removed:
+        (md / gone).unlink()
     r = cli(["import-md", str(md), "--tier", "team", "--prune", "--json"], root)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)

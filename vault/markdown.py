@@ -351,15 +351,19 @@ def export_folder(manager: Any, tier: str, directory: str | Path, *, prune: bool
                   on_progress: Callable[[int], None] | None = None) -> ExportReport:
     """Write every entry of ``tier`` as ``<id>.md`` in ``directory`` (only files that differ).
 
-    ``*.md`` files there naming no entry of the tier are reported as ``stale``
-    and deleted only with ``prune``.
+    A file already present anywhere under ``directory`` for that id (``sub/<id>.md``:
+    a team may sort files into folders) is updated in place. ``*.md`` files naming
+    no entry of the tier are reported as ``stale`` and deleted only with ``prune``.
     """
     store = manager.store(tier)
     target = Path(directory).expanduser()
     try:
         target.mkdir(parents=True, exist_ok=True)
+        existing: dict[str, Path] = {}
+        for path in markdown_files(target):
+            existing.setdefault(path.stem, path)
     except OSError as exc:
-        raise ValidationError("directory", f"cannot create {target}: {exc.strerror}") from exc
+        raise ValidationError("directory", f"cannot use {target}: {exc.strerror}") from exc
     report = ExportReport()
     ids: set[str] = set()
     batch: list[Entry] = []
@@ -367,7 +371,8 @@ def export_folder(manager: Any, tier: str, directory: str | Path, *, prune: bool
     def flush() -> None:
         links = _outgoing(store, [e.id for e in batch])
         for entry in batch:
-            if _write_if_changed(target / f"{entry.id}.md", render(entry, links[entry.id])):
+            path = existing.get(entry.id, target / f"{entry.id}.md")
+            if _write_if_changed(path, render(entry, links[entry.id])):
                 report.written += 1
             else:
                 report.unchanged += 1
@@ -383,9 +388,9 @@ def export_folder(manager: Any, tier: str, directory: str | Path, *, prune: bool
                 flush()
         if batch:
             flush()
-        for path in sorted(target.glob("*.md")):
-            if path.stem not in ids and path.name.lower() not in _SKIP_NAMES:
-                report.stale.append(path.name)
+        for path in markdown_files(target):
+            if path.stem not in ids:
+                report.stale.append(str(path.relative_to(target)))
                 if prune:
                     path.unlink()
                     report.pruned += 1
