@@ -314,3 +314,12 @@ def test_embeddings_enabled_capture_is_embedded_and_ranking_is_hybrid(tmp_path):
     top = found["results"][0]
     assert top["entry"]["id"] == "wal" and top["breakdown"]["vector"] > 0
     assert "vectors: hash:hash-v1-64" in log.read_text()
+
+
+def test_missing_sdk_is_a_clear_install_hint(vault):
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from tiervault.cli import main; sys.exit(main(['mcp']))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=vault, env=clean_env(vault / "home"),
+                       input="", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "pip install 'tiervault[mcp]'" in r.stderr and "Traceback" not in r.stderr
