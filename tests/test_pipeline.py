@@ -122,9 +122,7 @@ def test_capture_embeds_once_and_unchanged_input_makes_no_request(vault, embeddi
 
     before = len(srv.requests)
     vault.capture_many(entries, "agent")  # identical
-    vault.capture(entries[0].__class__.create(**{**entries[0].to_dict(), "why": "new rationale",
-                                                  "severity": "critical", "created_at": None,
-                                                  "updated_at": None}), "agent")
+    vault.capture(entry(0, why="new rationale", severity="critical"), "agent")
     # `why` and severity changed the entry but not its embedding input: no provider call.
     assert store.get("e0000").why == "new rationale"
     assert len(srv.requests) == before

@@ -12,8 +12,6 @@ import pytest
 from embeddings_server import Fault
 from tiervault.brain.vectors import VectorSource
 from tiervault.config import load_settings
-from tiervault.embeddings.providers.hash import HashEmbedder
-from tiervault.embeddings.providers.openai import OpenAIEmbedder
 from tiervault.embeddings.recall import VectorRecall, cache_paths
 from tiervault.embeddings.runtime import EmbeddingRuntime, attach_embeddings
 from tiervault.errors import ConfigError, EmbeddingError, ValidationError
