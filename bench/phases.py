@@ -33,17 +33,23 @@ BASELINE_SQL = ("SELECT id, bm25(entries_fts, {w}) AS s FROM entries_fts "
 
 
 # -- helpers -------------------------------------------------------------------------------
-def stats_ms(samples_ns: list[int]) -> dict[str, Any]:
-    """p50 / p95 / mean / max in milliseconds of nanosecond samples."""
+def stats_ms(samples_ns: list[int], cpu_ns: list[int] | None = None) -> dict[str, Any]:
+    """p50 / p95 / mean / max in milliseconds of wall-clock nanosecond samples, plus the
+    p50 / p95 of the process CPU time of the same calls (less sensitive to a busy machine)."""
     import numpy as np
 
     if not samples_ns:
         return {"p50_ms": None, "p95_ms": None, "mean_ms": None, "max_ms": None, "n": 0}
     a = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    return {"p50_ms": round(float(np.percentile(a, 50)), 3),
-            "p95_ms": round(float(np.percentile(a, 95)), 3),
-            "mean_ms": round(float(a.mean()), 3), "max_ms": round(float(a.max()), 3),
-            "n": int(a.size)}
+    out = {"p50_ms": round(float(np.percentile(a, 50)), 3),
+           "p95_ms": round(float(np.percentile(a, 95)), 3),
+           "mean_ms": round(float(a.mean()), 3), "max_ms": round(float(a.max()), 3),
+           "n": int(a.size)}
+    if cpu_ns:
+        c = np.asarray(cpu_ns, dtype=np.float64) / 1e6
+        out.update(cpu_p50_ms=round(float(np.percentile(c, 50)), 3),
+                   cpu_p95_ms=round(float(np.percentile(c, 95)), 3))
+    return out
 
 
 def peak_rss_mb() -> float:
@@ -75,18 +81,21 @@ def query_kwargs(q: dict[str, Any]) -> dict[str, Any]:
 
 
 def time_queries(fn: Callable[[dict[str, Any]], Any], qs: list[dict[str, Any]],
-                 warmup: list[dict[str, Any]]) -> tuple[list[int], int]:
-    """Run ``warmup`` untimed, then time each of ``qs``; returns (ns samples, total hits)."""
+                 warmup: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """Run ``warmup`` untimed, then time each of ``qs``; returns (stats, total hits)."""
     for q in warmup:
         fn(q)
-    samples: list[int] = []
+    wall: list[int] = []
+    cpu: list[int] = []
     hits = 0
     for q in qs:
+        c0 = time.process_time_ns()
         t0 = time.perf_counter_ns()
         out = fn(q)
-        samples.append(time.perf_counter_ns() - t0)
+        wall.append(time.perf_counter_ns() - t0)
+        cpu.append(time.process_time_ns() - c0)
         hits += len(out)
-    return samples, hits
+    return stats_ms(wall, cpu), hits
 
 
 def _dir_bytes(paths: list[Path]) -> int:
@@ -196,13 +205,13 @@ def numpy_topk(n: int, dim: int, n_queries: int, seed: int, k: int = 10) -> dict
         return idx[np.argsort(-s[idx])]
 
     rows = [{"v": q} for q in qs]
-    samples, _ = time_queries(lambda r: top(r["v"]), rows[WARMUP_QUERIES:], rows[:WARMUP_QUERIES])
-    return {**stats_ms(samples), "dim": dim, "k": k, "vectors": "random unit float32"}
+    stats, _ = time_queries(lambda r: top(r["v"]), rows[WARMUP_QUERIES:], rows[:WARMUP_QUERIES])
+    return {**stats, "dim": dim, "k": k, "vectors": "random unit float32"}
 
 
 # -- search (fresh process) ----------------------------------------------------------------
 def search_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, n_queries: int,
-                 seed: int, captures: int) -> dict[str, Any]:
+                 seed: int, captures: int, warmup: int = WARMUP_QUERIES) -> dict[str, Any]:
     """Cold open + first query, FTS-only latencies, RSS, FTS5 baseline, capture latency.
 
     ``t_start``: ``time.perf_counter()`` taken before anything heavy was imported;
@@ -225,12 +234,12 @@ def search_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
     from bench.corpus import queries
 
     qs = queries(n_queries, seed)
-    warm = queries(WARMUP_QUERIES, seed + 1)
+    warm = queries(warmup, seed + 1)
     out: dict[str, Any] = {"cold": cold}
     for mode in ("scan", "full"):
-        samples, hits = time_queries(
+        stats, hits = time_queries(
             lambda q: brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q)), qs, warm)
-        out[f"{mode}_fts"] = {**stats_ms(samples), "hits_per_query": round(hits / len(qs), 2)}
+        out[f"{mode}_fts"] = {**stats, "hits_per_query": round(hits / len(qs), 2)}
     out["rss_mb"] = peak_rss_mb()  # before the baseline's connections and the captures
     out["baseline_fts5"] = fts5_baseline(workdir, qs, warm)
     out["capture"] = capture_latency(brain.manager, captures, seed)
@@ -255,11 +264,11 @@ def fts5_baseline(workdir: Path, qs: list[dict[str, Any]], warm: list[dict[str, 
         return rows
 
     try:
-        samples, hits = time_queries(run, qs, warm)
+        stats, hits = time_queries(run, qs, warm)
     finally:
         for c in conns:
             c.close()
-    return {**stats_ms(samples), "hits_per_query": round(hits / len(qs), 2),
+    return {**stats, "hits_per_query": round(hits / len(qs), 2),
             "note": "3 tier files, LIMIT 30 each, no filters, OR of the query terms"}
 
 
@@ -272,13 +281,9 @@ def capture_latency(manager: Any, n: int, seed: int) -> dict[str, Any]:
     rows = list(generate(n + CAPTURE_WARMUP, seed + 1000, duplicate_fraction=0).entries())
     entries = [Entry.from_dict({**d, "id": f"cap{seed}-{i:05d}-{d['id']}"[:100]})
                for i, d in enumerate(rows)]
-    samples: list[int] = []
-    for i, e in enumerate(entries):
-        t0 = time.perf_counter_ns()
-        manager.capture(e, "agent")
-        if i >= CAPTURE_WARMUP:
-            samples.append(time.perf_counter_ns() - t0)
-    return {**stats_ms(samples), "tier": "agent"}
+    stats, _ = time_queries(lambda e: [manager.capture(e, "agent")], entries[CAPTURE_WARMUP:],
+                            entries[:CAPTURE_WARMUP])
+    return {**stats, "tier": "agent"}
 
 
 # -- hybrid --------------------------------------------------------------------------------
@@ -306,7 +311,7 @@ def backfill_vectors(manager: Any, workdir: Path, dim: int) -> dict[str, Any]:
 
 
 def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, n_queries: int,
-                 seed: int, dim: int, captures: int) -> dict[str, Any]:
+                 seed: int, dim: int, captures: int, warmup: int = WARMUP_QUERIES) -> dict[str, Any]:
     """Cold open + first hybrid query, hybrid latencies, RSS, capture with embed-on-write."""
     try:
         from tiervault.embeddings.runtime import attach_embeddings
@@ -339,11 +344,11 @@ def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
     from bench.corpus import queries
 
     qs = queries(n_queries, seed)
-    warm = queries(WARMUP_QUERIES, seed + 1)
+    warm = queries(warmup, seed + 1)
     for mode in ("scan", "full"):
-        samples, hits = time_queries(
+        stats, hits = time_queries(
             lambda q: brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q)), qs, warm)
-        out[f"{mode}_hybrid"] = {**stats_ms(samples), "hits_per_query": round(hits / len(qs), 2)}
+        out[f"{mode}_hybrid"] = {**stats, "hits_per_query": round(hits / len(qs), 2)}
     out["rss_mb"] = peak_rss_mb()
     out["capture_embed_on_write"] = capture_latency(manager, captures, seed + 1)
     brain.close()
@@ -358,11 +363,12 @@ def main_worker(phase: str, params: dict[str, Any], t_start: float) -> dict[str,
                            n_queries=params["queries"], jsonl=params["jsonl"])
     if phase == "search":
         return search_phase(t_start, workdir, params["first_query"], n_queries=params["queries"],
-                            seed=params["seed"],
-                            captures=params["captures"])
+                            seed=params["seed"], captures=params["captures"],
+                            warmup=params.get("warmup", WARMUP_QUERIES))
     if phase == "hybrid":
         out = hybrid_phase(t_start, workdir, params["first_query"], n_queries=params["queries"],
-                           seed=params["seed"], dim=params["dim"], captures=params["captures"])
+                           seed=params["seed"], dim=params["dim"], captures=params["captures"],
+                           warmup=params.get("warmup", WARMUP_QUERIES))
         out.setdefault("rss_mb", peak_rss_mb())
         return out
     raise ValueError(f"unknown phase {phase!r}")

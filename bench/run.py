@@ -101,7 +101,8 @@ def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     common = {"workdir": str(workdir), "entries": n, "seed": args.seed, "dim": args.vectors,
-              "queries": args.queries, "captures": args.captures, "jsonl": not args.no_jsonl}
+              "queries": args.queries, "captures": args.captures, "jsonl": not args.no_jsonl,
+              "warmup": args.warmup}
     load_before = [round(x, 2) for x in os.getloadavg()]
     t0 = time.perf_counter()
     log(f"[{n:,}] generating and importing ...")
@@ -168,11 +169,15 @@ def _fmt(x: Any, digits: int = 1) -> str:
 def _lat(d: dict[str, Any]) -> str:
     if not d or d.get("p50_ms") is None:
         return "not yet available" if d and d.get("available") is False else "n/a"
-    return f"{d['p50_ms']:.2f} / {d['p95_ms']:.2f}"
+    text = f"{d['p50_ms']:.2f} / {d['p95_ms']:.2f}"
+    if d.get("cpu_p50_ms") is not None:
+        text += f" (cpu {d['cpu_p50_ms']:.2f} / {d['cpu_p95_ms']:.2f})"
+    return text
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """Metrics as rows, corpus sizes as columns."""
+    """Metrics as rows, corpus sizes as columns. Latencies: wall-clock p50 / p95, then
+    the process CPU time of the same calls (steadier on a shared machine)."""
     sizes = result["sizes"]
     head = "| metric | " + " | ".join(f"{s['entries']:,}" for s in sizes) + " |"
     lines = [head, "|---" * (len(sizes) + 1) + "|"]
@@ -237,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors", type=int, default=384, help="vector dimension (default 384)")
     parser.add_argument("--queries", type=int, default=200, help="timed queries per measure (default 200)")
     parser.add_argument("--captures", type=int, default=200, help="timed single captures (default 200)")
+    parser.add_argument("--warmup", type=int, default=30,
+                        help="untimed warm-up queries before each timed set (default 30)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of latency vs corpus size here")
@@ -253,13 +260,14 @@ def main(argv: list[str] | None = None) -> int:
         result = main_worker(args._phase, json.loads(args._params), _T_START)
         print(json.dumps(result))
         return 0
-    if args.queries < 1 or args.vectors < 1 or args.captures < 1:
-        parser.error("--queries, --vectors and --captures must be >= 1")
+    if args.queries < 1 or args.vectors < 2 or args.captures < 1 or args.warmup < 0:
+        parser.error("--queries and --captures must be >= 1, --vectors >= 2, --warmup >= 0")
     base = args.workdir or Path(tempfile.mkdtemp(prefix="tiervault-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"machine": machine_info(), "sizes": []}
     result["machine"]["settings"] = {"queries": args.queries, "captures": args.captures,
-                                     "vectors": args.vectors, "seed": args.seed}
+                                     "warmup": args.warmup, "vectors": args.vectors,
+                                     "seed": args.seed}
     try:
         for n in args.entries:
             result["sizes"].append(measure_size(n, args, base))

@@ -11,15 +11,17 @@ for each method, all retrieving ``--depth`` (100) documents:
 * ``bm25``: FTS5 ``bm25()`` alone, the tier's ``search_fts`` (field weights included);
 * ``tfidf``: TF-IDF cosine alone over the search mirror (``LexicalQuery.tfidf``, all docs);
 * ``brain_fts``: ``Brain.search_intelligent`` without vectors (scan mode, limit 100);
-* ``vector``: dense retrieval alone (the embedder, brute-force ``VectorIndex``);
-* ``brain_hybrid``: ``search_intelligent`` with the embeddings runtime attached;
+* ``vector``: dense retrieval alone (the embeddings runtime's federated vector recall);
+* ``brain_hybrid``: ``search_intelligent`` with the runtime as its vector source;
 * ``rrf``: reciprocal-rank fusion (k=60, ``brain.fusion.rrf``) of ``bm25`` and ``vector``.
 
 A method that cannot run (no embedder, runtime not available yet) is reported as
 null with the reason, never approximated. Rankings become trec_eval scores by
 rank (``depth - rank``), so trec_eval's tie-breaking never reorders a method's list.
-Document embeddings are cached under ``--cache-dir`` (default
-``~/.cache/tiervault-eval``), keyed by model and a hash of the exact texts.
+Vectors take the production path (``attach_embeddings``; document texts are
+the pipeline's embedding inputs, stored with its input hashes). Document
+embeddings are cached under ``--cache-dir`` (default ``~/.cache/tiervault-eval``),
+keyed by model and a hash of the exact texts.
 """
 
 from __future__ import annotations
@@ -43,11 +45,6 @@ DEFAULT_CACHE = Path("~/.cache/tiervault-eval").expanduser()
 METHODS = ("bm25", "tfidf", "brain_fts", "vector", "brain_hybrid", "rrf")
 TIER = "project"
 Ranked = dict[str, list[str]]  # query id -> entry ids, best first
-
-
-def doc_text(entry: dict[str, Any]) -> str:
-    """What is embedded for a document (the entry's title and description)."""
-    return f"{entry['title']}\n{entry['description']}"
 
 
 # -- embeddings ------------------------------------------------------------------------------
@@ -110,6 +107,7 @@ class Runner:
         self.manager.store(TIER).postings()  # build the mirror outside the timed methods
         self.load_s = time.perf_counter() - t0
         self.timings: dict[str, float] = {}
+        self.runtime: Any = None
 
     def close(self) -> None:
         self.manager.close()
@@ -143,36 +141,53 @@ class Runner:
         return self._each(name, lambda t: [r["id"] for r in b.search_intelligent(
             t, mode="scan", limit=self.depth)])
 
-    def vector(self, embedder: Any, cache_dir: Path | None) -> tuple[Ranked, dict[str, Any]]:
-        from tiervault.embeddings.index import VectorIndex
+    def attach(self, embedder: Any, cache_dir: Path | None, workdir: Path) -> dict[str, Any]:
+        """Switch the production embeddings runtime on and store every document's vector.
 
+        The texts are the pipeline's own embedding inputs, stored with the
+        pipeline's input hashes, so the runtime treats them as up to date; they
+        come from the on-disk cache when this model has embedded these texts before.
+        """
+        from tiervault.config import load_settings
+        from tiervault.embeddings.pipeline import input_hash
+        from tiervault.embeddings.runtime import attach_embeddings
+        from tiervault.vault.vectors import TierVectors
+
+        config = workdir / "agent.yaml"
+        config.write_text(f"tiers:\n  {TIER}: {json.dumps(str(workdir / f'{TIER}.db'))}\n"
+                          f"embedding:\n  provider: {embedder.name}\n"
+                          "features:\n  embedding-enabled: true\n", encoding="utf-8")
+        runtime = attach_embeddings(self.manager, load_settings(config, env={}), embedder=embedder,
+                                    strict=True)
+        store = self.manager.store(TIER)
+        found = store.get_many([e["id"] for e in self.entries])
+        entries = [found[e["id"]] for e in self.entries]
+        texts = [runtime.pipeline.text(e) for e in entries]
         t0 = time.perf_counter()
-        docs, cached = embed_cached(embedder, [doc_text(e) for e in self.entries], "docs", cache_dir)
+        docs, cached = embed_cached(embedder, texts, "docs", cache_dir)
         embed_s = time.perf_counter() - t0
-        qids = list(self.queries)
-        qm, _ = embed_cached(embedder, [self.queries[q] for q in qids], "queries", cache_dir, "query")
-        index = VectorIndex.build([e["id"] for e in self.entries], docs, model=embedder.model)
-        qvec = dict(zip(qids, qm))
-        t0 = time.perf_counter()
-        ranked = {q: list(index.search(qvec[q], self.depth)[0]) for q in qids}
-        self.timings["vector"] = (time.perf_counter() - t0) * 1e3 / max(len(qids), 1)
-        return ranked, {"model": embedder.model, "dim": int(docs.shape[1]),
-                        "doc_embeddings_cached": cached, "doc_embed_s": round(embed_s, 1)}
+        key = runtime.model_key
+        vectors = TierVectors(store)
+        for i in range(0, len(entries), 2_000):
+            vectors.put(key, [(e.id, input_hash(key, t), v) for e, t, v in
+                              zip(entries[i:i + 2_000], texts[i:i + 2_000], docs[i:i + 2_000])])
+        runtime.recall.warm([TIER])
+        self.runtime = runtime
+        return {"model_key": key, "dim": int(docs.shape[1]), "doc_embeddings_cached": cached,
+                "doc_embed_s": round(embed_s, 1),
+                "doc_input": "the pipeline's template: title, tags, description, context"}
+
+    def vector(self) -> Ranked:
+        rt = self.runtime
+        return self._each("vector", lambda t: [h[0] for h in rt.search(rt.embed_query(t), self.depth)])
 
     def rrf(self, *runs: Ranked) -> Ranked:
         from tiervault.brain.fusion import rrf
 
-        return {q: list(rrf([r[q] for r in runs]))[: self.depth] for q in self.queries}
-
-
-def hybrid_source(runner: Runner, embedder: Any) -> tuple[Any | None, str | None]:
-    """The production vector source for the Brain, or why it is not available."""
-    try:
-        from tiervault.embeddings import runtime  # noqa: F401  (being written: issue 4)
-    except ImportError as exc:
-        return None, (f"not yet available: tiervault.embeddings.runtime cannot be imported ({exc}); "
-                      "the Brain has no production vector source to evaluate")
-    return None, "not yet wired: tiervault.embeddings.runtime exists but eval/beir.py does not use it yet"
+        t0 = time.perf_counter()
+        out = {q: list(rrf([r[q] for r in runs]))[: self.depth] for q in self.queries}
+        self.timings["rrf"] = (time.perf_counter() - t0) * 1e3 / max(len(self.queries), 1)
+        return out
 
 
 def to_run(coll: BeirCollection, ranked: Ranked, depth: int) -> dict[str, dict[str, float]]:
@@ -198,14 +213,15 @@ def evaluate_all(coll: BeirCollection, queries: dict[str, str], *, embedder_name
                 for m in ("vector", "brain_hybrid", "rrf"):
                     reasons[m] = why or "no embedder"
             else:
-                ranked["vector"], vinfo = runner.vector(embedder, cache_dir)
-                info.update(vinfo)
-                ranked["rrf"] = runner.rrf(ranked["bm25"], ranked["vector"])
-                source, why = hybrid_source(runner, embedder)
-                if source is None:
-                    reasons["brain_hybrid"] = why or "unavailable"
+                try:
+                    info.update(runner.attach(embedder, cache_dir, Path(tmp)))
+                except ImportError as exc:
+                    for m in ("vector", "brain_hybrid", "rrf"):
+                        reasons[m] = f"embeddings runtime not available: {exc}"
                 else:
-                    ranked["brain_hybrid"] = runner.brain("brain_hybrid", source)
+                    ranked["vector"] = runner.vector()
+                    ranked["rrf"] = runner.rrf(ranked["bm25"], ranked["vector"])
+                    ranked["brain_hybrid"] = runner.brain("brain_hybrid", runner.runtime)
             for m in METHODS:
                 results[m] = (evaluate(to_run(coll, ranked[m], depth), qrels)
                               if m in ranked else None)

@@ -1,0 +1,112 @@
+"""Smoke tests of bench/run.py and eval/beir.py at tiny sizes (the real runs live in bench/).
+
+Both scripts run as a user runs them, in a subprocess; the checks are on the
+JSON they write (names kept as issue 5 specifies) and, for the evaluation, on
+rankings a correct system cannot get wrong. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZE_KEYS = ("entries", "import_rate", "cold_first_query_ms", "rss_mb", "scan_fts", "full_fts",
+             "scan_hybrid", "full_hybrid", "capture", "baseline_fts5", "baseline_numpy_topk")
+LATENCIES = ("scan_fts", "full_fts", "scan_hybrid", "full_hybrid", "capture", "baseline_fts5",
+             "baseline_numpy_topk")
+METHODS = ("bm25", "tfidf", "brain_fts", "vector", "brain_hybrid", "rrf")
+METRICS = ("ndcg@10", "recall@100", "mrr@10")
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_bench_run_writes_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = _run([str(ROOT / "bench" / "run.py"), "--entries", "300", "--queries", "20",
+                 "--captures", "5", "--warmup", "3", "--vectors", "32", "--no-jsonl",
+                 "--json", str(out), "--workdir", str(tmp_path / "work")], tmp_path)
+    result = json.loads(out.read_text())
+    assert {"cpu", "cores", "load_avg_start"} <= set(result["machine"])
+    (size,) = result["sizes"]
+    assert set(SIZE_KEYS) <= set(size)
+    assert size["entries"] == 300 and size["import"]["rows"] == 300
+    assert size["import_rate"] > 0 and size["cold_first_query_ms"] > 0 and size["rss_mb"] > 0
+    for key in LATENCIES:
+        stats = size[key]
+        assert stats["p50_ms"] is not None and 0 < stats["p50_ms"] <= stats["p95_ms"], key
+    for key in ("scan_fts", "full_fts", "capture", "baseline_fts5"):
+        assert size[key]["n"] == (5 if key == "capture" else 20), key
+    # hybrid really ran on vectors of every entry (the hash embedder's 32 dimensions)
+    assert size["hybrid"]["weight_set"] == "hybrid"
+    assert size["vectors"]["embedded"] == 300 and size["vectors"]["failed"] == 0
+    assert size["baseline_numpy_topk"]["dim"] == 32
+    assert size["scan_fts"]["hits_per_query"] > 0 and size["baseline_fts5"]["hits_per_query"] > 0
+    assert not (tmp_path / "work" / "n300").exists()  # tier files removed without --keep
+    table = proc.stdout
+    assert "| metric | 300 |" in table and "search_intelligent scan, FTS-only" in table
+
+
+def _write_beir(root: Path) -> None:
+    """Ten documents, each with one rare word of its own; queries that name them."""
+    words = ["zebra", "quasar", "marmot", "fjord", "tundra", "geyser", "lichen", "bauxite",
+             "nebula", "walrus"]
+    (root / "qrels").mkdir(parents=True)
+    with open(root / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for i, w in enumerate(words):
+            fh.write(json.dumps({"_id": f"d{i}", "title": f"Notes on {w} number {i}",
+                                 "text": f"The {w} is described here in some detail, with care."})
+                     + "\n")
+    with open(root / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for i, w in enumerate(words[:4]):
+            fh.write(json.dumps({"_id": f"q{i}", "text": f"what about the {w}?"}) + "\n")
+        fh.write(json.dumps({"_id": "q-unjudged", "text": "walrus"}) + "\n")
+    with open(root / "qrels" / "test.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for i in range(4):
+            fh.write(f"q{i}\td{i}\t1\n")
+
+
+@pytest.mark.parametrize("embedder", ["hash", "none"])
+def test_eval_beir_reports_every_method(tmp_path: Path, embedder: str) -> None:
+    data = tmp_path / "tiny"
+    _write_beir(data)
+    out = tmp_path / "eval.json"
+    proc = _run([str(ROOT / "eval" / "beir.py"), "--data", str(data), "--embedder", embedder,
+                 "--dim", "64", "--cache-dir", str(tmp_path / "cache"), "--json", str(out)], tmp_path)
+    report = json.loads(out.read_text())
+    assert report["dataset"] == "tiny" and report["queries"] == 4
+    assert set(report["results"]) == set(METHODS)
+    ran = METHODS if embedder == "hash" else ("bm25", "tfidf", "brain_fts")
+    for method in METHODS:
+        scores = report["results"][method]
+        if method in ran:
+            assert set(scores) == set(METRICS)
+            # every query names its one relevant document by a word no other has
+            assert scores["ndcg@10"] == pytest.approx(1.0), method
+            assert scores["mrr@10"] == pytest.approx(1.0), method
+        else:
+            assert scores is None and report["unavailable"][method], method
+    assert "| bm25 |" in proc.stdout
+    if embedder == "hash":  # document vectors were cached for the next run
+        assert list((tmp_path / "cache").glob("docs-*.npy"))
+
+
+def test_eval_beir_limit_queries(tmp_path: Path) -> None:
+    data = tmp_path / "tiny"
+    _write_beir(data)
+    out = tmp_path / "eval.json"
+    _run([str(ROOT / "eval" / "beir.py"), "--data", str(data), "--embedder", "none",
+          "--limit-queries", "2", "--no-cache", "--json", str(out)], tmp_path)
+    assert json.loads(out.read_text())["queries"] == 2
