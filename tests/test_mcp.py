@@ -239,6 +239,7 @@ def test_bad_calls_come_back_as_actionable_tool_errors(vault):
 def test_stdout_carries_only_json_rpc(vault):
     """A raw pipe session: every stdout line is a JSON-RPC message, logs go to stderr."""
     messages = [
+        "garbage before the handshake",
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
          "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                     "clientInfo": {"name": "raw", "version": "0"}}},
