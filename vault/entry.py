@@ -26,6 +26,7 @@ __all__ = [
     "LINK_TYPES",
     "FEEDBACK_ACTIONS",
     "MAX_TEXT_CHARS",
+    "check_text",
     "parse_timestamp",
     "format_timestamp",
     "slugify",
@@ -46,7 +47,9 @@ MAX_TAG_CHARS = 64
 MAX_DOMAIN_CHARS = 64
 
 _ID_RE = re.compile(r"^[a-z0-9_.-]{1,128}$")
-_TAG_RE = re.compile(r"^[^\s,\x00-\x1f]{1,64}$")
+_TAG_RE = re.compile(r"^[^\s,\x00-\x1f\ud800-\udfff]{1,64}$")
+# A lone surrogate (JSON "\ud800" decodes to one) is not text: SQLite cannot store it as UTF-8.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _CONTENT_FIELDS = ("type", "domain", "title", "description", "context", "example",
                    "counter_example", "why", "tags", "applies_to", "severity")
 
@@ -100,6 +103,19 @@ def slugify(title: str) -> str:
     return slug or "entry"
 
 
+def check_text(name: str, value: Any, limit: int = MAX_TEXT_CHARS) -> str:
+    """``value`` if it is storable text: a string, no NUL byte, no lone surrogate, <= ``limit``."""
+    if not isinstance(value, str):
+        raise ValidationError(name, f"expected a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(name, "contains a NUL byte")
+    if len(value) > limit:
+        raise ValidationError(name, f"is {len(value)} characters; the limit is {limit}")
+    if _SURROGATE.search(value):
+        raise ValidationError(name, "contains a lone surrogate (not valid Unicode text)")
+    return value
+
+
 def _text(data: Mapping[str, Any], name: str, *, required: bool = False,
           limit: int = MAX_TEXT_CHARS) -> str:
     value = data.get(name)
@@ -107,14 +123,9 @@ def _text(data: Mapping[str, Any], name: str, *, required: bool = False,
         if required:
             raise ValidationError(name, "is required")
         return ""
-    if not isinstance(value, str):
-        raise ValidationError(name, f"expected a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise ValidationError(name, "contains a NUL byte")
+    check_text(name, value, limit)
     if required and not value.strip():
         raise ValidationError(name, "is required and must not be blank")
-    if len(value) > limit:
-        raise ValidationError(name, f"is {len(value)} characters; the limit is {limit}")
     return value
 
 
