@@ -7,6 +7,7 @@ exist further down the unfiltered ranking.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -15,6 +16,8 @@ from tiervault.errors import QueryError
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
 
 __all__ = ["Filters"]
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _as_tuple(name: str, value: Any, allowed: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -33,7 +36,8 @@ def _as_tuple(name: str, value: Any, allowed: tuple[str, ...] | None) -> tuple[s
         item = item.strip().lower()
         if not item:
             continue
-        if len(item) > 128 or "\x00" in item:
+        # A lone surrogate (from JSON "\ud800") cannot be bound as UTF-8 by the SQL path.
+        if len(item) > 128 or "\x00" in item or _SURROGATE.search(item):
             raise QueryError(name, f"{item[:40]!r} is not a valid {name} value")
         if allowed is not None and item not in allowed:
             raise QueryError(name, f"{item!r} is not one of {', '.join(allowed)}")
