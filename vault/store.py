@@ -21,9 +21,9 @@ import numpy as np
 
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, TierUnavailable, ValidationError
 from tiervault.vault.connection import open_tier_connection, write_transaction
-from tiervault.vault.entry import FEEDBACK_ACTIONS, LINK_TYPES, Entry
+from tiervault.vault.entry import FEEDBACK_ACTIONS, LINK_TYPES, MAX_ID_CHARS, Entry, check_text
 from tiervault.vault.filters import Filters
-from tiervault.vault.query import match_expression
+from tiervault.vault.query import MAX_QUERY_CHARS, match_expression
 from tiervault.vault.schema import FTS_WEIGHTS
 
 __all__ = ["TierStore", "Link", "TierHits", "MemoryHit", "ENTRY_COLUMNS"]
@@ -214,6 +214,8 @@ class TierStore:
                 return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StorageError(f"tier {self.name!r} ({self.path}): {exc}") from exc
+        except UnicodeEncodeError as exc:  # a lone surrogate in a looked-up value
+            raise ValidationError("value", "contains a lone surrogate (not valid Unicode text)") from exc
 
     # -- entries --------------------------------------------------------------------
     def capture(self, entry: Entry) -> Entry:
@@ -381,6 +383,9 @@ class TierStore:
         """Link ``source_id`` (held here) to ``target_id`` (any tier)."""
         if link_type not in LINK_TYPES:
             raise ValidationError("link_type", f"{link_type!r} is not one of {', '.join(LINK_TYPES)}")
+        check_text("source_id", source_id, MAX_ID_CHARS)
+        check_text("target_id", target_id, MAX_ID_CHARS)
+        check_text("note", note)
         if source_id == target_id:
             raise ValidationError("target_id", "an entry cannot link to itself")
         now = time.time()
@@ -424,9 +429,10 @@ class TierStore:
         if not isinstance(summary, str) or not summary.strip():
             raise ValidationError("summary", "is required and must not be blank")
         for field_name, value in (("summary", summary), ("context", context), ("project", project)):
-            if not isinstance(value, str) or "\x00" in value or len(value) > 100_000:
-                raise ValidationError(field_name, "must be a string without NUL bytes, <= 100000 chars")
-        topic_text = topics if isinstance(topics, str) else " ".join(topics)
+            check_text(field_name, value)
+        if isinstance(topics, (list, tuple)) and all(isinstance(t, str) for t in topics):
+            topics = " ".join(topics)
+        topic_text = check_text("topics", topics)  # a string, or a list of strings
         memory_id = "mem-" + uuid.uuid4().hex[:16]
         with self._write():
             self._conn.execute(  # type: ignore[union-attr]
@@ -454,6 +460,9 @@ class TierStore:
         """Record one accept/modify/dismiss/fail; counters update in the same transaction."""
         if action not in FEEDBACK_ACTIONS:
             raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
+        check_text("query", query, MAX_QUERY_CHARS)
+        if not check_text("entry_id", entry_id, MAX_ID_CHARS):
+            raise ValidationError("entry_id", "is required")
         with self._write():
             conn = self._conn
             assert conn is not None
