@@ -257,9 +257,10 @@ class VectorRecall:
         ids_path, base = cache_paths(store, self.model_key)
         matrix_path = Path(f"{base}-{uuid.uuid4().hex[:12]}.npy")
         try:
-            ids = index.ids.tolist()
-            # VectorIndex keeps its live rows contiguous at the top of its matrix.
-            np.save(matrix_path, np.ascontiguousarray(index._exact[: len(ids)], dtype=np.float32))
+            # One locked snapshot: ids and rows taken together, so they always match.
+            id_array, matrix = index.snapshot(copy=False)
+            ids = id_array.tolist()
+            np.save(matrix_path, np.ascontiguousarray(matrix, dtype=np.float32))
             header = {"version": CACHE_VERSION, "model": self.model_key, "tier_uid": store.uid(),
                       "gen": state.gen, "n": len(ids), "dim": index.dim, "matrix": matrix_path.name}
             fd, tmp = tempfile.mkstemp(dir=ids_path.parent, prefix=ids_path.name, suffix=".tmp")
