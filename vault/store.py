@@ -214,8 +214,8 @@ class TierStore:
                 return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StorageError(f"tier {self.name!r} ({self.path}): {exc}") from exc
-        except UnicodeEncodeError as exc:  # a lone surrogate in a looked-up value
-            raise ValidationError("value", "contains a lone surrogate (not valid Unicode text)") from exc
+        except (UnicodeEncodeError, OverflowError) as exc:  # a value SQLite cannot bind
+            raise ValidationError("value", f"cannot be looked up: {exc}") from exc
 
     # -- entries --------------------------------------------------------------------
     def capture(self, entry: Entry) -> Entry:
