@@ -41,7 +41,7 @@ from tiervault.vault.jsonl import import_lines
 from tiervault.vault.manager import Tier, VaultManager
 from tiervault.vault.query import MAX_QUERY_CHARS
 
-EXAMPLES = int(os.environ.get("TIERVAULT_HYPOTHESIS_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("TIERVAULT_HYPOTHESIS_EXAMPLES", "300"))
 RUN = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                       HealthCheck.function_scoped_fixture])
