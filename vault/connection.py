@@ -61,8 +61,10 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
             raise TierUnavailable(name, str(path), f"cannot be created: {exc.strerror}") from exc
     try:
         if read_only:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
-                                   check_same_thread=False)
+            # as_uri() percent-encodes the path: a '%', '?' or '#' in a directory name
+            # must not be read as a URI escape, parameter or fragment (another file).
+            conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True,
+                                   isolation_level=None, check_same_thread=False)
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -70,7 +72,7 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise TierUnavailable(name, str(path), f"is corrupt or not an SQLite database ({exc})") from exc
+        raise TierUnavailable(name, str(path), _open_failure(exc)) from exc
     if tables and app_id != APPLICATION_ID:
         conn.close()
         raise TierUnavailable(name, str(path), "is an SQLite file but not a tiervault tier")
@@ -102,6 +104,18 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
         conn.close()
         raise TierUnavailable(name, str(path), f"cannot be opened: {exc}") from exc
     return conn
+
+
+def _open_failure(exc: sqlite3.DatabaseError) -> str:
+    """Why a tier file could not be read: only a real format error is called corrupt."""
+    if is_busy(exc):
+        return f"is locked by another process ({exc}); try again"
+    if isinstance(exc, sqlite3.OperationalError) and "unable to open" in str(exc):
+        # Not corrupt: the file or its directory is not accessible. A WAL tier also
+        # needs its directory writable for the -wal/-shm files, even to be read.
+        return (f"cannot be opened ({exc}): check that this user can read and write the "
+                "file and its directory (a read-only filesystem or permissions)")
+    return f"is corrupt or not an SQLite database ({exc})"
 
 
 def _busy_retrying() -> Retrying:
