@@ -492,7 +492,10 @@ class TierStore:
         conn = self._reader()
         if conn is None:
             return []
-        problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+        try:
+            problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+        except sqlite3.DatabaseError as exc:  # so damaged the check itself cannot run
+            problems = [f"integrity_check: {exc}"]
         for table in ("entries_fts", "memories_fts"):
             try:
                 # rank = 1: also compare the index with its external content table
