@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from tiervault.errors import EntryNotFound, TierUnavailable, ValidationError
+from tiervault.errors import EntryNotFound, StorageError, TierUnavailable, ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
@@ -221,10 +221,25 @@ class VaultManager:
         return self.store(tier).link(source_id, target_id, link_type, note)
 
     # -- reads ------------------------------------------------------------------------
+    def _each(self, tiers: Sequence[Tier], read: Callable[[TierStore], Any]) -> list[tuple[Tier, Any]]:
+        """``(tier, read(store))`` per tier. A tier whose file fails underneath (corrupt
+        pages, I/O errors: StorageError) is logged, listed in ``problems`` and left out
+        of this answer, so one damaged file never takes the other tiers' answers down."""
+        out = []
+        for tier in tiers:
+            try:
+                out.append((tier, read(tier.store)))  # type: ignore[arg-type]
+            except StorageError as exc:
+                log.warning("left out of this answer: %s", exc)
+                tier.problem = str(exc)
+            else:
+                tier.problem = None  # it reads again (the failure was transient)
+        return out
+
     def locate(self, entry_id: str) -> str | None:
         """Name of the highest-priority tier holding ``entry_id``."""
         for tier in self.ordered():
-            if tier.store.get(entry_id) is not None:  # type: ignore[union-attr]
+            if any(found is not None for _, found in self._each([tier], lambda s: s.get(entry_id))):
                 return tier.name
         return None
 
@@ -241,22 +256,23 @@ class VaultManager:
             missing = [i for i in ids if i not in out]
             if not missing:
                 break
-            for eid, entry in tier.store.get_many(missing).items():  # type: ignore[union-attr]
-                out[eid] = (entry, tier.name)
+            for _, found in self._each([tier], lambda s: s.get_many(missing)):
+                for eid, entry in found.items():
+                    out[eid] = (entry, tier.name)
         return out
 
     def links_touching(self, ids: Sequence[str]) -> list[Link]:
         """Links in EVERY usable tier whose source or target is in ``ids``."""
         links: list[Link] = []
-        for tier in self.ordered():
-            links.extend(tier.store.links_touching(ids))  # type: ignore[union-attr]
+        for _, found in self._each(self.ordered(), lambda s: s.links_touching(ids)):
+            links.extend(found)
         return links
 
     def search_memories(self, query: str, limit: int) -> list[tuple[MemoryHit, str]]:
         terms = query_terms(query)
         hits: list[tuple[MemoryHit, str]] = []
-        for tier in self.ordered():
-            hits.extend((h, tier.name) for h in tier.store.search_memories(terms, limit))  # type: ignore[union-attr]
+        for tier, found in self._each(self.ordered(), lambda s: s.search_memories(terms, limit)):
+            hits.extend((h, tier.name) for h in found)
         hits.sort(key=lambda h: -h[0].score)
         return hits[:limit]
 
@@ -266,8 +282,7 @@ class VaultManager:
         words = query_terms(query)
         stem_of = STEMMER.stems(words)
         stems = list(dict.fromkeys(stem_of[w] for w in words if stem_of[w]))
-        chosen = self.ordered(tiers)
-        mirrors = {t.name: t.store.postings() for t in chosen}  # type: ignore[union-attr]
+        mirrors = {t.name: p for t, p in self._each(self.ordered(tiers), lambda s: s.postings())}
         matches = {name: p.matches(stems) for name, p in mirrors.items()}
         n_rows = sum(p.n_alive for p in mirrors.values())
         total_len = sum(p.total_len for p in mirrors.values())
@@ -293,7 +308,7 @@ class VaultManager:
         filters = filters or Filters()
         lq = self.lexical_query(query, tiers)
         pool: list[tuple[float, int, str, int]] = []  # (-score, tier rank, tier, slot)
-        chosen = self.ordered(tiers)
+        chosen = [t for t in self.ordered(tiers) if t.name in lq.postings]  # a failed tier is out
         tier_of = {t.name: t for t in chosen}
         for rank, tier in enumerate(chosen):
             p = lq.postings[tier.name]
@@ -350,8 +365,12 @@ class VaultManager:
                              "problem": tier.problem}
                 continue
             s = tier.store
-            out[name] = {"path": tier.path, "weight": tier.weight, "available": True,
-                         "read_only": tier.read_only, "exists": s.exists, "entries": s.count(),
-                         "links": s.link_count(), "memories": s.memory_count(),
-                         "bytes": s.file_size()}
+            try:
+                out[name] = {"path": tier.path, "weight": tier.weight, "available": True,
+                             "read_only": tier.read_only, "exists": s.exists, "entries": s.count(),
+                             "links": s.link_count(), "memories": s.memory_count(),
+                             "bytes": s.file_size()}
+            except StorageError as exc:  # a damaged file: report it, keep the other tiers
+                out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
+                             "problem": str(exc)}
         return out
