@@ -81,9 +81,25 @@ def parse_record(record: Any) -> tuple[Entry, tuple[LinkSpec, ...]]:
     return Entry.from_dict(record), links
 
 
+def _decoded(lines: Iterator[str]) -> Iterator[str]:
+    """``lines``; input that is not UTF-8 (a binary file) becomes a ValidationError.
+
+    (A text file decodes in chunks, so the error cannot name the exact line.)
+    """
+    while True:
+        try:
+            text = next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise ValidationError("input", f"is not UTF-8 text ({exc.reason}); import expects "
+                                  "UTF-8 JSONL") from exc
+        yield text
+
+
 def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:
     """Parse JSONL (blank lines skipped); a single JSON object spanning the input also works."""
-    lines = iter(stream)
+    lines = _decoded(iter(stream))
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
