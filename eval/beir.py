@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -76,17 +77,23 @@ def embed_cached(embedder: Any, texts: list[str], kind: str, cache_dir: Path | N
     slug = "".join(c if c.isalnum() or c in "-._" else "_" for c in embedder.model)
     path = cache_dir / f"{kind}-{slug}-{h.hexdigest()[:24]}.npy" if cache_dir else None
     if path is not None and path.exists():
-        m = np.load(path)
-        if m.shape[0] == len(texts):
-            return m, True
+        try:
+            m = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            print(f"ignoring unreadable embedding cache {path} ({exc})", file=sys.stderr)
+        else:
+            if m.ndim == 2 and m.shape[0] == len(texts) and m.dtype == np.float32:
+                return m, True
     parts = [embedder.embed(texts[i:i + batch], input_type) for i in range(0, len(texts), batch)]
     m = np.ascontiguousarray(np.vstack(parts) if parts else np.zeros((0, embedder.dim)),
                              dtype=np.float32)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, m)
-        tmp.replace(path)
+        # A private temporary name: two evaluations may fill the same cache at once.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, m)
+        os.replace(tmp, path)
     return m, False
 
 
