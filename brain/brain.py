@@ -83,13 +83,24 @@ class Brain:
     @classmethod
     def open(cls, settings: Any = None, *, vectors: VectorSource | None = None) -> "Brain":
         """A Brain over the tiers of ``settings`` (Settings, agent.yaml path, or None =
-        ``$TIERVAULT_CONFIG`` / ./agent.yaml / defaults)."""
+        ``$TIERVAULT_CONFIG`` / ./agent.yaml / defaults).
+
+        With embeddings enabled in ``settings`` (and no ``vectors`` given), the
+        embedding runtime is attached: captures are embedded on write and the
+        vector signal and vector recall join the ranking. A provider that cannot
+        start costs one warning on stderr and the Brain runs FTS-only.
+        """
         from tiervault.config import Settings, load_settings
         from tiervault.vault.manager import VaultManager
 
         if not isinstance(settings, Settings):
             settings = load_settings(str(settings) if isinstance(settings, (str, Path)) else None)
-        return cls(VaultManager.from_settings(settings), settings, vectors=vectors)
+        manager = VaultManager.from_settings(settings)
+        if vectors is None and settings.embedding_enabled:
+            from tiervault.embeddings.runtime import attach_embeddings
+
+            vectors = attach_embeddings(manager, settings)
+        return cls(manager, settings, vectors=vectors)
 
     def close(self) -> None:
         self.manager.close()

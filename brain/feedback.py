@@ -25,12 +25,11 @@ import time
 from typing import Iterable, Sequence
 
 import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from tiervault.errors import EntryNotFound, ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS
 from tiervault.vault.query import query_terms
-from tiervault.vault.tokenizer import STEMMER
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
 __all__ = ["ACTION_VALUES", "MAX_NUDGE", "FEEDBACK_HALF_LIFE_DAYS", "record_feedback",
            "query_stems", "entry_nudges"]
@@ -43,7 +42,8 @@ MAX_FEEDBACK_QUERY_CHARS = 4_096
 
 def query_stems(text: str) -> frozenset[str]:
     """The content-word stems of a query (stop words removed), for similarity."""
-    words = [w for w in query_terms(text) if w not in ENGLISH_STOP_WORDS]
+    stop_words = STOP_WORDS.get()
+    words = [w for w in query_terms(text) if w not in stop_words]
     stems = STEMMER.stems(words)
     return frozenset(s for s in stems.values() if s)
 

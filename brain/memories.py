@@ -31,13 +31,12 @@ from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from tiervault.brain import signals
 from tiervault.vault.schema import FTS_WEIGHTS
 from tiervault.vault.scoring import bm25_term, fts5_idf
 from tiervault.vault.store import MemoryHit
-from tiervault.vault.tokenizer import STEMMER, split_words
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["MemorySignals", "memory_signals", "MEMORY_COLUMN_WEIGHTS"]
 
@@ -54,21 +53,6 @@ class MemorySignals:
     tfidf: np.ndarray
     values: np.ndarray  # (n, 7) signals in SIGNALS order
     content: np.ndarray  # bool: the memory matches at least one query word that is not a stop word
-
-
-def _query_vector(postings, words: Sequence[str]) -> sp.csr_matrix | None:
-    stems = STEMMER.stems(words)
-    counts: dict[int, float] = {}
-    for w in words:
-        tid = postings.term_ids.get(stems[w])
-        if w in ENGLISH_STOP_WORDS or tid is None or tid >= postings.tfidf_terms:
-            continue
-        counts[tid] = counts.get(tid, 0.0) + 1.0
-    if not counts:
-        return None
-    q = sp.csr_matrix((list(counts.values()), ([0] * len(counts), list(counts))),
-                      shape=(1, postings.tfidf_terms), dtype=np.float64)
-    return postings.tfidf.transform(q)
 
 
 def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_life_days: float,
@@ -88,7 +72,8 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
         bound = lq.bound if lq.bound > 0 else float(np.sum(idf) * 2.2)
         stem_pos = {s: i for i, s in enumerate(lq.stems)}
         query_stem = STEMMER.stems(lq.words)
-        content_stems = {query_stem[w] for w in lq.words if w not in ENGLISH_STOP_WORDS}
+        stop_words = STOP_WORDS.get()
+        content_stems = {query_stem[w] for w in lq.words if w not in stop_words}
         qvecs: dict[str, sp.csr_matrix | None] = {}
         for i, (hit, tier) in enumerate(hits):
             fields = {"summary": hit.summary, "context": hit.context, "topics": hit.topics,
@@ -113,21 +98,12 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
             if p is None or p.tfidf_terms == 0:
                 continue
             if tier not in qvecs:
-                qvecs[tier] = _query_vector(p, lq.words)
+                qvecs[tier] = p.tfidf_vector(lq.words)
             qv = qvecs[tier]
-            if qv is None:
+            memory_vec = p.tfidf_vector(all_words) if qv is not None else None
+            if memory_vec is None:
                 continue
-            counts: dict[int, float] = {}
-            for w in all_words:
-                tid = p.term_ids.get(stems[w])
-                if w in ENGLISH_STOP_WORDS or tid is None or tid >= p.tfidf_terms:
-                    continue
-                counts[tid] = counts.get(tid, 0.0) + 1.0
-            if not counts:
-                continue
-            m = sp.csr_matrix((list(counts.values()), ([0] * len(counts), list(counts))),
-                              shape=(1, p.tfidf_terms), dtype=np.float64)
-            tfidf[i] = float(p.tfidf.transform(m).multiply(qv).sum())
+            tfidf[i] = float(memory_vec.multiply(qv).sum())
     created = np.array([h.created_at for h, _ in hits], dtype=np.float64)
     nan = np.full(n, np.nan)
     values = np.zeros((n, 7))

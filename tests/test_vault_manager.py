@@ -83,15 +83,41 @@ def test_mirror_reproduces_fts5_bm25_through_updates_deletes_and_reopen(tmp_path
 
 def test_large_delta_triggers_rebuild_and_tfidf_refit(tmp_path):
     store = TierStore(tmp_path / "a.db")
-    store.capture_many(random_entries(50))
+    store.capture_many(random_entries(1200))
     m = store.postings()
     first_fit = m.tfidf_terms
     store.capture(Entry.create(id="zeta", title="zyzzyva unique word", description="zyzzyva"))
-    assert store.postings().tfidf_terms == first_fit  # small delta: TF-IDF not refitted
+    m = store.postings()
+    assert m.tfidf_terms == first_fit and m.delta_W  # small delta: TF-IDF not refitted yet
+    assert m.slot("zeta") is not None
     store.capture_many(random_entries(300, seed=5, prefix="more"))  # > 256 rows: rebuild
     m = store.postings()
     assert m.tfidf_terms == len(m.terms) and not m.delta_W
     assert_mirror_matches_fts5(store)
+
+
+def test_small_tier_sees_new_words_in_tfidf_at_once(tmp_path):
+    store = TierStore(tmp_path / "a.db")
+    assert store.postings().n_alive == 0  # mirror built while the tier is empty
+    store.capture(Entry.create(id="one", title="Rotate signing keys", description="keys"))
+    m = store.postings()
+    scores = m.tfidf_scores(["rotate", "keys"])
+    assert scores[m.slot("one")] > 0.5
+
+
+def test_tfidf_rows_equals_scikit_learn_transform():
+    import scipy.sparse as sp
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    from tiervault.vault.scoring import tfidf_rows
+
+    counts = sp.random(60, 40, density=0.2, random_state=1, format="csr")
+    counts.data = np.ceil(counts.data * 5)
+    model = TfidfTransformer(smooth_idf=True, norm="l2").fit(counts)
+    query = sp.random(7, 40, density=0.3, random_state=2, format="csr")
+    query.data = np.ceil(query.data * 3)
+    np.testing.assert_allclose(tfidf_rows(query, model.idf_).toarray(),
+                               model.transform(query).toarray(), atol=1e-12)
 
 
 @pytest.fixture

@@ -385,17 +385,10 @@ def serve(settings: Any, *, read_only: bool = False) -> None:
     """Open the vault of ``settings`` and serve MCP over stdio until stdin closes."""
     from tiervault.brain import Brain
 
+    # Brain.open attaches the embedding runtime when embeddings are enabled:
+    # captures are embedded on write and the vector signal joins the ranking.
     with Brain.open(settings) as brain:
-        runtime = getattr(brain.manager, "embeddings", None)
-        if settings.embedding_enabled and runtime is None:
-            # Captures are embedded on write (as the CLI's write commands do) and the
-            # same runtime gives the Brain its vector signal; a provider that cannot
-            # start is one warning on stderr and FTS-only ranking.
-            from tiervault.embeddings.runtime import attach_embeddings
-
-            runtime = attach_embeddings(brain.manager, settings)
-        if runtime is not None and brain.vectors is None:
-            brain.vectors = runtime
+        runtime = brain.vectors
         server = build_server(brain, read_only=read_only)
         tiers = ", ".join(f"{t.name}={t.path}" for t in settings.tiers)
         log.info("tiervault mcp: serving %s tools over stdio%s; tiers: %s; vectors: %s",

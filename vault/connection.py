@@ -40,7 +40,15 @@ def _create_private_file(path: Path) -> None:
     SQLite gives its -wal and -shm files the permissions of the main file,
     so the whole tier stays private to its owner.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # mkdir(parents=True) applies ``mode`` to the last directory only; every
+    # directory created here (~/.tiervault too) is private.
+    missing = []
+    directory = path.parent
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:

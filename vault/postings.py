@@ -32,19 +32,20 @@ from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfTransformer
 
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
 from tiervault.vault.filters import Filters
 from tiervault.vault.schema import FTS_WEIGHTS
-from tiervault.vault.scoring import bm25_term
-from tiervault.vault.tokenizer import STEMMER, split_words
+from tiervault.vault.scoring import bm25_term, tfidf_rows
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["Postings", "TermMatches", "CACHE_VERSION"]
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+#: Below this many rows a change rebuilds the mirror (and refits TF-IDF) at once.
+SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
 _WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.float32)
 # Row layout handed over by TierStore.mirror_rows():
@@ -101,7 +102,7 @@ class Postings:
         self.delta_W: list[sp.csr_matrix] = []
         self.delta_T: list[sp.csr_matrix] = []
         self._delta_csc: tuple[sp.csc_matrix, sp.csc_matrix] | None = None
-        self.tfidf = TfidfTransformer(smooth_idf=True, norm="l2")
+        self.idf = np.zeros(0, dtype=np.float64)  # scikit-learn's fitted idf_
         self.tfidf_terms = 0  # vocabulary size the TF-IDF model was fitted on
         self._slot_of: dict[int, int] = {}  # rowid -> live slot
         self._by_id: dict[str, int] = {}
@@ -140,7 +141,10 @@ class Postings:
         for row in rows:
             self._kill(row[0])
         pending = sum(m.shape[0] for m in self.delta_W) + len(rows)
-        if pending > max(256, 0.05 * max(self.base_rows, 1)) or current < self.gen:
+        # Small tiers are rebuilt on every change (cheap), so TF-IDF sees new words
+        # at once; larger ones batch changes in the delta up to 5%.
+        small = self.base_rows < SMALL_TIER_ROWS
+        if (pending and small) or pending > max(256, 0.05 * self.base_rows) or current < self.gen:
             self._rebuild(store)
             return
         self._append_rows(rows, fit=False)
@@ -179,8 +183,7 @@ class Postings:
         if fit:
             W = sp.vstack(w_parts, format="csr") if w_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
             C = sp.vstack(c_parts, format="csr") if c_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
-            self.tfidf_terms = n_terms
-            T = self.tfidf.fit_transform(C) if C.shape[0] else C
+            T = self._fit(C)
             self.W = W.tocsc()
             self.T = sp.csc_matrix(T, dtype=np.float32)
             self.delta_W, self.delta_T = [], []
@@ -190,12 +193,23 @@ class Postings:
                 self.delta_T.append(self._transform(c))
         self._delta_csc = None
 
+    def _fit(self, counts: sp.csr_matrix) -> sp.csr_matrix:
+        """Fit scikit-learn's TfidfTransformer on the term counts; returns the TF-IDF rows."""
+        if counts.shape[0] == 0:
+            self.idf, self.tfidf_terms = np.zeros(0, dtype=np.float64), 0
+            return counts
+        from sklearn.feature_extraction.text import TfidfTransformer
+
+        model = TfidfTransformer(smooth_idf=True, norm="l2")
+        rows = model.fit_transform(counts)
+        self.idf, self.tfidf_terms = np.asarray(model.idf_, dtype=np.float64), counts.shape[1]
+        return rows
+
     def _transform(self, counts: sp.csr_matrix) -> sp.csr_matrix:
-        """TF-IDF rows with the fitted model; terms newer than the fit are left out."""
+        """TF-IDF rows with the fitted idf; terms newer than the fit are left out."""
         if self.tfidf_terms == 0:
             return sp.csr_matrix(counts.shape, dtype=np.float32)
-        known = counts[:, : self.tfidf_terms]
-        out = self.tfidf.transform(known).astype(np.float32)
+        out = tfidf_rows(counts[:, : self.tfidf_terms], self.idf).astype(np.float32)
         out.resize(counts.shape[0], counts.shape[1])
         return out.tocsr()
 
@@ -209,6 +223,7 @@ class Postings:
                 words.extend(ws)
                 lengths.append(len(ws))
         stems = STEMMER.stems(words)
+        stop_words = STOP_WORDS.get()
         term_ids, terms = self.term_ids, self.terms
         code: dict[str, int] = {}
         for word, stem in stems.items():
@@ -220,7 +235,7 @@ class Postings:
                 tid = term_ids[stem] = len(terms)
                 terms.append(stem)
             # Low bit marks a stop word: it counts for BM25, not for TF-IDF.
-            code[word] = 2 * tid + (word in ENGLISH_STOP_WORDS)
+            code[word] = 2 * tid + (word in stop_words)
         codes = np.fromiter(map(code.__getitem__, words), dtype=np.int64, count=len(words))
         n = len(rows)
         lens = np.asarray(lengths, dtype=np.int64)
@@ -327,25 +342,32 @@ class Postings:
                 scores[slots] += bm25_term(wtf, self.doclen[slots], avglen, float(term_idf))
         return scores
 
-    def tfidf_scores(self, query_words: Sequence[str]) -> np.ndarray:
-        """Dense cosine between the query's TF-IDF vector and every slot's.
-
-        Both vectors are l2-normalised by scikit-learn, so the cosine is the dot
-        product over the query's (non-stop-word) terms.
-        """
-        out = np.zeros(len(self.ids), dtype=np.float64)
+    def tfidf_vector(self, words: Sequence[str]) -> sp.csr_matrix | None:
+        """l2-normalised TF-IDF row (1, fitted terms) of ``words``; None if no known content word."""
         counts: dict[int, float] = {}
-        stems = STEMMER.stems(query_words)
-        for word in query_words:
+        stems = STEMMER.stems(words)
+        stop_words = STOP_WORDS.get()
+        for word in words:
             tid = self.term_ids.get(stems[word])
-            if word in ENGLISH_STOP_WORDS or tid is None or tid >= self.tfidf_terms:
+            if word in stop_words or tid is None or tid >= self.tfidf_terms:
                 continue
             counts[tid] = counts.get(tid, 0.0) + 1.0
         if not counts:
-            return out
+            return None
         q = sp.csr_matrix((list(counts.values()), ([0] * len(counts), list(counts.keys()))),
                           shape=(1, self.tfidf_terms), dtype=np.float64)
-        qv = self.tfidf.transform(q)
+        return tfidf_rows(q, self.idf)
+
+    def tfidf_scores(self, query_words: Sequence[str]) -> np.ndarray:
+        """Dense cosine between the query's TF-IDF vector and every slot's.
+
+        Both vectors are l2-normalised, so the cosine is the dot product over
+        the query's (non-stop-word) terms.
+        """
+        out = np.zeros(len(self.ids), dtype=np.float64)
+        qv = self.tfidf_vector(query_words)
+        if qv is None:
+            return out
         delta = self._delta()
         for tid, weight in zip(qv.indices, qv.data):
             slots, vals = self._column(int(tid), self.T, delta[1] if delta else None)
@@ -384,7 +406,7 @@ class Postings:
 
     def _save_cache(self, store: Any) -> None:
         """Write the base segment atomically; failure only costs a rebuild next time."""
-        if store.read_only or self.delta_W:
+        if store.read_only or self.delta_W or not store.exists:
             return
         path = self.cache_path(store)
         tags = sorted(self.tags)
@@ -400,7 +422,7 @@ class Postings:
             domain_code=self.domain_code, valid_from=self.valid_from, valid_until=self.valid_until,
             W_data=self.W.data, W_indices=self.W.indices, W_indptr=self.W.indptr,
             T_data=self.T.data, T_indices=self.T.indices, T_indptr=self.T.indptr,
-            idf=getattr(self.tfidf, "idf_", np.zeros(0)),
+            idf=self.idf, stop_words=_join(sorted(STOP_WORDS.get())),
         )
         try:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -437,9 +459,8 @@ class Postings:
                 m.W = sp.csc_matrix((z["W_data"], z["W_indices"], z["W_indptr"]), shape=shape)
                 m.T = sp.csc_matrix((z["T_data"], z["T_indices"], z["T_indptr"]),
                                     shape=(base_rows, z["T_indptr"].size - 1))
-                if tfidf_terms:
-                    m.tfidf.idf_ = z["idf"]
-                    m.tfidf.n_features_in_ = tfidf_terms
+                m.idf = z["idf"]
+                STOP_WORDS.prime(_split(z["stop_words"]))
         except (OSError, KeyError, ValueError) as exc:
             log.warning("ignoring unreadable search cache %s (%s); rebuilding", path, exc)
             return None

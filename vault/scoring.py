@@ -17,8 +17,9 @@ These functions reproduce it exactly, so the in-memory mirror ranks as FTS5 does
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
-__all__ = ["K1", "B", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k"]
+__all__ = ["K1", "B", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k", "tfidf_rows"]
 
 K1 = 1.2
 B = 0.75
@@ -58,3 +59,18 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
     # Ties broken by position (older rows first) so results are deterministic.
     order = np.lexsort((candidates, -values))
     return candidates[order]
+
+
+def tfidf_rows(counts: sp.spmatrix, idf: np.ndarray) -> sp.csr_matrix:
+    """Apply a fitted TF-IDF model: x = tf * idf, then x / ||x||_2 per row.
+
+    This is what scikit-learn's ``TfidfTransformer.transform`` computes with
+    ``norm="l2"`` (a test checks equality); ``idf`` is that model's ``idf_``.
+    Done directly so a one-row query costs microseconds, not sklearn's
+    per-call validation (~1 ms), and so searching needs no sklearn import.
+    """
+    x = sp.csr_matrix(counts, dtype=np.float64) @ sp.diags(np.asarray(idf, dtype=np.float64))
+    x = sp.csr_matrix(x)
+    norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+    norms[norms == 0.0] = 1.0
+    return sp.csr_matrix(sp.diags(1.0 / norms) @ x)

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from typing import Iterable
 
-__all__ = ["Stemmer", "split_words", "STEMMER"]
+__all__ = ["Stemmer", "split_words", "STEMMER", "STOP_WORDS"]
 
 _WORD = re.compile(r"[^\W_]+")
 # ASCII fast path: every non-alphanumeric ASCII character becomes a space, so
@@ -77,3 +77,30 @@ class Stemmer:
 
 #: Process-wide stemmer: stems are a pure function of the word, so tiers share it.
 STEMMER = Stemmer()
+
+
+class _StopWords:
+    """scikit-learn's English stop words, loaded once.
+
+    Importing scikit-learn costs ~0.6 s, so a process that only searches gets
+    the list from the mirror cache (:meth:`prime`) and never imports it.
+    """
+
+    def __init__(self) -> None:
+        self._words: frozenset[str] | None = None
+
+    def get(self) -> frozenset[str]:
+        if self._words is None:
+            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+            self._words = frozenset(ENGLISH_STOP_WORDS)
+        return self._words
+
+    def prime(self, words: Iterable[str]) -> None:
+        words = frozenset(words)
+        if self._words is None and words:
+            self._words = words
+
+
+#: Stop words removed by the TF-IDF signal (never by FTS5 or BM25).
+STOP_WORDS = _StopWords()
