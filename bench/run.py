@@ -207,6 +207,8 @@ def markdown(result: dict[str, Any]) -> str:
     add("baseline: NumPy top-10, random unit vectors (p50 / p95 ms)",
         lambda s: _lat(s["baseline_numpy_topk"]))
     add("scan FTS-only / raw FTS5 (p50 ratio)", lambda s: _fmt(s["ratios"]["scan_fts_vs_fts5"], 2))
+    add("scan hybrid / (raw FTS5 + NumPy top-10) (p50 ratio)",
+        lambda s: _fmt(s["ratios"]["scan_hybrid_vs_fts5_plus_numpy"], 2))
     add("capture into the populated vault (p50 / p95 ms)", lambda s: _lat(s["capture"]))
     add("capture with embed-on-write, hash (p50 / p95 ms)",
         lambda s: _lat(s["hybrid"].get("capture_embed_on_write", {})))
