@@ -22,6 +22,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -173,8 +174,17 @@ def test_sigkill_during_bulk_import_loses_no_acknowledged_batch(tmp_path):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}, "HOME": str(home)}
     cli = [sys.executable, "-m", "tiervault", "--config", str(config), "import", str(source),
            "--tier", "project", "--json"]
+    with TierStore(db, name="project") as store:
+        start_gen = store.generation()
     proc = subprocess.Popen(cli, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    kill_after(proc, 1.5 + rng.uniform(0.05, 0.8))  # the CLI imports numpy/scipy first
+    watcher = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    while proc.poll() is None:  # kill once the CLI has committed its first batch
+        gen = watcher.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
+        if gen > start_gen:
+            break
+        time.sleep(0.01)
+    watcher.close()
+    kill_after(proc, rng.uniform(0.0, 0.3))
     proc.communicate(timeout=60)
     actual = check_tier(db, [{a, final} for a in actual], CLI_BATCH, final)
     done = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=120)
