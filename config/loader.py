@@ -235,8 +235,15 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
     return data, lines
 
 
-def _collect_lines(node: yaml.Node, prefix: str, lines: dict[str, int], path: Path) -> None:
+def _collect_lines(node: yaml.Node, prefix: str, lines: dict[str, int], path: Path,
+                   seen: set[int] | None = None) -> None:
     lines.setdefault(prefix, node.start_mark.line + 1)
+    # An alias is the same node object again: walk each node once, or nested
+    # aliases ("billion laughs") would take exponential time.
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` merges; not a key of its own
@@ -247,10 +254,10 @@ def _collect_lines(node: yaml.Node, prefix: str, lines: dict[str, int], path: Pa
                                   "each key may appear once", file=str(path),
                                   line=key_node.start_mark.line + 1, key=key)
             lines[key] = key_node.start_mark.line + 1
-            _collect_lines(value_node, key, lines, path)
+            _collect_lines(value_node, key, lines, path, seen)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _collect_lines(item, f"{prefix}[{i}]", lines, path)
+            _collect_lines(item, f"{prefix}[{i}]", lines, path, seen)
 
 
 def resolve_config_path(path: str | Path | None = None, *,

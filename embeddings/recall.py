@@ -260,7 +260,10 @@ class VectorRecall:
             # One locked snapshot: ids and rows taken together, so they always match.
             id_array, matrix = index.snapshot(copy=False)
             ids = id_array.tolist()
-            np.save(matrix_path, np.ascontiguousarray(matrix, dtype=np.float32))
+            # Owner-only like the tier it belongs to (np.save would follow the umask).
+            fd = os.open(matrix_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                np.save(fh, np.ascontiguousarray(matrix, dtype=np.float32))
             header = {"version": CACHE_VERSION, "model": self.model_key, "tier_uid": store.uid(),
                       "gen": state.gen, "n": len(ids), "dim": index.dim, "matrix": matrix_path.name}
             fd, tmp = tempfile.mkstemp(dir=ids_path.parent, prefix=ids_path.name, suffix=".tmp")

@@ -371,8 +371,18 @@ def test_knowledge_files_and_directories_are_owner_only(created_files):
     assert loose == {}, f"readable by group/others: {loose}"
 
 
-@pytest.mark.xfail(strict=True, reason="embeddings/recall.py writes the vector matrix with np.save "
-                   "(default 0644 under umask 022); reported to the embeddings owner")
 def test_vector_index_files_are_owner_only(created_files):
     vectors = {p: m for p, m in created_files.items() if p.endswith(".npy")}
     assert vectors and all(not int(m, 8) & 0o077 for m in vectors.values()), vectors
+
+
+def test_quickstart_directories_are_owner_only(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    r = run(["quickstart", "--dir", str(tmp_path / "proj"), "--agent-id", "bot"], tmp_path, home)
+    assert r.returncode == 0, r.stderr
+    made = [p for root in (home / ".tiervault", tmp_path / "proj" / ".tiervault") if root.exists()
+            for p in [root, *root.rglob("*")]]
+    loose = {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in made
+             if stat.S_IMODE(p.stat().st_mode) & 0o077 and not p.name.endswith(".npy")}
+    assert made and loose == {}, loose

@@ -153,7 +153,6 @@ def _create_tier_files(settings: Any) -> list[str]:
     for tier in settings.tiers:
         if tier.read_only or tier.path.exists():
             continue
-        tier.path.parent.mkdir(parents=True, exist_ok=True)
         open_tier_connection(tier.name, tier.path, read_only=False, create=True).close()
         created.append(tier.name)
     return created
