@@ -76,9 +76,12 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        # One statement, one snapshot: read separately, a tier another process is
+        # creating right now could show its tables but not yet its application id.
+        app_id, version, tables = conn.execute(
+            "SELECT (SELECT application_id FROM pragma_application_id), "
+            "(SELECT user_version FROM pragma_user_version), "
+            "(SELECT count(*) FROM sqlite_master)").fetchone()
     except sqlite3.DatabaseError as exc:
         raise TierUnavailable(name, str(path), _open_failure(exc)) from exc
     if tables and app_id != APPLICATION_ID:
