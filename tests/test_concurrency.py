@@ -102,3 +102,51 @@ def test_reader_opened_before_the_tier_exists_sees_later_writes(tmp_path):
             writer.capture(Entry.from_dict(expected(0, 1)))
         assert reader.search("concurrent capture", tiers=["project"]).ids == ["w0-0001"]
         assert reader.get("w0-0001")[1] == "project"
+
+
+def test_opening_a_tier_while_another_process_creates_it(tmp_path, monkeypatch):
+    """The creator commits its schema between the opener's first and later reads of the
+    header: the opener must judge one consistent snapshot, never "tables but no
+    tiervault application id" (which it would report as a foreign SQLite file)."""
+    import sqlite3
+
+    from tiervault.vault import connection
+    from tiervault.vault.schema import MIGRATIONS
+
+    path = tmp_path / "project.db"
+    creator = sqlite3.connect(path, isolation_level=None)
+    creator.execute("PRAGMA journal_mode = WAL")
+    creator.execute("BEGIN IMMEDIATE")
+    for statements in MIGRATIONS:
+        for sql in statements:
+            creator.execute(sql)
+    creator.execute(f"PRAGMA application_id = {connection.APPLICATION_ID}")
+    creator.execute(f"PRAGMA user_version = {connection.SCHEMA_VERSION}")
+
+    real_connect = sqlite3.connect
+
+    class Opener:
+        """The opener's connection; the creator commits right after its first read."""
+
+        def __init__(self, *args, **kwargs):
+            self._conn = real_connect(*args, **kwargs)
+            self._reads = 0
+
+        def execute(self, sql, *params):
+            cursor = self._conn.execute(sql, *params)
+            if "busy_timeout" not in sql:
+                self._reads += 1
+                if self._reads == 1:
+                    creator.execute("COMMIT")
+            return cursor
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+    monkeypatch.setattr(connection.sqlite3, "connect", Opener)
+    conn = connection.open_tier_connection("project", path, read_only=False, create=True)
+    monkeypatch.undo()
+    conn.close()
+    creator.close()
+    with TierStore(path, name="project") as store:
+        assert store.integrity_problems() == [] and store.count() == 0
