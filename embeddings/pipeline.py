@@ -183,11 +183,24 @@ class EmbeddingPipeline:
         if not todo:
             return counts
         vectors.mark(self.model_key, [(e.id, h) for e, _, h in todo], "pending")
-        if self._clock() < self._down_until:
+        if self.provider_down():
             counts["pending"] += len(todo)  # provider failed moments ago: leave it to backfill
             return counts
         self._embed_all(vectors, todo, counts, stop_after=1)
         return counts
+
+    # The provider's health is shared by writes and queries (see EmbeddingRuntime):
+    # after a failure, nobody calls it again for ``cooldown_s`` seconds.
+    def provider_down(self) -> bool:
+        """True within ``cooldown_s`` of the provider's last failure."""
+        return self._clock() < self._down_until
+
+    def record_failure(self, message: str) -> None:
+        self.last_error = message
+        self._down_until = self._clock() + self.cooldown_s
+
+    def record_success(self) -> None:
+        self._down_until = 0.0
 
     def hook(self, manager: Any) -> Callable[[str, list[Entry]], None]:
         """A ``VaultManager`` write hook: ``hook(tier, entries)`` -> :meth:`on_write`."""
@@ -269,8 +282,7 @@ class EmbeddingPipeline:
             except Exception as exc:  # noqa: BLE001 - recorded in the state and logged, never lost
                 # Not raised: the entries are committed; their state says what went wrong.
                 message = _error_text(exc)
-                self.last_error = message
-                self._down_until = self._clock() + self.cooldown_s
+                self.record_failure(message)
                 vectors.mark(self.model_key, [(e.id, h) for e, _, h in batch], "error", message)
                 counts["failed"] += len(batch)
                 failures += 1
@@ -282,7 +294,7 @@ class EmbeddingPipeline:
                     return False
                 continue
             failures = 0
-            self._down_until = 0.0
+            self.record_success()
             counts["embedded"] += vectors.put(
                 self.model_key, [(e.id, h, v) for (e, _, h), v in zip(batch, vecs)])
             if progress and progress[0]:

@@ -65,13 +65,20 @@ class EmbeddingRuntime:
             if hit is not None:
                 self._queries.move_to_end(query)
                 return hit
+        if self.pipeline.provider_down():
+            # A search must not wait out the retry bound again on a provider that
+            # just failed: answer FTS-only until the cooldown ends.
+            raise EmbeddingError(f"{self.model_key} failed moments ago ({self.pipeline.last_error}); "
+                                 f"retrying it after {self.pipeline.cooldown_s:.0f} s")
         text = query[: self.pipeline.max_input_chars] if self.pipeline.max_input_chars > 0 else query
         try:
             vec = np.asarray(self.embedder.embed([text], input_type="query"), dtype=np.float32)[0]
-        except EmbeddingError:
-            raise
         except Exception as exc:  # noqa: BLE001 - one typed error for the Brain's fallback
+            self.pipeline.record_failure(str(exc))
+            if isinstance(exc, EmbeddingError):
+                raise
             raise EmbeddingError(f"embedding the query with {self.model_key} failed: {exc}") from exc
+        self.pipeline.record_success()
         if not np.isfinite(vec).all():
             raise EmbeddingError(f"{self.model_key} returned a query vector with NaN or infinite values")
         vec.setflags(write=False)
