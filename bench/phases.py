@@ -2,11 +2,14 @@
 
 * :func:`build_phase` (one process per corpus size): generate the corpus, time
   the JSONL import and the store-only import, add the links, build the search
-  mirrors for the first time, measure file sizes and the NumPy top-k baseline.
+  mirrors for the first time, embed every entry (hash embedder), file sizes.
 * :func:`search_phase` (a fresh process over the built tiers): cold open + first
-  query, ``search_intelligent`` scan/full FTS-only, peak RSS, the raw FTS5
-  ``bm25()`` baseline, then single-capture latency (last: it writes).
-* :func:`hybrid_phase` (another fresh process): the same searches with vectors.
+  query, then ``search_intelligent`` scan / full FTS-only and the raw FTS5
+  ``bm25()`` baseline, round-robin per query; peak RSS; then single-capture
+  latency (last: it writes).
+* :func:`hybrid_phase` (another fresh process): cold open + first hybrid query,
+  hybrid scan / full, peak RSS, the NumPy top-k baseline paired with hybrid
+  scans, capture with embed-on-write.
 
 Only the standard library is imported at module level, so the cold-start timing
 of :func:`search_phase` includes importing NumPy, SciPy and tiervault.
@@ -80,22 +83,31 @@ def query_kwargs(q: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in q["filters"].items() if k in FILTER_KEYS}
 
 
-def time_queries(fn: Callable[[dict[str, Any]], Any], qs: list[dict[str, Any]],
-                 warmup: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
-    """Run ``warmup`` untimed, then time each of ``qs``; returns (stats, total hits)."""
+def time_interleaved(fns: dict[str, Callable[[dict[str, Any]], Any]], qs: list[dict[str, Any]],
+                     warmup: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Time several systems on the same queries, round-robin per query.
+
+    Each query is answered by every system in turn before the next query, so a
+    burst of load from other processes hits all of them alike (their ratio is
+    what a shared machine measures best). ``warmup`` queries run first, untimed.
+    Returns {name: stats + ``hits_per_query``}.
+    """
     for q in warmup:
-        fn(q)
-    wall: list[int] = []
-    cpu: list[int] = []
-    hits = 0
+        for fn in fns.values():
+            fn(q)
+    wall: dict[str, list[int]] = {name: [] for name in fns}
+    cpu: dict[str, list[int]] = {name: [] for name in fns}
+    hits = dict.fromkeys(fns, 0)
     for q in qs:
-        c0 = time.process_time_ns()
-        t0 = time.perf_counter_ns()
-        out = fn(q)
-        wall.append(time.perf_counter_ns() - t0)
-        cpu.append(time.process_time_ns() - c0)
-        hits += len(out)
-    return stats_ms(wall, cpu), hits
+        for name, fn in fns.items():
+            c0 = time.process_time_ns()
+            t0 = time.perf_counter_ns()
+            out = fn(q)
+            wall[name].append(time.perf_counter_ns() - t0)
+            cpu[name].append(time.process_time_ns() - c0)
+            hits[name] += len(out)
+    return {name: {**stats_ms(wall[name], cpu[name]),
+                   "hits_per_query": round(hits[name] / max(len(qs), 1), 2)} for name in fns}
 
 
 def _dir_bytes(paths: list[Path]) -> int:
@@ -108,9 +120,8 @@ def _dir_bytes(paths: list[Path]) -> int:
 
 
 # -- build ---------------------------------------------------------------------------------
-def build_phase(n: int, seed: int, workdir: Path, *, dim: int, n_queries: int,
-                jsonl: bool = True) -> dict[str, Any]:
-    """Generate, import (JSONL end to end, then store-only), link, build mirrors."""
+def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = True) -> dict[str, Any]:
+    """Generate, import (JSONL end to end, then store-only), link, build mirrors, embed."""
     import gc
 
     import numpy as np
@@ -185,28 +196,31 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, n_queries: int,
     out["mirror_cache_mb"] = round(sum(Path(f"{p}.postings.npz").stat().st_size
                                        for p in db if Path(f"{p}.postings.npz").exists()) / 2**20, 1)
     out["rss_build_mb"] = peak_rss_mb()
-    out["baseline_numpy_topk"] = numpy_topk(n, dim, n_queries, seed)
     return out
 
 
-def numpy_topk(n: int, dim: int, n_queries: int, seed: int, k: int = 10) -> dict[str, Any]:
-    """Brute-force top-k over ``n`` random unit vectors: ``M @ q`` + argpartition."""
+def numpy_topk(n: int, dim: int, seed: int, k: int = 10) -> Callable[[dict[str, Any]], Any]:
+    """A brute-force top-k over ``n`` random unit vectors (``M @ q`` + argpartition);
+    the query vector is a random unit vector derived from the query's text."""
+    import zlib
+
     import numpy as np
 
     rng = np.random.default_rng(seed)
     m = rng.standard_normal((n, dim), dtype=np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
-    qs = rng.standard_normal((n_queries + WARMUP_QUERIES, dim), dtype=np.float32)
-    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
 
-    def top(q: np.ndarray) -> np.ndarray:
-        s = m @ q
+    def top(q: dict[str, Any]) -> Any:
+        v = np.random.default_rng(zlib.crc32(q["text"].encode())).standard_normal(dim).astype(np.float32)
+        v /= np.linalg.norm(v)
+        s = m @ v
         idx = np.argpartition(s, n - k)[n - k:] if n > k else np.arange(n)
         return idx[np.argsort(-s[idx])]
 
-    rows = [{"v": q} for q in qs]
-    stats, _ = time_queries(lambda r: top(r["v"]), rows[WARMUP_QUERIES:], rows[:WARMUP_QUERIES])
-    return {**stats, "dim": dim, "k": k, "vectors": "random unit float32"}
+    return top
+
+
+NUMPY_NOTE = "random unit float32 vectors, M @ q + argpartition, top 10"
 
 
 # -- search (fresh process) ----------------------------------------------------------------
@@ -236,19 +250,26 @@ def search_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
     qs = queries(n_queries, seed)
     warm = queries(warmup, seed + 1)
     out: dict[str, Any] = {"cold": cold}
-    for mode in ("scan", "full"):
-        stats, hits = time_queries(
-            lambda q: brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q)), qs, warm)
-        out[f"{mode}_fts"] = {**stats, "hits_per_query": round(hits / len(qs), 2)}
-    out["rss_mb"] = peak_rss_mb()  # before the baseline's connections and the captures
-    out["baseline_fts5"] = fts5_baseline(workdir, qs, warm)
+    baseline, close = fts5_baseline(workdir)
+    try:
+        out.update(time_interleaved({
+            "scan_fts": lambda q: brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q)),
+            "full_fts": lambda q: brain.search_intelligent(q["text"], mode="full", **query_kwargs(q)),
+            "baseline_fts5": baseline}, qs, warm))
+    finally:
+        close()
+    out["baseline_fts5"]["note"] = FTS5_NOTE
+    out["rss_mb"] = peak_rss_mb()  # before the captures
     out["capture"] = capture_latency(brain.manager, captures, seed)
     brain.close()
     return out
 
 
-def fts5_baseline(workdir: Path, qs: list[dict[str, Any]], warm: list[dict[str, Any]]) -> dict[str, Any]:
-    """One raw ``bm25()`` statement per tier file per query, through plain sqlite3."""
+FTS5_NOTE = "3 tier files, LIMIT 30 each, no filters, OR of the query terms"
+
+
+def fts5_baseline(workdir: Path) -> tuple[Callable[[dict[str, Any]], Any], Callable[[], None]]:
+    """(query function, close): one raw ``bm25()`` statement per tier file, plain sqlite3."""
     from tiervault.vault.query import match_expression, query_terms
     from tiervault.vault.schema import FTS_WEIGHTS
 
@@ -263,13 +284,11 @@ def fts5_baseline(workdir: Path, qs: list[dict[str, Any]], warm: list[dict[str, 
                 rows.extend(c.execute(sql, (expr,)).fetchall())
         return rows
 
-    try:
-        stats, hits = time_queries(run, qs, warm)
-    finally:
+    def close() -> None:
         for c in conns:
             c.close()
-    return {**stats, "hits_per_query": round(hits / len(qs), 2),
-            "note": "3 tier files, LIMIT 30 each, no filters, OR of the query terms"}
+
+    return run, close
 
 
 def capture_latency(manager: Any, n: int, seed: int) -> dict[str, Any]:
@@ -281,8 +300,10 @@ def capture_latency(manager: Any, n: int, seed: int) -> dict[str, Any]:
     rows = list(generate(n + CAPTURE_WARMUP, seed + 1000, duplicate_fraction=0).entries())
     entries = [Entry.from_dict({**d, "id": f"cap{seed}-{i:05d}-{d['id']}"[:100]})
                for i, d in enumerate(rows)]
-    stats, _ = time_queries(lambda e: [manager.capture(e, "agent")], entries[CAPTURE_WARMUP:],
-                            entries[:CAPTURE_WARMUP])
+    rows_e = [{"entry": e} for e in entries]
+    stats = time_interleaved({"capture": lambda r: [manager.capture(r["entry"], "agent")]},
+                             rows_e[CAPTURE_WARMUP:], rows_e[:CAPTURE_WARMUP])["capture"]
+    stats.pop("hits_per_query")
     return {**stats, "tier": "agent"}
 
 
@@ -310,9 +331,11 @@ def backfill_vectors(manager: Any, workdir: Path, dim: int) -> dict[str, Any]:
             "failed": sum(c["failed"] + c["pending"] for c in counts.values())}
 
 
-def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, n_queries: int,
-                 seed: int, dim: int, captures: int, warmup: int = WARMUP_QUERIES) -> dict[str, Any]:
-    """Cold open + first hybrid query, hybrid latencies, RSS, capture with embed-on-write."""
+def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, entries: int,
+                 n_queries: int, seed: int, dim: int, captures: int,
+                 warmup: int = WARMUP_QUERIES) -> dict[str, Any]:
+    """Cold open + first hybrid query, hybrid latencies, RSS, the NumPy baseline paired
+    with hybrid scans, then capture with embed-on-write."""
     t_imp = time.perf_counter()
     from tiervault.brain.brain import Brain
 
@@ -320,10 +343,18 @@ def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
     try:
         brain = Brain.open(workdir / "agent-hybrid.yaml")  # attaches the embeddings runtime
     except ImportError as exc:
-        return {"available": False, "reason": f"not available: the embeddings runtime cannot be "
-                                              f"imported ({exc})"}
-    if brain.vectors is None:
-        raise RuntimeError("Brain.open did not attach the embeddings runtime (see stderr)")
+        brain, why = None, f"not available: the embeddings runtime cannot be imported ({exc})"
+    else:
+        why = None if brain.vectors is not None else \
+            "Brain.open did not attach the embeddings runtime (see the warning on stderr)"
+    from bench.corpus import queries
+
+    if brain is None or brain.vectors is None:
+        qs, warm = queries(n_queries, seed), queries(warmup, seed + 1)
+        top = numpy_topk(entries, dim, seed)
+        base = time_interleaved({"baseline_numpy_topk": top}, qs, warm)["baseline_numpy_topk"]
+        return {"available": False, "reason": why, "baseline_numpy_topk": {**base, "dim": dim,
+                                                                            "note": NUMPY_NOTE}}
     manager, runtime = brain.manager, brain.vectors
     t_query = time.perf_counter()
     first = brain.search_intelligent(first_query["text"], mode="scan", explain=True,
@@ -338,15 +369,20 @@ def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
                  "open_ms": round((t_query - t_open) * 1e3, 1),
                  "first_query_ms": round((t_end - t_query) * 1e3, 1),
                  "total_ms": round((t_end - t_start) * 1e3, 1)}}
-    from bench.corpus import queries
 
-    qs = queries(n_queries, seed)
-    warm = queries(warmup, seed + 1)
-    for mode in ("scan", "full"):
-        stats, hits = time_queries(
-            lambda q: brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q)), qs, warm)
-        out[f"{mode}_hybrid"] = {**stats, "hits_per_query": round(hits / len(qs), 2)}
-    out["rss_mb"] = peak_rss_mb()
+    qs, warm = queries(n_queries, seed), queries(warmup, seed + 1)
+
+    def search(mode: str) -> Callable[[dict[str, Any]], Any]:
+        return lambda q: brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
+
+    out.update(time_interleaved({"scan_hybrid": search("scan"), "full_hybrid": search("full")},
+                                qs, warm))
+    out["rss_mb"] = peak_rss_mb()  # before the NumPy baseline's matrix exists
+    # The NumPy baseline, paired query by query with another pass of hybrid scans.
+    paired = time_interleaved({"scan_hybrid": search("scan"),
+                               "baseline_numpy_topk": numpy_topk(entries, dim, seed)}, qs, warm)
+    out["baseline_numpy_topk"] = {**paired["baseline_numpy_topk"], "dim": dim, "note": NUMPY_NOTE}
+    out["scan_hybrid_paired"] = paired["scan_hybrid"]
     out["capture_embed_on_write"] = capture_latency(manager, captures, seed + 1)
     brain.close()
     return out
@@ -357,13 +393,14 @@ def main_worker(phase: str, params: dict[str, Any], t_start: float) -> dict[str,
     workdir = Path(params["workdir"])
     if phase == "build":
         return build_phase(params["entries"], params["seed"], workdir, dim=params["dim"],
-                           n_queries=params["queries"], jsonl=params["jsonl"])
+                           jsonl=params["jsonl"])
     if phase == "search":
         return search_phase(t_start, workdir, params["first_query"], n_queries=params["queries"],
                             seed=params["seed"], captures=params["captures"],
                             warmup=params.get("warmup", WARMUP_QUERIES))
     if phase == "hybrid":
-        out = hybrid_phase(t_start, workdir, params["first_query"], n_queries=params["queries"],
+        out = hybrid_phase(t_start, workdir, params["first_query"], entries=params["entries"],
+                           n_queries=params["queries"],
                            seed=params["seed"], dim=params["dim"], captures=params["captures"],
                            warmup=params.get("warmup", WARMUP_QUERIES))
         out.setdefault("rss_mb", peak_rss_mb())

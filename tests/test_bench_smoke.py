@@ -36,7 +36,8 @@ def test_bench_run_writes_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = _run([str(ROOT / "bench" / "run.py"), "--entries", "300", "--queries", "20",
                  "--captures", "5", "--warmup", "3", "--vectors", "32", "--no-jsonl",
-                 "--json", str(out), "--workdir", str(tmp_path / "work")], tmp_path)
+                 "--json", str(out), "--plot", str(tmp_path / "latency.png"),
+                 "--workdir", str(tmp_path / "work")], tmp_path)
     result = json.loads(out.read_text())
     assert {"cpu", "cores", "load_avg_start"} <= set(result["machine"])
     (size,) = result["sizes"]
@@ -53,7 +54,9 @@ def test_bench_run_writes_every_figure(tmp_path: Path) -> None:
     assert size["vectors"]["embedded"] == 300 and size["vectors"]["failed"] == 0
     assert size["baseline_numpy_topk"]["dim"] == 32
     assert size["scan_fts"]["hits_per_query"] > 0 and size["baseline_fts5"]["hits_per_query"] > 0
+    assert all(v > 0 for v in size["ratios"].values()), size["ratios"]
     assert not (tmp_path / "work" / "n300").exists()  # tier files removed without --keep
+    assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = proc.stdout
     assert "| metric | 300 |" in table and "search_intelligent scan, FTS-only" in table
 
