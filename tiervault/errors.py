@@ -93,7 +93,10 @@ class TierError(TierVaultError):
     def __init__(self, tier: str, path: str, message: str) -> None:
         self.tier = tier
         self.path = path
-        super().__init__(f"tier {tier!r} ({path}): {message}")
+        prefix = f"tier {tier!r} ({path}): "
+        # Re-raising a recorded problem must not repeat the prefix.
+        self.reason = message[len(prefix):] if message.startswith(prefix) else message
+        super().__init__(prefix + self.reason)
 
 
 class TierUnavailable(TierError):

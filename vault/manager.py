@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from tiervault.errors import EntryNotFound, StorageError, TierUnavailable, ValidationError
+from tiervault.errors import EntryNotFound, QueryError, StorageError, TierUnavailable, ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
@@ -305,6 +305,8 @@ class VaultManager:
         """
         if not isinstance(limit, int) or limit < 1 or limit > 10_000:
             raise ValidationError("limit", f"{limit!r} must be an integer from 1 to 10000")
+        if not isinstance(query, str):
+            raise QueryError("query", f"expected a string, got {type(query).__name__}")
         filters = filters or Filters()
         lq = self.lexical_query(query, tiers)
         pool: list[tuple[float, int, str, int]] = []  # (-score, tier rank, tier, slot)
