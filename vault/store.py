@@ -13,6 +13,7 @@ import json
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -510,6 +511,27 @@ class TierStore:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"))
                    if p.exists())
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection | None]:
+        """One read transaction: every query inside sees the same committed state.
+
+        Yields None for a tier whose file does not exist yet.
+        """
+        conn = self._reader()
+        if conn is None:
+            yield None
+            return
+        with self._lock:
+            try:
+                conn.execute("BEGIN")
+                yield conn
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StorageError(f"tier {self.name!r} ({self.path}): {exc}") from exc
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
     def mirror_rows(self, since_gen: int) -> tuple[int, list[tuple], list[int]]:
         """(generation, rows written after ``since_gen``, rowids deleted after it).
 
@@ -517,24 +539,16 @@ class TierStore:
         Row layout: rowid, id, content_hash, type, domain, severity, origin,
         valid_from, valid_until, title, description, context, tags.
         """
-        conn = self._reader()
-        if conn is None:
-            return 0, [], []
-        with self._lock:
-            try:
-                conn.execute("BEGIN")
-                gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
-                rows = conn.execute(
-                    "SELECT rowid, id, content_hash, type, domain, severity, origin, valid_from, "
-                    "valid_until, title, description, context, tags FROM entries "
-                    "WHERE gen > ? ORDER BY rowid", (since_gen,)).fetchall()
-                dead = [r[0] for r in conn.execute(
-                    "SELECT row FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen >= 0 else []
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StorageError(f"tier {self.name!r} ({self.path}): {exc}") from exc
+        with self.snapshot() as conn:
+            if conn is None:
+                return 0, [], []
+            gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
+            rows = conn.execute(
+                "SELECT rowid, id, content_hash, type, domain, severity, origin, valid_from, "
+                "valid_until, title, description, context, tags FROM entries "
+                "WHERE gen > ? ORDER BY rowid", (since_gen,)).fetchall()
+            dead = [r[0] for r in conn.execute(
+                "SELECT row FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen >= 0 else []
         return gen, rows, dead
 
     def uid(self) -> str:

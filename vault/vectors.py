@@ -136,22 +136,14 @@ class TierVectors:
 
         One snapshot. ``since_gen = -1`` loads everything (and reports no deletions).
         """
-        conn = self.store._reader()
-        if conn is None:
-            return 0, [], np.zeros((0, 0), dtype=np.float32), []
-        with self.store._lock:
-            try:
-                conn.execute("BEGIN")
-                gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
-                rows = conn.execute("SELECT entry_id, dim, vector FROM entry_vectors WHERE model = ? "
-                                    "AND gen > ? ORDER BY rowid", (model, since_gen)).fetchall()
-                dead = [r[0] for r in conn.execute(
-                    "SELECT entry_id FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen >= 0 else []
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StorageError(f"tier {self.store.name!r}: reading vectors failed: {exc}") from exc
+        with self.store.snapshot() as conn:
+            if conn is None:
+                return 0, [], np.zeros((0, 0), dtype=np.float32), []
+            gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
+            rows = conn.execute("SELECT entry_id, dim, vector FROM entry_vectors WHERE model = ? "
+                                "AND gen > ? ORDER BY rowid", (model, since_gen)).fetchall()
+            dead = [r[0] for r in conn.execute(
+                "SELECT entry_id FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen >= 0 else []
         if not rows:
             return gen, [], np.zeros((0, 0), dtype=np.float32), dead
         dim = rows[0][1]
