@@ -110,6 +110,13 @@ def time_interleaved(fns: dict[str, Callable[[dict[str, Any]], Any]], qs: list[d
                    "hits_per_query": round(hits[name] / max(len(qs), 1), 2)} for name in fns}
 
 
+def progress(msg: str) -> None:
+    """A progress line on stderr (the parent passes it through)."""
+    import sys
+
+    print(f"    {msg}", file=sys.stderr, flush=True)
+
+
 def _dir_bytes(paths: list[Path]) -> int:
     total = 0
     for p in paths:
@@ -154,6 +161,7 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
                 written += report.written
         dt = time.perf_counter() - t0
         imp.update(jsonl_s=round(dt, 2), jsonl_rate=round(written / dt, 1))
+        progress(f"JSONL import end to end: {written:,} entries in {dt:.1f} s")
         shutil.rmtree(workdir / "e2e")
         shutil.rmtree(src)
     # Store-only: entries validated before the clock starts.
@@ -167,6 +175,7 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
             written += manager.capture_many(entries[t], t)
         dt = time.perf_counter() - t0
         imp.update(store_s=round(dt, 2), store_rate=round(written / dt, 1), rows=written)
+        progress(f"store-only import: {written:,} entries in {dt:.1f} s")
         del entries
         links = corpus.links_by_tier()
         t0 = time.perf_counter()
@@ -187,6 +196,8 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
             manager.store(t).postings()
             build[t] = round(time.perf_counter() - t0, 2)
         out["mirror_build_s"] = {**build, "total": round(sum(build.values()), 2)}
+        progress(f"links: {n_links:,} in {imp['links_s']:.1f} s; first mirror build "
+                 f"{out['mirror_build_s']['total']:.1f} s; embedding every entry ...")
         out["vectors"] = backfill_vectors(manager, workdir, dim)
     del corpus
     gc.collect()

@@ -85,10 +85,11 @@ def run_phase(phase: str, params: dict[str, Any], timeout: float = PHASE_TIMEOUT
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_phase", phase,
            "--_params", json.dumps(params)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    # stderr passes through: progress lines of long phases, and tracebacks, show as they come.
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
-        raise RuntimeError(f"bench phase {phase!r} failed (exit {proc.returncode}):\n"
-                           f"{proc.stderr[-4000:]}")
+        raise RuntimeError(f"bench phase {phase!r} failed (exit {proc.returncode}); "
+                           "its traceback is above")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
