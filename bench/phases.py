@@ -131,8 +131,6 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
     """Generate, import (JSONL end to end, then store-only), link, build mirrors, embed."""
     import gc
 
-    import numpy as np
-
     from bench.corpus import generate, write_jsonl
     from tiervault.vault.entry import Entry
     from tiervault.vault.jsonl import import_lines
