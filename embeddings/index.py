@@ -104,6 +104,7 @@ class VectorIndex:
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
         self._lock = threading.RLock()
         self._n = 0
+        self.version = 0  # bumped by every upsert/remove: lets callers cache id -> row maps
         self._exact = np.zeros((capacity, dim), dtype=np.float32)
         self._ids = np.empty(capacity, dtype=object)
         # id -> row; None until first needed after a trusted build (hashing 1M ids
@@ -204,6 +205,12 @@ class VectorIndex:
         for arr in (self._codes, self._scale, self._half):
             total += arr.nbytes if arr is not None else 0
         return total
+
+    def rows_of(self, ids: Sequence[str]) -> np.ndarray:
+        """Row of each id, aligned with ``ids`` (-1 where the id has no vector)."""
+        get = self._row.get
+        with self._lock:
+            return np.fromiter((get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
 
     def rows_for(self, ids: Iterable[str]) -> np.ndarray:
         """Current rows of ``ids`` (unknown ids skipped), for an ``allowed`` filter."""
@@ -308,6 +315,7 @@ class VectorIndex:
                 self._n += 1
             rows = np.fromiter((row_of[i] for i in ids), dtype=np.int64, count=len(ids))
             self._exact[rows] = unit
+            self.version += 1
             self._encode_rows_at(rows, unit)
 
     def remove(self, ids: Iterable[str]) -> int:
@@ -333,6 +341,7 @@ class VectorIndex:
                 self._ids[last] = None
                 self._n = last
                 removed += 1
+            self.version += 1
         return removed
 
     # -- internals -----------------------------------------------------------------------------

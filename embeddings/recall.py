@@ -78,6 +78,9 @@ class _TierState:
     saved_rows: int = 0  # rows caught up since the cache was written
     broken: str | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # Index row of each mirror slot (-1: dead slot or no vector), cached until either changes.
+    slot_rows: np.ndarray | None = None
+    slot_rows_key: tuple | None = None
 
 
 class VectorRecall:
@@ -115,7 +118,7 @@ class VectorRecall:
                 if index is None or len(index) == 0:
                     continue
                 _check_dim(index, q)
-                allowed = allowed_rows(tier.store, index, filters)
+                allowed = allowed_rows(tier.store, index, filters, state)
                 ids, cos = index.search(q, k, allowed=allowed)
             hits.extend((-float(c) * tier.weight, rank, str(i), tier.name, float(c)) for i, c in zip(ids, cos))
         hits.sort(key=lambda h: (h[0], h[1]))
@@ -297,25 +300,31 @@ def _remove_stale_matrices(ids_path: Path, base: str, ours: Path) -> None:
             pass
 
 
-def allowed_rows(store: Any, index: VectorIndex, filters: Filters) -> np.ndarray | None:
-    """The pre-filter for ``index``: allowed row numbers, a boolean row mask, or None
-    when every entry passes.
+def allowed_rows(store: Any, index: VectorIndex, filters: Filters,
+                 state: _TierState | None = None) -> np.ndarray | None:
+    """The pre-filter for ``index``: a boolean row mask, or None when every row passes.
 
-    Uses the tier's postings mask (slot -> id) and the index's id -> row map,
-    looking up whichever side is smaller: the allowed entries, or the refused ones.
+    The tier's postings mask says which entries (slots) pass; the slot -> row map
+    turns it into rows. That map is cached in ``state`` until the mirror or the
+    index changes, so a query costs a few vector operations, not id look-ups.
     """
     p = store.postings()
-    mask = p.mask(filters)
-    allowed = np.flatnonzero(mask)
-    ids = p.ids
-    if allowed.size <= len(index) // 2:
-        return index.rows_for([ids[s] for s in allowed.tolist()])
-    refused = np.flatnonzero(p.alive & ~mask)
-    if refused.size == 0:
-        return None  # nothing refused (the usual unfiltered query): no id look-ups at all
-    rows = np.ones(len(index), dtype=bool)
-    rows[index.rows_for([ids[s] for s in refused.tolist()])] = False
-    return rows
+    key = (id(p), p.gen, len(p.ids), index.version, len(index))
+    if state is not None and state.slot_rows_key == key:
+        slot_rows = state.slot_rows
+    else:
+        slot_rows = index.rows_of(p.ids)
+        slot_rows[~p.alive] = -1  # an updated entry's old slot shares its id
+        if state is not None:
+            state.slot_rows, state.slot_rows_key = slot_rows, key
+    assert slot_rows is not None
+    rows = slot_rows[p.mask(filters)]
+    rows = rows[rows >= 0]
+    if rows.size == len(index):
+        return None  # every vector passes (the usual unfiltered query)
+    allowed = np.zeros(len(index), dtype=bool)
+    allowed[rows] = True
+    return allowed
 
 
 def _query(query_vec: np.ndarray) -> np.ndarray:

@@ -543,10 +543,16 @@ class TierStore:
             if conn is None:
                 return 0, [], []
             gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
-            rows = conn.execute(
-                "SELECT rowid, id, content_hash, type, domain, severity, origin, valid_from, "
-                "valid_until, title, description, context, tags FROM entries "
-                "WHERE gen > ? ORDER BY rowid", (since_gen,)).fetchall()
+            columns = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
+                       "valid_until, title, description, context, tags")
+            if since_gen < 0:
+                rows = conn.execute(f"SELECT {columns} FROM entries ORDER BY rowid").fetchall()
+            else:
+                # Through the gen index: a catch-up reads only what changed (ORDER BY rowid
+                # would make SQLite walk the whole table instead).
+                rows = sorted(conn.execute(
+                    f"SELECT {columns} FROM entries INDEXED BY entries_gen WHERE gen > ?",
+                    (since_gen,)).fetchall())
             dead = [r[0] for r in conn.execute(
                 "SELECT row FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen >= 0 else []
         return gen, rows, dead

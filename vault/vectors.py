@@ -140,8 +140,10 @@ class TierVectors:
             if conn is None:
                 return 0, [], np.zeros((0, 0), dtype=np.float32), []
             gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
-            rows = conn.execute("SELECT entry_id, dim, vector FROM entry_vectors WHERE model = ? "
-                                "AND gen > ? ORDER BY rowid", (model, since_gen)).fetchall()
+            # The (model, gen) index keeps a catch-up proportional to what changed.
+            rows = conn.execute("SELECT entry_id, dim, vector FROM entry_vectors INDEXED BY "
+                                "entry_vectors_gen WHERE model = ? AND gen > ? ORDER BY gen, entry_id",
+                                (model, since_gen)).fetchall()
             dead = [r[0] for r in conn.execute(
                 "SELECT entry_id FROM tombstones WHERE gen > ?", (since_gen,))] if since_gen >= 0 else []
         if not rows:

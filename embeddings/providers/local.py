@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import ExitStack
+
 from importlib import resources
 from pathlib import Path
 from typing import Any
