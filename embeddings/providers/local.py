@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-
 from importlib import resources
 from pathlib import Path
 from typing import Any
