@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["add_json", "settings_from", "manager_from", "print_json", "split_list"]
+__all__ = ["add_json", "settings_from", "manager_from", "print_json", "split_list", "print_errors"]
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
@@ -45,3 +45,11 @@ def split_list(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def print_errors(errors: list[str], *, prefix: str = "", noun: str = "problems", shown: int = 50) -> None:
+    """The first ``shown`` errors on stderr, one per line, then how many more there were."""
+    for error in errors[:shown]:
+        print(f"tiervault: {prefix}{error}", file=sys.stderr)
+    if len(errors) > shown:
+        print(f"tiervault: ... and {len(errors) - shown} more {noun}", file=sys.stderr)

@@ -10,7 +10,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from tiervault.cli.common import add_json, manager_from, print_json
+from tiervault.cli.common import add_json, manager_from, print_errors, print_json
 from tiervault.cli.progress import Progress
 from tiervault.errors import ConfigError
 
@@ -100,10 +100,7 @@ def cmd_import_md(args: argparse.Namespace) -> int:
         with Progress("import-md", total=total, unit="files") as progress:
             report = import_folder(manager, args.tier, root, prune=args.prune,
                                    on_progress=progress.update_to)
-    for error in report.errors[:50]:
-        print(f"tiervault: {error}", file=sys.stderr)
-    if len(report.errors) > 50:
-        print(f"tiervault: ... and {len(report.errors) - 50} more problems", file=sys.stderr)
+    print_errors(report.errors)
     if args.json:
         print_json(report.as_dict())
     else:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tiervault.cli.common import add_json, manager_from, print_json, split_list
+from tiervault.cli.common import add_json, manager_from, print_errors, print_json, split_list
 from tiervault.cli.progress import Progress
 from tiervault.errors import ValidationError
 
@@ -121,10 +121,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         with Progress("import", unit="entries") as progress:
             report = import_lines(manager, args.tier, fh, strict=args.strict,
                                   on_progress=progress.update_to)
-    for error in report.errors[:50]:
-        print(f"tiervault: {args.file}: {error}", file=sys.stderr)
-    if len(report.errors) > 50:
-        print(f"tiervault: ... and {len(report.errors) - 50} more bad lines", file=sys.stderr)
+    print_errors(report.errors, prefix=f"{args.file}: ", noun="bad lines")
     summary = (f"imported {report.written} into {args.tier}: {report.unchanged} unchanged, "
                f"{report.links} links, {len(report.errors)} skipped")
     if args.json:
