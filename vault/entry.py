@@ -111,7 +111,7 @@ def check_text(name: str, value: Any, limit: int = MAX_TEXT_CHARS) -> str:
         raise ValidationError(name, "contains a NUL byte")
     if len(value) > limit:
         raise ValidationError(name, f"is {len(value)} characters; the limit is {limit}")
-    if _SURROGATE.search(value):
+    if not value.isascii() and _SURROGATE.search(value):  # ASCII cannot hold one (O(1) check)
         raise ValidationError(name, "contains a lone surrogate (not valid Unicode text)")
     return value
 
@@ -281,17 +281,20 @@ _FIELD_NAMES = frozenset(f.name for f in fields(Entry))
 def _content_hash(values: Mapping[str, Any]) -> str:
     """sha256 of the content fields: whitespace folded, case folded, lists sorted.
 
-    Fields are joined with control separators that validation keeps out of
-    every field, so distinct contents cannot collide by concatenation.
+    Fields are joined with NUL, which validation keeps out of every field, so
+    distinct contents cannot collide by concatenation; whitespace is folded over
+    the joined text in one pass (the NUL separators survive it).
     """
     parts = []
     for name in _CONTENT_FIELDS:
         value = values[name]
         if isinstance(value, tuple):
-            parts.append("\x1e".join(sorted(v.casefold() for v in value)))
-        else:
-            parts.append(" ".join(value.split()).casefold())
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+            value = "\x1e".join(sorted(v.casefold() for v in value))
+        parts.append(value)
+    text = " ".join(" \x00 ".join(parts).split()).casefold()
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 _TIME_FIELDS = frozenset({"valid_from", "valid_until", "created_at", "updated_at"})
 
 
