@@ -13,8 +13,10 @@ Link types:
   its best match). Contradictions touching the result set are reported under
   ``explain.contradicts`` so the caller can see them.
 
-A seed scores only when another seed links to it (it is then 1 hop from that
-seed); being a seed earns nothing, its relevance is already counted.
+Seeds themselves earn nothing, even when linked to each other: their
+relevance is already counted, and letting linked seeds lift each other would
+put a cluster of related, weaker matches above a better-matching entry that
+happens to have no links. The boost goes to the neighbours seeds pull in.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ MAX_FRONTIER = 200  # hop-1 nodes whose own links are read (bounds the second qu
 
 @dataclass(slots=True)
 class GraphHops:
-    """Shortest positive hop count (1 or 2) from the nearest *other* seed, per entry id."""
+    """Shortest positive hop count (1 or 2) from the seeds, per non-seed entry id."""
 
     hops: dict[str, int] = field(default_factory=dict)
     contradicts: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -67,15 +69,16 @@ def graph_hops(manager, seeds: Sequence[str]) -> GraphHops:
             adj[k] |= v
         for k, v in more_contra.items():
             contra[k] |= v
+    seed_set = set(seeds)
     for seed in seeds:
         for n1 in adj.get(seed, ()):
-            if n1 != seed and out.hops.get(n1, 3) > 1:
+            if n1 not in seed_set and out.hops.get(n1, 3) > 1:
                 out.hops[n1] = 1
         for n1 in adj.get(seed, ()):
             if n1 not in hop1 and n1 not in seeds:
                 continue  # beyond the frontier bound: its links were not read
             for n2 in adj.get(n1, ()):
-                if n2 != seed and out.hops.get(n2, 3) > 2:
+                if n2 not in seed_set and out.hops.get(n2, 3) > 2:
                     out.hops[n2] = 2
     out.contradicts = contra
     return out

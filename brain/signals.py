@@ -133,9 +133,8 @@ def domain_match(query_domain: str | None, domains: Sequence[str]) -> np.ndarray
 
 def graph_proximity(hops: np.ndarray) -> np.ndarray:
     """1 / (hops + 1) for an entry 1 or 2 positive link hops from a seed (1 hop -> 0.5,
-    2 hops -> 1/3), else 0. ``hops`` holds the shortest hop count (0 = the entry is
-    a seed itself and not linked from another seed, -1 = unreachable): seeds earn
-    nothing for being seeds, their relevance is already in the other signals.
+    2 hops -> 1/3), else 0. ``hops`` holds the shortest hop count (-1 = unreachable
+    or a seed): seeds earn nothing, their relevance is already in the other signals.
     Which links count as hops (``contradicts`` does not) is decided by
     :mod:`tiervault.brain.graph`."""
     h = np.asarray(hops)

@@ -200,13 +200,17 @@ def test_graph_proximity_across_tiers_and_link_types(manager):
 def test_contradicting_entry_found_by_search_gets_no_boost(manager):
     manager.capture_many(filler(40))
     manager.capture(E(id="a", title="Retry payments with backoff", description="Backoff retries."))
-    manager.capture(E(id="b", title="Never retry payments", description="Retries double charge."))
-    manager.capture(E(id="c", title="Payment retry budget", description="Cap retries."))
+    manager.capture(E(id="b", title="Never do that", description="It double charges."))
+    manager.capture(E(id="c", title="Budget caps", description="Cap the attempts."))
+    manager.capture(E(id="d", title="Payment retry budget", description="Cap retries."))
     manager.link("a", "b", "contradicts")
     manager.link("a", "c", "supports")
+    manager.link("a", "d", "supports")  # d is a seed too: linked seeds do not lift each other
     rows = by_id(brain(manager).search_intelligent("retry payments", mode="full"), "entry")
-    assert rows["b"]["breakdown"]["graphProximity"] == 0.0
+    assert "b" not in rows  # a contradiction pulls nothing in and boosts nothing
     assert rows["c"]["breakdown"]["graphProximity"] == 0.5
+    assert rows["d"]["breakdown"]["graphProximity"] == 0.0
+    assert rows["a"]["breakdown"]["graphProximity"] == 0.0
 
 
 def test_graph_neighbours_respect_filters(manager):

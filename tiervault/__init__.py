@@ -6,6 +6,7 @@ searches them all with federated BM25 over FTS5, and the Brain
 ``search_intelligent``. See README.md for the CLI and the Python API.
 """
 
+from tiervault.brain import Brain
 from tiervault.config import Settings, load_settings
 from tiervault.errors import (
     ConfigError,
@@ -24,6 +25,7 @@ from tiervault.vault import Entry, Filters, TierStore, VaultManager
 __version__ = "0.1.0"
 
 __all__ = [
+    "Brain",
     "Entry",
     "Filters",
     "TierStore",
