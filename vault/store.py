@@ -22,9 +22,10 @@ import numpy as np
 
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, TierUnavailable, ValidationError
 from tiervault.vault.connection import open_tier_connection, write_transaction
-from tiervault.vault.entry import FEEDBACK_ACTIONS, LINK_TYPES, MAX_ID_CHARS, Entry, check_text
+from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
 from tiervault.vault.filters import Filters
-from tiervault.vault.query import MAX_QUERY_CHARS, match_expression
+from tiervault.vault.journal import JournalMixin, MemoryHit
+from tiervault.vault.query import match_expression
 from tiervault.vault.schema import FTS_WEIGHTS
 
 __all__ = ["TierStore", "Link", "TierHits", "MemoryHit", "ENTRY_COLUMNS"]
@@ -83,19 +84,6 @@ class TierHits:
         return cls([], np.zeros(0, dtype=np.float64))
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryHit:
-    """A session memory matched by a query; ``score`` is FTS5 bm25 (higher is better)."""
-
-    id: str
-    summary: str
-    context: str
-    topics: str
-    project: str
-    created_at: float
-    score: float
-
-
 def row_to_entry(row: Sequence[Any]) -> Entry:
     """A row in ENTRY_COLUMNS order -> Entry (trusted: it was validated on the way in)."""
     (eid, etype, domain, title, desc, ctx, example, counter, why, tags, applies,
@@ -144,7 +132,7 @@ def filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     return "".join(" AND " + p for p in parts), params
 
 
-class TierStore:
+class TierStore(JournalMixin):
     """One tier file. Thread-safe; every write is one atomic transaction.
 
     A missing file is an empty tier until the first write creates it
@@ -420,72 +408,6 @@ class TierStore:
     def link_count(self) -> int:
         rows = self._query("SELECT count(*) FROM links")
         return rows[0][0] if rows else 0
-
-    # -- memories -------------------------------------------------------------------
-    def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),
-                   project: str = "", created_at: float | None = None) -> str:
-        """Store one session memory; returns its generated id."""
-        import uuid
-
-        if not isinstance(summary, str) or not summary.strip():
-            raise ValidationError("summary", "is required and must not be blank")
-        for field_name, value in (("summary", summary), ("context", context), ("project", project)):
-            check_text(field_name, value)
-        if isinstance(topics, (list, tuple)) and all(isinstance(t, str) for t in topics):
-            topics = " ".join(topics)
-        topic_text = check_text("topics", topics)  # a string, or a list of strings
-        memory_id = "mem-" + uuid.uuid4().hex[:16]
-        with self._write():
-            self._conn.execute(  # type: ignore[union-attr]
-                "INSERT INTO memories(id, summary, context, topics, project, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (memory_id, summary, context, topic_text, project, created_at or time.time()))
-        return memory_id
-
-    def search_memories(self, terms: list[str], limit: int) -> list[MemoryHit]:
-        if not terms or self._reader() is None:
-            return []
-        rows = self._query(
-            "SELECT m.id, m.summary, m.context, m.topics, m.project, m.created_at, "
-            "-bm25(memories_fts) AS s FROM memories_fts JOIN memories m "
-            "ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?",
-            (match_expression(terms), limit))
-        return [MemoryHit(*r) for r in rows]
-
-    def memory_count(self) -> int:
-        rows = self._query("SELECT count(*) FROM memories")
-        return rows[0][0] if rows else 0
-
-    # -- feedback -------------------------------------------------------------------
-    def add_feedback(self, query: str, entry_id: str, action: str) -> None:
-        """Record one accept/modify/dismiss/fail; counters update in the same transaction."""
-        if action not in FEEDBACK_ACTIONS:
-            raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
-        check_text("query", query, MAX_QUERY_CHARS)
-        if not check_text("entry_id", entry_id, MAX_ID_CHARS):
-            raise ValidationError("entry_id", "is required")
-        with self._write():
-            conn = self._conn
-            assert conn is not None
-            conn.execute("INSERT INTO feedback(query, entry_id, action, created_at) VALUES (?, ?, ?, ?)",
-                         (query, entry_id, action, time.time()))
-            conn.execute("INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE "
-                         "SET value = CAST(value AS INTEGER) + 1", (f"feedback:{action}",))
-
-    def feedback_counts(self) -> dict[str, int]:
-        """{action: count} from running counters (O(1), no table scan)."""
-        rows = self._query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%'")
-        counts = {a: 0 for a in FEEDBACK_ACTIONS}
-        counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
-        return counts
-
-    def feedback_for(self, entry_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
-        """(entry_id, query, action, created_at) rows for these entries."""
-        if not entry_ids:
-            return []
-        return self._query(
-            "SELECT entry_id, query, action, created_at FROM feedback "
-            "WHERE entry_id IN (SELECT value FROM json_each(?))", (json.dumps(list(entry_ids)),))
 
     # -- maintenance ----------------------------------------------------------------
     def integrity_problems(self) -> list[str]:
