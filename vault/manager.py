@@ -312,15 +312,14 @@ class VaultManager:
         pool: list[tuple[float, int, str, int]] = []  # (-score, tier rank, tier, slot)
         chosen = [t for t in self.ordered(tiers) if t.name in lq.postings]  # a failed tier is out
         tier_of = {t.name: t for t in chosen}
+        masks = {t.name: lq.postings[t.name].mask(filters) for t in chosen}
         for rank, tier in enumerate(chosen):
-            p = lq.postings[tier.name]
             scores = lq.bm25[tier.name]
-            for slot in top_k(scores, limit, p.mask(filters) & (scores > 0)):
+            for slot in top_k(scores, limit, masks[tier.name] & (scores > 0)):
                 pool.append((-scores[slot] * tier.weight, rank, tier.name, int(slot)))
         # Dedup in priority order: the highest-priority tier holding the same id
         # (or the same content under another id) supplies the copy that is kept,
-        # provided that copy passes the filters too.
-        masks = {t.name: lq.postings[t.name].mask(filters) for t in chosen}
+        # provided that copy passes the filters too (``masks``).
         kept: list[list[Any]] = []
         taken: set[tuple[str, int]] = set()
         for neg, rank, name, slot in sorted(pool, key=lambda x: (x[1], x[0])):
