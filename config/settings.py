@@ -17,6 +17,7 @@ __all__ = [
     "Secret",
     "EmbeddingConfig",
     "TierConfig",
+    "redact_url",
     "BrainConfig",
     "Settings",
     "DEFAULT_TIER_WEIGHTS",
@@ -108,12 +109,45 @@ class EmbeddingConfig:
 
 @dataclass(frozen=True, slots=True)
 class TierConfig:
-    """One SQLite tier: ``agent``/``project``/``team`` or a named read-only source."""
+    """One tier: ``agent``/``project``/``team`` or a named read-only source.
+
+    Either ``path`` (an SQLite file) or ``url`` (``postgresql://...`` or
+    ``http(s)://...``, see :func:`tiervault.vault.backend.open_tier`). ``url`` and
+    ``token`` are :class:`Secret` (a URL may carry a password): print
+    :attr:`location`, which never shows either.
+    """
 
     name: str
-    path: Path
+    path: Path | None
     weight: float
     read_only: bool
+    url: "Secret | None" = None
+    token: "Secret | None" = None
+    schema: str | None = None
+
+    @property
+    def location(self) -> str:
+        """The path, or the URL with any password / query string replaced by ``***``."""
+        if self.url is not None:
+            return redact_url(self.url.reveal())
+        return str(self.path)
+
+
+def redact_url(url: str) -> str:
+    """``scheme://user:secret@host/db?password=x`` -> ``scheme://user:***@host/db?***``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+        query = "***" if parts.query else ""
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return "<unparseable url>"
 
 
 @dataclass(frozen=True, slots=True)

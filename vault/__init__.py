@@ -1,5 +1,6 @@
 """tiervault.vault: storage — entries, one SQLite file per tier, and their federation."""
 
+from tiervault.vault.backend import TierBackend, open_tier
 from tiervault.vault.entry import ENTRY_TYPES, FEEDBACK_ACTIONS, LINK_TYPES, ORIGINS, SEVERITIES, Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.manager import Candidates, LexicalQuery, Tier, VaultManager
@@ -13,6 +14,8 @@ __all__ = [
     "LINK_TYPES",
     "FEEDBACK_ACTIONS",
     "Filters",
+    "TierBackend",
+    "open_tier",
     "TierStore",
     "TierHits",
     "Link",

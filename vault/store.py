@@ -159,6 +159,11 @@ class TierStore(JournalMixin):
         return self._conn
 
     @property
+    def location(self) -> str:
+        """The tier file's path (for messages)."""
+        return str(self.path)
+
+    @property
     def exists(self) -> bool:
         """True once the tier file exists (a missing tier searches as empty)."""
         return self._reader() is not None

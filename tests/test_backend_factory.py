@@ -1,0 +1,58 @@
+"""open_tier: the backend chosen by the tier's configuration; secrets never shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiervault.config.settings import Secret, TierConfig, redact_url
+from tiervault.errors import ConfigError
+from tiervault.vault.backend import backend_kind, open_tier
+
+
+def _cfg(url: str | None = None, path: Path | None = None, token: str | None = None) -> TierConfig:
+    return TierConfig("team", path, 0.6, False, url=Secret(url) if url else None,
+                      token=Secret(token) if token else None)
+
+
+@pytest.mark.parametrize("url, kind", [
+    ("postgresql://u:pw@localhost/db", "postgres"),
+    ("postgres://u@localhost/db", "postgres"),
+    ("https://vault.example/tiers/team", "remote"),
+    ("http://127.0.0.1:8765/tiers/team", "remote"),
+])
+def test_url_scheme_chooses_the_backend(url, kind):
+    assert backend_kind(_cfg(url)) == kind
+
+
+def test_path_chooses_sqlite(tmp_path):
+    cfg = _cfg(path=tmp_path / "t.db")
+    assert backend_kind(cfg) == "sqlite"
+    store = open_tier(cfg)
+    try:
+        assert store.name == "team" and store.location == str(tmp_path / "t.db")
+    finally:
+        store.close()
+
+
+def test_unknown_scheme_is_a_config_error_naming_what_works():
+    with pytest.raises(ConfigError, match="postgresql://"):
+        backend_kind(_cfg("mysql://u:hunter2@h/db"))
+
+
+def test_neither_path_nor_url():
+    with pytest.raises(ConfigError, match="needs a path or a url"):
+        backend_kind(_cfg())
+
+
+def test_location_and_repr_never_show_the_password_or_token():
+    cfg = _cfg("postgresql://alice:hunter2@db.example/vault?sslpassword=s3cret", token="tok-123")
+    shown = f"{cfg.location} {cfg!r} {cfg}"
+    assert "hunter2" not in shown and "s3cret" not in shown and "tok-123" not in shown
+    assert cfg.location == "postgresql://alice:***@db.example/vault?***"
+
+
+def test_redact_url_keeps_a_url_without_secrets():
+    assert redact_url("https://vault.example/tiers/team") == "https://vault.example/tiers/team"
+    assert redact_url("postgresql://bob@h/db") == "postgresql://bob@h/db"

@@ -1,0 +1,248 @@
+"""Named rows that cross the storage boundary (defined once, used everywhere).
+
+Every value a :class:`~tiervault.vault.backend.TierBackend` hands to the upper
+layers (VaultManager, Brain, embeddings, CLI, MCP, HTTP server) is one of these
+types, never a positional tuple. Those that are ``NamedTuple`` stay cheap to
+build in bulk (the mirror catch-up reads 100,000s of them); callers read them by
+field name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, TypedDict
+
+import numpy as np
+
+__all__ = [
+    "LightRow",
+    "MirrorRow",
+    "Changes",
+    "TermStats",
+    "LexicalHit",
+    "Link",
+    "MemoryHit",
+    "FeedbackCounts",
+    "FeedbackRow",
+    "VectorRow",
+    "VectorChanges",
+    "VectorHit",
+    "EmbeddingStatus",
+    "TierStats",
+    "LIGHT_FIELDS",
+]
+
+
+class LightRow(NamedTuple):
+    """What the Brain's scan path needs of an entry, without its long text.
+
+    ``snippet`` is the first ``snippet_chars`` characters of the description;
+    ``chars`` is the total length of the text fields (title, description,
+    context, example, counter_example, why): a token estimate is ``chars / 4``.
+    ``tags`` is the space-separated tag text (as stored).
+    """
+
+    id: str
+    type: str
+    domain: str
+    severity: str
+    title: str
+    snippet: str
+    tags: str
+    created_at: float | None
+    updated_at: float | None
+    valid_from: float | None
+    valid_until: float | None
+    content_hash: str
+    chars: int
+
+
+#: LightRow field names, in order.
+LIGHT_FIELDS = LightRow._fields
+
+
+class MirrorRow(NamedTuple):
+    """One entry as the lexical mirror indexes it (the catch-up feed).
+
+    ``key`` is an integer the backend gives the stored row; it is stable while
+    the entry lives (an update keeps it) and is what :class:`Changes.deleted`
+    reports when the entry is deleted. The text fields are the five FTS columns.
+    """
+
+    key: int
+    id: str
+    content_hash: str
+    type: str
+    domain: str
+    severity: str
+    origin: str
+    valid_from: float | None
+    valid_until: float | None
+    title: str
+    description: str
+    context: str
+    tags: str
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed after a generation, read in one snapshot.
+
+    ``generation`` is the tier's generation the rows reflect (pass it back as
+    ``since`` next time); ``rows`` are entries written after ``since`` in
+    ascending ``key`` order; ``deleted`` are keys of rows deleted after it.
+    With ``since = -1``: every live row, and ``deleted`` is empty.
+    """
+
+    generation: int
+    rows: list[MirrorRow]
+    deleted: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class TermStats:
+    """A tier's BM25 statistics for the terms of one query.
+
+    ``n_docs``: live entries; ``total_len``: sum over them of the token count of
+    the five FTS columns (id, title, description, context, tags); ``df``: per
+    query term, in the order asked, the live entries containing it.
+    Federation adds them up (``a + b``): the sum is what one index holding every
+    tier would use, so each tier scores on one scale.
+    """
+
+    n_docs: int
+    total_len: float
+    df: tuple[int, ...]
+
+    @classmethod
+    def empty(cls, n_terms: int) -> "TermStats":
+        return cls(0, 0.0, (0,) * n_terms)
+
+    def __add__(self, other: "TermStats") -> "TermStats":
+        if len(self.df) != len(other.df):
+            raise ValueError("TermStats of different queries cannot be added")
+        return TermStats(self.n_docs + other.n_docs, self.total_len + other.total_len,
+                         tuple(a + b for a, b in zip(self.df, other.df)))
+
+    @property
+    def avg_len(self) -> float:
+        """Mean document length (1.0 for an empty corpus, as the scorer needs a positive value)."""
+        return self.total_len / self.n_docs if self.n_docs else 1.0
+
+    def idf(self) -> np.ndarray:
+        """FTS5's idf per term under these statistics."""
+        from tiervault.vault.scoring import fts5_idf
+
+        return fts5_idf(self.n_docs, np.asarray(self.df, dtype=np.float64))
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHit:
+    """One entry's lexical evidence for a query, scored with the statistics given.
+
+    ``score``: raw BM25 (FTS5's definition, field weights, k1 = 1.2, b = 0.75)
+    computed with the *global* :class:`TermStats` passed in, > 0 for a match.
+    ``tfidf``: cosine between the query's and the entry's TF-IDF vectors under
+    the tier's own TF-IDF model, in [0, 1] (0.0 when the backend has none).
+    ``passes``: whether the entry passes the filters of the call (True when no
+    filters were given).
+    """
+
+    id: str
+    content_hash: str
+    score: float
+    tfidf: float = 0.0
+    passes: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A typed edge between two entries; the target may live in another tier."""
+
+    source_id: str
+    target_id: str
+    link_type: str
+    note: str
+    created_at: float
+    tier: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """A session memory matched by a query; ``score`` is BM25 (higher is better)."""
+
+    id: str
+    summary: str
+    context: str
+    topics: str
+    project: str
+    created_at: float
+    score: float
+
+
+class FeedbackCounts(TypedDict):
+    """Running counters of feedback actions recorded in a tier."""
+
+    accepted: int
+    modified: int
+    dismissed: int
+    failed: int
+
+
+class FeedbackRow(NamedTuple):
+    """One recorded feedback action on an entry."""
+
+    entry_id: str
+    query: str
+    action: str
+    created_at: float
+
+
+class VectorRow(NamedTuple):
+    """A vector to store: the entry, the sha256 of the exact input embedded, the vector."""
+
+    entry_id: str
+    input_hash: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class VectorChanges:
+    """Vectors of one model written after a generation (one snapshot).
+
+    ``matrix`` is (len(ids), dim) float32 in ``ids`` order; ``deleted`` are ids
+    of entries deleted after ``since`` (empty when ``since = -1``).
+    """
+
+    generation: int
+    ids: list[str]
+    matrix: np.ndarray
+    deleted: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """An entry found by vector search: cosine similarity (unit vectors) to the query."""
+
+    id: str
+    score: float
+
+
+class EmbeddingStatus(NamedTuple):
+    """Embedding state of one entry for one model."""
+
+    state: str  # pending | ok | error
+    error: str
+    retries: int
+
+
+@dataclass(frozen=True, slots=True)
+class TierStats:
+    """Size of a tier. ``location`` is the path or the URL with secrets removed."""
+
+    location: str
+    exists: bool
+    entries: int
+    links: int
+    memories: int
+    bytes: int
