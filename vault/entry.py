@@ -29,6 +29,9 @@ __all__ = [
     "check_text",
     "parse_timestamp",
     "format_timestamp",
+    "valid_timestamp",
+    "MIN_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "slugify",
 ]
 
@@ -54,25 +57,57 @@ _CONTENT_FIELDS = ("type", "domain", "title", "description", "context", "example
                    "counter_example", "why", "tags", "applies_to", "severity")
 
 
+#: Timestamps are unix seconds whose UTC date lies in years 1..9999 (what ISO 8601 and
+#: Python's datetime can write back); anything else is refused at the model.
+MIN_TIMESTAMP = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
+MAX_TIMESTAMP = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc).timestamp()
+
+
+def valid_timestamp(ts: Any) -> bool:
+    """True for a finite float/int in the storable range (years 1..9999 UTC)."""
+    return (isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts)
+            and MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP)
+
+
+def _checked(ts: float, field_name: str, shown: Any) -> float:
+    if not math.isfinite(ts):
+        raise ValidationError(field_name, f"expected a finite timestamp, got {str(shown)[:60]!r}")
+    if not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
+        raise ValidationError(field_name, f"{str(shown)[:60]!r} is outside years 1-9999 (UTC); "
+                              "use ISO 8601 (2026-01-31T12:00:00Z) or unix seconds")
+    # Microsecond resolution, the resolution of the ISO form: a timestamp written out
+    # and read back is then the same float (export -> import reports it unchanged).
+    return round(float(ts), 6)
+
+
 def parse_timestamp(value: Any, field_name: str) -> float | None:
-    """ISO 8601 string, unix seconds (int/float/numeric string) or None -> unix seconds."""
+    """ISO 8601 string, unix seconds (int/float/numeric string) or None -> unix seconds.
+
+    The result is finite, within years 1..9999 in UTC and rounded to microseconds.
+    """
     if value is None or value == "":
         return None
     if isinstance(value, bool):
         raise ValidationError(field_name, f"expected a timestamp, got {value!r}")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise ValidationError(field_name, f"expected a finite timestamp, got {value!r}")
-        return float(value)
+        try:
+            return _checked(float(value), field_name, value)
+        except OverflowError:  # an int too large for a float
+            raise ValidationError(field_name, "is outside years 1-9999 (UTC)") from None
     if isinstance(value, datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return dt.timestamp()
+        try:
+            return _checked(dt.timestamp(), field_name, value.isoformat())
+        except (OverflowError, ValueError):
+            raise ValidationError(field_name, "is outside years 1-9999 (UTC)") from None
     if isinstance(value, str):
         text = value.strip()
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
             pass
+        else:
+            return _checked(number, field_name, value)
         try:
             dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
@@ -83,14 +118,23 @@ def parse_timestamp(value: Any, field_name: str) -> float | None:
             ) from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=timezone.utc)
-        return dt.timestamp()
+        try:
+            ts = dt.timestamp()
+        except (OverflowError, ValueError):
+            raise ValidationError(field_name, f"{value[:60]!r} is outside years 1-9999 (UTC)") from None
+        return _checked(ts, field_name, value)
     raise ValidationError(field_name, f"expected a timestamp, got {type(value).__name__}")
 
 
 def format_timestamp(ts: float | None) -> str | None:
-    """Unix seconds -> ISO 8601 UTC with a ``Z`` suffix (microseconds kept when present)."""
+    """Unix seconds -> ISO 8601 UTC with a ``Z`` suffix (microseconds kept when present).
+
+    Raises ValidationError for a value the model would refuse (see :func:`valid_timestamp`).
+    """
     if ts is None:
         return None
+    if not valid_timestamp(ts):
+        raise ValidationError("timestamp", f"{str(ts)[:40]} is not a storable timestamp")
     dt = datetime.fromtimestamp(ts, tz=timezone.utc)
     spec = "microseconds" if dt.microsecond else "seconds"
     return dt.isoformat(timespec=spec).replace("+00:00", "Z")

@@ -97,31 +97,62 @@ def _decoded(lines: Iterator[str]) -> Iterator[str]:
         yield text
 
 
+def _load(text: str) -> Any:
+    """json.loads, with nesting too deep for the parser as a JSONDecodeError-like error."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to be an entry") from None
+
+
+def _record_line(number: int, record: Any) -> ParsedLine:
+    try:
+        entry, links = parse_record(record)
+    except ValidationError as exc:
+        return ParsedLine(number, None, error=str(exc))
+    except RecursionError:
+        return ParsedLine(number, None, error="nested too deeply to be an entry")
+    return ParsedLine(number, entry, links)
+
+
+def _line(number: int, text: str) -> ParsedLine:
+    try:
+        record = _load(text)
+    except json.JSONDecodeError as exc:
+        return ParsedLine(number, None, error=f"invalid JSON: {exc.msg} (column {exc.colno})")
+    except ValueError as exc:
+        return ParsedLine(number, None, error=str(exc))
+    return _record_line(number, record)
+
+
 def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:
-    """Parse JSONL (blank lines skipped); a single JSON object spanning the input also works."""
+    """Parse JSONL (blank lines skipped), deciding line by line.
+
+    The input is taken as one JSON document (an object, or an array of objects,
+    possibly spread over several lines) only when the first non-blank line is not
+    valid JSON on its own *and* the whole input parses as one document; otherwise
+    every line stands alone and a bad line costs only itself.
+    """
     lines = _decoded(iter(stream))
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
+        first = _line(number, text)
+        if first.error is None or not text.lstrip().startswith(("{", "[")):
+            yield first
+            yield from (_line(n, t) for n, t in enumerate(lines, start=number + 1) if t.strip())
+            return
+        rest = [text, *lines]  # one document over several lines? (read into memory once)
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            if number == 1 and text.lstrip().startswith("{"):
-                rest = text + "".join(lines)
-                try:
-                    record = json.loads(rest)
-                except json.JSONDecodeError:
-                    yield ParsedLine(number, None, error=f"invalid JSON: {exc.msg} (column {exc.colno})")
-                    return
-            else:
-                yield ParsedLine(number, None, error=f"invalid JSON: {exc.msg} (column {exc.colno})")
-                continue
-        try:
-            entry, links = parse_record(record)
-        except ValidationError as exc:
-            yield ParsedLine(number, None, error=str(exc))
-            continue
-        yield ParsedLine(number, entry, links)
+            document = _load("".join(rest))
+        except ValueError:
+            yield first
+            yield from (_line(n, t) for n, t in enumerate(rest[1:], start=number + 1) if t.strip())
+            return
+        items = document if isinstance(document, list) else [document]
+        for i, record in enumerate(items):
+            yield _record_line(number + i if isinstance(document, list) else number, record)
+        return
 
 
 def entry_line(entry: Entry, links: Iterable[Any] = ()) -> str:
@@ -149,14 +180,23 @@ def import_lines(manager: Any, tier: str, stream: Iterable[str], *, strict: bool
     """
     manager.store(tier)  # fail early, before reading input, when the tier is unusable
     report = ImportReport()
-    pending_links: list[tuple[str, LinkSpec]] = []
+    # Links of the line that wins: a repeated id keeps the last line's entry AND links
+    # (never a union of both lines' links).
+    pending_links: dict[str, tuple[LinkSpec, ...]] = {}
+    first_line: dict[str, int] = {}
     parsed: Iterable[ParsedLine] = parse_lines(stream)
     if strict:
         parsed = list(parsed)
-        bad = [p for p in parsed if p.error]
+        bad = [f"line {p.line}: {p.error}" for p in parsed if p.error]
+        seen: dict[str, int] = {}
+        for p in parsed:
+            if p.entry is not None:
+                if p.entry.id in seen:
+                    bad.append(_duplicate(p, seen[p.entry.id]))
+                seen.setdefault(p.entry.id, p.line)
         if bad:
             report.read = len(parsed)
-            report.errors = [f"line {p.line}: {p.error}" for p in bad]
+            report.errors = bad
             raise ValidationError(
                 "input", f"{len(bad)} bad line(s), nothing imported; first: {report.errors[0]}")
     batch: list[Entry] = []
@@ -175,16 +215,27 @@ def import_lines(manager: Any, tier: str, stream: Iterable[str], *, strict: bool
             report.errors.append(f"line {item.line}: {item.error}")
             continue
         assert item.entry is not None
+        eid = item.entry.id
+        if eid in first_line:
+            report.errors.append(_duplicate(item, first_line[eid]))
+        first_line.setdefault(eid, item.line)
         batch.append(item.entry)
-        pending_links.extend((item.entry.id, link) for link in item.links)
+        pending_links[eid] = item.links
         if len(batch) >= batch_size:
             flush()
     if batch:
         flush()
-    for source, link in pending_links:
-        try:
-            manager.link(source, link.target, link.type, link.note, tier=tier)
-            report.links += 1
-        except (ValidationError, LookupError) as exc:
-            report.errors.append(f"link {source} -> {link.target}: {exc}")
+    for source, links in pending_links.items():
+        for link in links:
+            try:
+                manager.link(source, link.target, link.type, link.note, tier=tier)
+                report.links += 1
+            except (ValidationError, LookupError) as exc:
+                report.errors.append(f"link {source} -> {link.target}: {exc}")
     return report
+
+
+def _duplicate(item: ParsedLine, first: int) -> str:
+    assert item.entry is not None
+    return (f"line {item.line}: id {item.entry.id!r} was already on line {first}; "
+            "the last line wins (its fields and links)")

@@ -10,6 +10,7 @@ own ``bm25()`` — the durable index and the definition of the lexical score.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -22,13 +23,16 @@ import numpy as np
 
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, TierUnavailable, ValidationError
 from tiervault.vault.connection import open_tier_connection, write_transaction
-from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
+from tiervault.vault.entry import (LINK_TYPES, MAX_ID_CHARS, MAX_TIMESTAMP, MIN_TIMESTAMP, Entry,
+                                   check_text, valid_timestamp)
 from tiervault.vault.filters import Filters
 from tiervault.vault.journal import JournalMixin, MemoryHit
 from tiervault.vault.query import match_expression
 from tiervault.vault.schema import FTS_WEIGHTS
 
-__all__ = ["TierStore", "Link", "TierHits", "MemoryHit", "ENTRY_COLUMNS"]
+__all__ = ["TierStore", "Link", "TierHits", "MemoryHit", "ENTRY_COLUMNS", "rows_to_entries"]
+
+log = logging.getLogger(__name__)
 
 ENTRY_COLUMNS = ("id", "type", "domain", "title", "description", "context", "example",
                  "counter_example", "why", "tags", "applies_to", "severity", "origin",
@@ -85,14 +89,46 @@ class TierHits:
 
 
 def row_to_entry(row: Sequence[Any]) -> Entry:
-    """A row in ENTRY_COLUMNS order -> Entry (trusted: it was validated on the way in)."""
+    """A row in ENTRY_COLUMNS order -> Entry (validated on the way in; only the
+    timestamps are re-checked, as a file written by older code may hold one that
+    cannot be written out: ValidationError then)."""
     (eid, etype, domain, title, desc, ctx, example, counter, why, tags, applies,
      severity, origin, vfrom, vuntil, created, updated, chash) = row
+    for name, ts in (("valid_from", vfrom), ("valid_until", vuntil), ("created_at", created),
+                     ("updated_at", updated)):
+        if ts is not None and not valid_timestamp(ts):
+            raise ValidationError(name, f"entry {eid!r} holds {str(ts)[:40]}, not a timestamp "
+                                  "of years 1-9999 (fix it with `tiervault check --repair`)")
     return Entry(id=eid, type=etype, domain=domain, title=title, description=desc, context=ctx,
                  example=example, counter_example=counter, why=why,
                  tags=tuple(tags.split()) if tags else (), applies_to=tuple(json.loads(applies)),
                  severity=severity, origin=origin, valid_from=vfrom, valid_until=vuntil,
                  created_at=created, updated_at=updated, content_hash=chash)
+
+
+def rows_to_entries(rows: Iterable[Sequence[Any]], tier: str) -> list[Entry]:
+    """Entries of ``rows``; a row that cannot be one (see :func:`row_to_entry`) is
+    reported once on the log and skipped, so one bad row never takes a read down."""
+    out = []
+    for row in rows:
+        try:
+            out.append(row_to_entry(row))
+        except ValidationError as exc:
+            if (tier, row[0]) not in _REPORTED:
+                _REPORTED.add((tier, row[0]))
+                log.warning("tier %r: skipped a damaged entry: %s", tier, exc)
+    return out
+
+
+_REPORTED: set[tuple[str, str]] = set()
+
+# A row whose timestamps the model would refuse (written by older code) is left out of
+# search answers, as rows_to_entries leaves it out of reads. NaN is stored as NULL.
+_SANE_TIMES = " AND ".join(
+    f"({c} IS NULL OR {c} BETWEEN {MIN_TIMESTAMP!r} AND {MAX_TIMESTAMP!r})" if nullable
+    else f"(e.{c.split('.')[-1]} BETWEEN {MIN_TIMESTAMP!r} AND {MAX_TIMESTAMP!r})"
+    for c, nullable in (("e.valid_from", True), ("e.valid_until", True),
+                        ("created_at", False), ("updated_at", False)))
 
 
 def _params(entry: Entry, gen: int, now: float) -> dict[str, Any]:
@@ -248,7 +284,7 @@ class TierStore(JournalMixin):
         are deleted first, then every row this transaction wrote (``gen``) is
         indexed with one INSERT ... SELECT. Unchanged entries are not rewritten.
         """
-        now = time.time()
+        now = round(time.time(), 6)  # microseconds: what the ISO form writes back
         latest = list({e.id: e for e in batch}.values())  # a repeated id: the last one wins
         try:
             with self._write() as gen:
@@ -273,7 +309,8 @@ class TierStore(JournalMixin):
 
     def get(self, entry_id: str) -> Entry | None:
         rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = ?", (entry_id,))
-        return row_to_entry(rows[0]) if rows else None
+        found = rows_to_entries(rows, self.name)
+        return found[0] if found else None
 
     def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
         """Entries by id (missing ids are simply absent from the mapping)."""
@@ -282,7 +319,7 @@ class TierStore(JournalMixin):
         rows = self._query(
             f"SELECT {_SELECT} FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(ids)),))
-        return {row[0]: row_to_entry(row) for row in rows}
+        return {e.id: e for e in rows_to_entries(rows, self.name)}
 
     #: Columns of :meth:`light_rows` (the Brain's scan path; no long text is read back).
     LIGHT_COLUMNS = ("id", "type", "domain", "severity", "title", "snippet", "tags",
@@ -299,7 +336,7 @@ class TierStore(JournalMixin):
             "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
             "length(e.title) + length(e.description) + length(e.context) + length(e.example) "
             "+ length(e.counter_example) + length(e.why) FROM entries e "
-            "WHERE e.id IN (SELECT value FROM json_each(?))",
+            f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {_SANE_TIMES}",
             (int(snippet_chars), json.dumps(list(ids))))
         return {row[0]: row for row in rows}
 
@@ -320,7 +357,7 @@ class TierStore(JournalMixin):
         where, params = filter_sql(filters) if filters else ("", [])
         rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} "
                            "ORDER BY e.rowid LIMIT ? OFFSET ?", [*params, limit, offset])
-        return [row_to_entry(r) for r in rows]
+        return rows_to_entries(rows, self.name)
 
     def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
         """Every entry, streamed in rowid order (for export)."""
@@ -330,8 +367,7 @@ class TierStore(JournalMixin):
                                "ORDER BY e.rowid LIMIT ?", (last, batch))
             if not rows:
                 return
-            for row in rows:
-                yield row_to_entry(row[1:])
+            yield from rows_to_entries((row[1:] for row in rows), self.name)
             last = rows[-1][0]
 
     def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:

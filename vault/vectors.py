@@ -19,7 +19,7 @@ import numpy as np
 
 from tiervault.errors import StorageError
 from tiervault.vault.entry import Entry
-from tiervault.vault.store import _SELECT, TierStore, row_to_entry
+from tiervault.vault.store import _SELECT, TierStore, rows_to_entries
 
 __all__ = ["TierVectors", "EMBEDDING_STATES"]
 
@@ -108,13 +108,13 @@ class TierVectors:
             f"SELECT {_SELECT} FROM entries e LEFT JOIN embedding_state s "
             "ON s.entry_id = e.id AND s.model = ? WHERE e.id > ? AND (s.state IS NULL OR s.state != 'ok') "
             "ORDER BY e.id LIMIT ?", (model, after, limit))
-        return [row_to_entry(r) for r in rows]
+        return rows_to_entries(rows, self.store.name)
 
     def page(self, limit: int, *, after: str = "") -> list[Entry]:
         """All entries in id order, a page at a time (for a full re-hash pass)."""
         rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id > ? ORDER BY e.id LIMIT ?",
                            (after, limit))
-        return [row_to_entry(r) for r in rows]
+        return rows_to_entries(rows, self.store.name)
 
     def counts(self, model: str) -> dict[str, int]:
         """{pending, ok, error, missing} for ``model`` (missing: never tracked)."""

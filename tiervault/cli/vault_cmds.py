@@ -136,20 +136,22 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
+    from tiervault.vault.atomic_file import atomic_write
     from tiervault.vault.jsonl import entry_line
 
     with manager_from(args) as manager:
         store = manager.store(args.tier)
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        # -o FILE is replaced only once the whole export is written (the previous
+        # backup survives any failure); stdout streams as before.
+        target = atomic_write(args.output) if args.output else nullcontext(sys.stdout)
         n = 0
-        try:
+        with target as out:
             for entry in store.iter_entries():
                 links = [l for l in store.links_touching([entry.id]) if l.source_id == entry.id]
                 out.write(entry_line(entry, links) + "\n")
                 n += 1
-        finally:
-            if args.output:
-                out.close()
     print(f"exported {n} entries from {args.tier}", file=sys.stderr)
     return 0
 
