@@ -97,6 +97,44 @@ def embed_cached(embedder: Any, texts: list[str], kind: str, cache_dir: Path | N
     return m, False
 
 
+def attach_vectors(manager: Any, tier: str, db_path: Path, ids: list[str], embedder: Any,
+                   cache_dir: Path | None, workdir: Path) -> tuple[Any, dict[str, Any]]:
+    """Switch the production embeddings runtime on over ``manager`` and store the vector
+    of every entry in ``ids`` (of ``tier``); returns (runtime, info).
+
+    The texts are the pipeline's own embedding inputs, stored with the
+    pipeline's input hashes, so the runtime treats them as up to date; they
+    come from the on-disk cache when this model has embedded these texts before.
+    """
+    from tiervault.config import load_settings
+    from tiervault.embeddings.pipeline import input_hash
+    from tiervault.embeddings.runtime import attach_embeddings
+    from tiervault.vault.vectors import TierVectors
+
+    config = workdir / "agent.yaml"
+    config.write_text(f"tiers:\n  {tier}: {json.dumps(str(db_path))}\n"
+                      f"embedding:\n  provider: {embedder.name}\n"
+                      "features:\n  embedding-enabled: true\n", encoding="utf-8")
+    runtime = attach_embeddings(manager, load_settings(config, env={}), embedder=embedder,
+                                strict=True)
+    store = manager.store(tier)
+    found = store.get_many(ids)
+    entries = [found[i] for i in ids]
+    texts = [runtime.pipeline.text(e) for e in entries]
+    t0 = time.perf_counter()
+    docs, cached = embed_cached(embedder, texts, "docs", cache_dir)
+    embed_s = time.perf_counter() - t0
+    key = runtime.model_key
+    vectors = TierVectors(store)
+    for i in range(0, len(entries), 2_000):
+        vectors.put(key, [(e.id, input_hash(key, t), v) for e, t, v in
+                          zip(entries[i:i + 2_000], texts[i:i + 2_000], docs[i:i + 2_000])])
+    runtime.recall.warm([tier])
+    return runtime, {"model_key": key, "dim": int(docs.shape[1]), "doc_embeddings_cached": cached,
+                     "doc_embed_s": round(embed_s, 1),
+                     "doc_input": "the pipeline's template: title, tags, description, context"}
+
+
 # -- methods ---------------------------------------------------------------------------------
 class Runner:
     """The collection loaded into one tier, and every method over it."""
@@ -149,40 +187,11 @@ class Runner:
             t, mode="scan", limit=self.depth)])
 
     def attach(self, embedder: Any, cache_dir: Path | None, workdir: Path) -> dict[str, Any]:
-        """Switch the production embeddings runtime on and store every document's vector.
-
-        The texts are the pipeline's own embedding inputs, stored with the
-        pipeline's input hashes, so the runtime treats them as up to date; they
-        come from the on-disk cache when this model has embedded these texts before.
-        """
-        from tiervault.config import load_settings
-        from tiervault.embeddings.pipeline import input_hash
-        from tiervault.embeddings.runtime import attach_embeddings
-        from tiervault.vault.vectors import TierVectors
-
-        config = workdir / "agent.yaml"
-        config.write_text(f"tiers:\n  {TIER}: {json.dumps(str(workdir / f'{TIER}.db'))}\n"
-                          f"embedding:\n  provider: {embedder.name}\n"
-                          "features:\n  embedding-enabled: true\n", encoding="utf-8")
-        runtime = attach_embeddings(self.manager, load_settings(config, env={}), embedder=embedder,
-                                    strict=True)
-        store = self.manager.store(TIER)
-        found = store.get_many([e["id"] for e in self.entries])
-        entries = [found[e["id"]] for e in self.entries]
-        texts = [runtime.pipeline.text(e) for e in entries]
-        t0 = time.perf_counter()
-        docs, cached = embed_cached(embedder, texts, "docs", cache_dir)
-        embed_s = time.perf_counter() - t0
-        key = runtime.model_key
-        vectors = TierVectors(store)
-        for i in range(0, len(entries), 2_000):
-            vectors.put(key, [(e.id, input_hash(key, t), v) for e, t, v in
-                              zip(entries[i:i + 2_000], texts[i:i + 2_000], docs[i:i + 2_000])])
-        runtime.recall.warm([TIER])
-        self.runtime = runtime
-        return {"model_key": key, "dim": int(docs.shape[1]), "doc_embeddings_cached": cached,
-                "doc_embed_s": round(embed_s, 1),
-                "doc_input": "the pipeline's template: title, tags, description, context"}
+        """Switch the production embeddings runtime on (see :func:`attach_vectors`)."""
+        self.runtime, info = attach_vectors(self.manager, TIER, workdir / f"{TIER}.db",
+                                            [e["id"] for e in self.entries], embedder,
+                                            cache_dir, workdir)
+        return info
 
     def vector(self) -> Ranked:
         rt = self.runtime
