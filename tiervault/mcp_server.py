@@ -104,11 +104,12 @@ class _Guard:
     """Runs tool bodies one at a time, returns results as compact JSON text plus structured
     content, and turns every failure into an actionable ToolError."""
 
-    def __init__(self, tool_error: type[Exception], result_type: Any, text_type: Any) -> None:
+    def __init__(self, tool_error: type[Exception], result_type: Any, text_type: Any,
+                 lock: Any = None) -> None:
         self.tool_error = tool_error
         self.result_type = result_type
         self.text_type = text_type
-        self.lock = threading.Lock()
+        self.lock = lock if lock is not None else threading.Lock()
 
     def result(self, value: dict[str, Any]) -> Any:
         # The SDK would indent the text copy; agents pay for every token of it.
@@ -146,8 +147,12 @@ def _register(server: Any, tools: list[tuple[Callable[..., Any], bool]], annotat
             idempotent_hint=fn.__name__ in READ_TOOLS or fn.__name__ == "link_entries"))
 
 
-def build_server(brain: Any, *, read_only: bool = False) -> Any:
-    """An ``MCPServer`` exposing ``brain`` (write tools left out when ``read_only``)."""
+def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> Any:
+    """An ``MCPServer`` exposing ``brain`` (write tools left out when ``read_only``).
+
+    ``lock`` serialises the tool bodies (default: a lock of this server's own); the
+    HTTP server passes the one lock it shares with its JSON API.
+    """
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -158,7 +163,7 @@ def build_server(brain: Any, *, read_only: bool = False) -> Any:
                           f"({exc})") from exc
     from tiervault import __version__
 
-    guard = _Guard(ToolError, CallToolResult, TextContent)
+    guard = _Guard(ToolError, CallToolResult, TextContent, lock)
     manager = brain.manager
 
     @guard

@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "tiervault.cli.embed_cmds",
     "tiervault.cli.mcp_cmd",
     "tiervault.cli.quickstart_cmd",
+    "tiervault.cli.serve_cmds",
 )
 
 
