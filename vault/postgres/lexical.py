@@ -1,0 +1,65 @@
+"""Terms of the PostgreSQL tier: the SQLite tier's FTS5 terms, computed in Python.
+
+Both backends index the same ``porter unicode61`` stems (the tokenizer asks
+FTS5 itself), so the BM25 of the in-memory mirror is the same function of the
+same numbers whichever backend fed it. This module makes the per-row pieces
+stored at write time (``terms`` tsvector lexemes, ``doclen``) and scores rows
+exactly like FTS5's ``bm25()`` for the server-side path (:meth:`search_fts`,
+memories), which reads candidates through the GIN index.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from tiervault.vault.scoring import bm25_term, fts5_idf
+from tiervault.vault.tokenizer import STEMMER, split_words
+
+__all__ = ["row_terms", "query_stems", "bm25_rows", "tsquery_of"]
+
+
+def row_terms(fields: Sequence[str]) -> tuple[list[str], int]:
+    """(distinct stems, token count) of one row's indexed fields (FTS5's doclen)."""
+    words = [w for f in fields for w in split_words(f or "")]
+    stems = STEMMER.stems(words)
+    kept = [stems[w] for w in words if stems[w]]
+    return sorted(set(kept)), len(kept)
+
+
+def query_stems(terms: Sequence[str]) -> list[str]:
+    """Query words -> distinct stems, in order (as the manager builds them)."""
+    stem_of = STEMMER.stems(terms)
+    return list(dict.fromkeys(stem_of[t] for t in terms if stem_of[t]))
+
+
+def tsquery_of(stems: Sequence[str]) -> str:
+    """A tsquery matching any of ``stems`` as whole lexemes (quoted, never syntax)."""
+    return " | ".join("'" + s.replace("\\", "\\\\").replace("'", "''") + "'" for s in stems)
+
+
+def bm25_rows(rows: Sequence[Sequence[str]], weights: Sequence[float], stems: Sequence[str],
+              n_rows: int, df: Sequence[int], avglen: float) -> np.ndarray:
+    """FTS5 ``bm25()`` of each row (its indexed fields in ``weights`` order) for ``stems``."""
+    scores = np.zeros(len(rows), dtype=np.float64)
+    if not rows or not stems:
+        return scores
+    idf = fts5_idf(n_rows, np.asarray(df, dtype=np.float64))
+    index = {s: i for i, s in enumerate(stems)}
+    wtf = np.zeros((len(rows), len(stems)), dtype=np.float64)
+    doclen = np.zeros(len(rows), dtype=np.float64)
+    for r, fields in enumerate(rows):
+        for weight, text in zip(weights, fields):
+            words = split_words(text or "")
+            stem_of = STEMMER.stems(words)
+            counts = Counter(stem_of[w] for w in words if stem_of[w])
+            doclen[r] += sum(counts.values())
+            for stem, count in counts.items():
+                i = index.get(stem)
+                if i is not None:
+                    wtf[r, i] += weight * count
+    for i in range(len(stems)):
+        scores += np.where(wtf[:, i] > 0, bm25_term(wtf[:, i], doclen, avglen, float(idf[i])), 0.0)
+    return scores

@@ -1,0 +1,429 @@
+"""One tier in a PostgreSQL schema: the same operations as the SQLite tier store.
+
+Lexical search design (the why is in docs/postgres.md): the PostgreSQL tier
+feeds the *same* in-memory BM25 mirror as the SQLite tier
+(:class:`tiervault.vault.postings.Postings`) through the same generation
+protocol -- ``meta.gen`` bumped by every write transaction, rows stamped with
+the generation that wrote them, tombstones for deletes -- so the federated
+scores are identical by construction: the same terms from the same tokenizer,
+the same statistics, the same formula. Other processes' writes are seen on the
+next search, which reads the one-row version (``meta.gen``) before answering.
+
+The durable, server-side path is :meth:`PgTierStore.search_fts`: candidates
+through the GIN index on ``terms`` (the FTS5 stems) with the filters in the
+SQL, scored by FTS5's ``bm25()`` definition over the tier's own statistics.
+
+Writers serialise on the ``meta.gen`` row lock, taken first in every write
+transaction, so generations are handed out in commit order and a reader that
+saw generation g has seen every row stamped <= g.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, ValidationError
+from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
+from tiervault.vault.filters import Filters
+from tiervault.vault.postgres.connection import open_connection
+from tiervault.vault.postgres.errors import mapped
+from tiervault.vault.postgres.journal import PgJournal
+from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
+from tiervault.vault.postgres.url import PgAddress, parse_address
+from tiervault.vault.schema import FTS_WEIGHTS
+from tiervault.vault.store import ENTRY_COLUMNS, Link, TierHits, _unchanged, row_to_entry
+
+__all__ = ["PgTierStore", "pg_filter_sql"]
+
+log = logging.getLogger(__name__)
+
+_SELECT = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS)
+_STAGE_COLUMNS = (*ENTRY_COLUMNS, "given_created", "existing", "doclen", "stems")
+_STAGE_TABLE = (
+    "CREATE TEMP TABLE IF NOT EXISTS tv_stage (id text, type text, domain text, title text, "
+    "description text, context text, example text, counter_example text, why text, tags text, "
+    "applies_to text, severity text, origin text, valid_from double precision, "
+    "valid_until double precision, created_at double precision, updated_at double precision, "
+    "content_hash text, given_created double precision, existing boolean, doclen integer, "
+    "stems text[]) ON COMMIT DELETE ROWS")
+_SET = ", ".join(f"{c} = s.{c}" for c in ENTRY_COLUMNS if c not in ("id", "created_at"))
+_MIRROR = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, valid_until, "
+           "title, description, context, tags")
+#: Lexemes longer than this are left out of the tsvector (PostgreSQL's limit is 2,047 bytes).
+_MAX_LEXEME_BYTES = 2_000
+
+
+def pg_filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
+    """Filters -> (" AND ..." SQL fragment, parameters). Values are always parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for column, values in (("type", filters.types), ("domain", filters.domains),
+                           ("severity", filters.severities), ("origin", filters.origins)):
+        if values:
+            parts.append(f"{alias}.{column} = ANY(%s)")
+            params.append(list(values))
+    if filters.tags:
+        parts.append(f"string_to_array({alias}.tags, ' ') && %s::text[]")
+        params.append(list(filters.tags))
+    now = filters.moment
+    if not filters.include_expired:
+        parts.append(f"({alias}.valid_until IS NULL OR {alias}.valid_until > %s)")
+        params.append(now)
+    if not filters.include_future:
+        parts.append(f"({alias}.valid_from IS NULL OR {alias}.valid_from <= %s)")
+        params.append(now)
+    return "".join(" AND " + p for p in parts), params
+
+
+def _stage_row(entry: Entry, existing: bool, now: float) -> tuple:
+    stems, doclen = row_terms((entry.id, entry.title, entry.description, entry.context,
+                               entry.tag_text))
+    stems = [s for s in stems if len(s.encode()) <= _MAX_LEXEME_BYTES]
+    return (entry.id, entry.type, entry.domain, entry.title, entry.description, entry.context,
+            entry.example, entry.counter_example, entry.why, entry.tag_text,
+            json.dumps(list(entry.applies_to)), entry.severity, entry.origin, entry.valid_from,
+            entry.valid_until, entry.created_at if entry.created_at is not None else now,
+            entry.updated_at if entry.updated_at is not None else now,
+            entry.content_hash or entry.compute_hash(), entry.created_at, existing, doclen, stems)
+
+
+class PgTierStore(PgJournal):
+    """A tier in one schema of a PostgreSQL database. Thread-safe (one connection, one lock).
+
+    ``url`` may hold ``${VAR}`` references (expanded from the environment); the
+    password is never shown: ``path`` and ``repr`` use the password-free form.
+    A server that cannot be reached does not fail the constructor: the tier then
+    raises StorageError on use (left out of answers, retried on the next call).
+    """
+
+    backend = "postgres"
+
+    def __init__(self, url: str | PgAddress, *, name: str = "team", schema: str | None = None,
+                 read_only: bool = False) -> None:
+        self.name = name
+        self.address = url if isinstance(url, PgAddress) else parse_address(url, schema)
+        self.path = self.address.display
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self._postings: Any = None
+        try:
+            self._connection()
+        except StorageError as exc:  # unreachable now; retried on every later call
+            log.warning("%s", exc)
+
+    # -- connection -------------------------------------------------------------------
+    def _connection(self) -> Any:
+        with self._lock:
+            if self._conn is not None and (self._conn.closed or self._conn.broken):
+                self._conn = None
+            if self._conn is None:
+                self._conn = open_connection(self.name, self.address, read_only=self.read_only)
+            return self._conn
+
+    def _drop_broken(self) -> None:
+        with self._lock:
+            if self._conn is not None and (self._conn.closed or self._conn.broken):
+                try:
+                    self._conn.close()
+                finally:
+                    self._conn = None
+
+    @contextmanager
+    def _mapped(self, action: str, *, writing: bool = False) -> Iterator[Any]:
+        """The connection, with every driver error mapped and a broken connection dropped."""
+        with self._lock:
+            try:
+                conn = self._connection()
+                with mapped(self.name, self.address, action, writing=writing):
+                    yield conn
+            except StorageError:
+                self._drop_broken()
+                raise
+
+    def _query(self, sql: str, params: Sequence[Any] = (), action: str = "read the tier") -> list[tuple]:
+        with self._mapped(action) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    @contextmanager
+    def _write(self, action: str = "write to the tier") -> Iterator[tuple[Any, int]]:
+        """One write transaction; yields (connection, this write's generation)."""
+        if self.read_only:
+            raise ReadOnlyTier(self.name, self.path, "is read-only; write to another tier")
+        with self._mapped(action, writing=True) as conn:
+            with conn.transaction():
+                gen = conn.execute("UPDATE meta SET value = (value::bigint + 1)::text "
+                                   "WHERE key = 'gen' RETURNING value::bigint").fetchone()[0]
+                yield conn, gen
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        """One repeatable-read transaction: every query inside sees the same committed state."""
+        with self._mapped("read a snapshot of the tier") as conn:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "PgTierStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PgTierStore(name={self.name!r}, at={self.path!r}, read_only={self.read_only})"
+
+    @property
+    def exists(self) -> bool:
+        """True once the tier's schema is there (opening creates it unless read-only)."""
+        self._connection()
+        return True
+
+    # -- entries ----------------------------------------------------------------------
+    def capture(self, entry: Entry) -> Entry:
+        """Insert or update ``entry`` by id in one transaction; returns it as stored."""
+        self.capture_many([entry])
+        stored = self.get(entry.id)
+        assert stored is not None
+        return stored
+
+    def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
+                     on_batch: Callable[[int], None] | None = None) -> int:
+        """Upsert entries, one transaction per batch; returns how many were written."""
+        total = 0
+        batch: list[Entry] = []
+        for entry in entries:
+            batch.append(entry)
+            if len(batch) >= batch_size:
+                total += self._write_batch(batch)
+                batch = []
+                if on_batch:
+                    on_batch(total)
+        if batch:
+            total += self._write_batch(batch)
+            if on_batch:
+                on_batch(total)
+        return total
+
+    def _write_batch(self, batch: list[Entry]) -> int:
+        """COPY the changed entries into a staging table, then one INSERT and one UPDATE.
+
+        Unchanged entries (same content hash and metadata) are skipped, as in SQLite.
+        """
+        now = time.time()
+        latest = list({e.id: e for e in batch}.values())
+        with self._write("write entries") as (conn, gen):
+            stored = {r[0]: r[1:] for r in conn.execute(
+                "SELECT id, content_hash, origin, valid_from, valid_until, created_at, updated_at "
+                "FROM entries WHERE id = ANY(%s)", ([e.id for e in latest],))}
+            todo = [e for e in latest if e.id not in stored or not _unchanged(e, stored[e.id])]
+            if not todo:
+                return 0
+            conn.execute(_STAGE_TABLE)
+            with conn.cursor().copy(f"COPY tv_stage ({', '.join(_STAGE_COLUMNS)}) FROM STDIN") as copy:
+                for entry in todo:
+                    copy.write_row(_stage_row(entry, entry.id in stored, now))
+            conn.execute(
+                f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen, doclen, terms) "
+                f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, array_to_tsvector(stems) "
+                "FROM tv_stage WHERE NOT existing", (gen,))
+            if len(todo) > len([e for e in todo if e.id not in stored]):
+                conn.execute(
+                    f"UPDATE entries SET {_SET}, created_at = COALESCE(s.given_created, entries.created_at), "
+                    "gen = %s, doclen = s.doclen, terms = array_to_tsvector(s.stems) "
+                    "FROM tv_stage s WHERE s.existing AND entries.id = s.id", (gen,))
+        self._sync_postings()
+        return len(todo)
+
+    def get(self, entry_id: str) -> Entry | None:
+        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = %s", (entry_id,))
+        return row_to_entry(rows[0]) if rows else None
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
+        if not ids:
+            return {}
+        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = ANY(%s)", (list(ids),))
+        return {row[0]: row_to_entry(row) for row in rows}
+
+    LIGHT_COLUMNS = ("id", "type", "domain", "severity", "title", "snippet", "tags",
+                     "created_at", "updated_at", "valid_from", "valid_until", "content_hash",
+                     "chars")
+
+    def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, tuple]:
+        if not ids:
+            return {}
+        rows = self._query(
+            "SELECT e.id, e.type, e.domain, e.severity, e.title, substr(e.description, 1, %s), "
+            "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
+            "char_length(e.title) + char_length(e.description) + char_length(e.context) "
+            "+ char_length(e.example) + char_length(e.counter_example) + char_length(e.why) "
+            "FROM entries e WHERE e.id = ANY(%s)", (int(snippet_chars), list(ids)))
+        return {row[0]: row for row in rows}
+
+    def delete(self, entry_id: str) -> bool:
+        """Delete an entry (links, vectors and embedding state cascade; a tombstone is left)."""
+        with self._write("delete an entry") as (conn, _gen):
+            count = conn.execute("DELETE FROM entries WHERE id = %s", (entry_id,)).rowcount
+        self._sync_postings()
+        return count > 0
+
+    def count(self) -> int:
+        return self._query("SELECT count(*) FROM entries")[0][0]
+
+    def list_entries(self, *, offset: int = 0, limit: int = 100,
+                     filters: Filters | None = None) -> list[Entry]:
+        where, params = pg_filter_sql(filters) if filters else ("", [])
+        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE true{where} "
+                           "ORDER BY e.rowid LIMIT %s OFFSET %s", [*params, limit, offset])
+        return [row_to_entry(r) for r in rows]
+
+    def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
+        """Every entry, streamed in rowid order."""
+        last = 0
+        while True:
+            rows = self._query(f"SELECT e.rowid, {_SELECT} FROM entries e WHERE e.rowid > %s "
+                               "ORDER BY e.rowid LIMIT %s", (last, batch))
+            if not rows:
+                return
+            for row in rows:
+                yield row_to_entry(row[1:])
+            last = rows[-1][0]
+
+    def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
+        rows = self._query("SELECT content_hash, id FROM entries WHERE content_hash = ANY(%s)",
+                           (list(hashes),))
+        return {h: i for h, i in rows}
+
+    # -- search -----------------------------------------------------------------------
+    def search_fts(self, terms: list[str], filters: Filters, limit: int) -> TierHits:
+        """Server-side lexical search: GIN candidates (filters in the SQL), FTS5 bm25() scores."""
+        stems = query_stems(terms)
+        if not stems or limit <= 0:
+            return TierHits.empty()
+        where, params = pg_filter_sql(filters)
+        with self.snapshot() as conn:
+            n_rows, total = conn.execute("SELECT count(*), coalesce(sum(doclen), 0) FROM entries").fetchone()
+            df = [conn.execute("SELECT count(*) FROM entries WHERE terms @@ %s::tsquery",
+                               (tsquery_of([s]),)).fetchone()[0] for s in stems]
+            rows = conn.execute(f"SELECT e.id, e.title, e.description, e.context, e.tags FROM entries e "
+                                f"WHERE e.terms @@ %s::tsquery{where} ORDER BY e.rowid",
+                                [tsquery_of(stems), *params]).fetchall()
+        if not rows:
+            return TierHits.empty()
+        fields = [(r[0], r[1], r[2], r[3], r[4]) for r in rows]  # FTS column order
+        scores = bm25_rows(fields, FTS_WEIGHTS, stems, n_rows, df, total / n_rows if n_rows else 1.0)
+        order = np.lexsort((np.arange(len(rows)), -scores))[:limit]
+        return TierHits([rows[i][0] for i in order], scores[order])
+
+    def postings(self) -> Any:
+        """The in-memory BM25 mirror of this tier, built on first use, then caught up."""
+        from tiervault.vault.postings import Postings
+
+        with self._lock:
+            if self._postings is None:
+                self._postings = Postings.build(self)
+            else:
+                self._postings.catch_up(self)
+            return self._postings
+
+    def _sync_postings(self) -> None:
+        if self._postings is not None:
+            with self._lock:
+                self._postings.catch_up(self)
+
+    def mirror_rows(self, since_gen: int) -> tuple[int, list[tuple], list[int]]:
+        """(generation, rows written after ``since_gen``, rowids deleted after it); one snapshot."""
+        with self.snapshot() as conn:
+            gen = conn.execute("SELECT value::bigint FROM meta WHERE key = 'gen'").fetchone()[0]
+            if since_gen < 0:
+                rows = conn.execute(f"SELECT {_MIRROR} FROM entries ORDER BY rowid").fetchall()
+                dead: list[int] = []
+            else:
+                rows = conn.execute(f"SELECT {_MIRROR} FROM entries WHERE gen > %s ORDER BY rowid",
+                                    (since_gen,)).fetchall()
+                dead = [r[0] for r in conn.execute("SELECT row FROM tombstones WHERE gen > %s",
+                                                   (since_gen,))]
+        return gen, rows, dead
+
+    def generation(self) -> int:
+        return self._query("SELECT value::bigint FROM meta WHERE key = 'gen'")[0][0]
+
+    def uid(self) -> str:
+        return self._query("SELECT value FROM meta WHERE key = 'uid'")[0][0]
+
+    # -- links ------------------------------------------------------------------------
+    def link(self, source_id: str, target_id: str, link_type: str, note: str = "") -> Link:
+        if link_type not in LINK_TYPES:
+            raise ValidationError("link_type", f"{link_type!r} is not one of {', '.join(LINK_TYPES)}")
+        check_text("source_id", source_id, MAX_ID_CHARS)
+        check_text("target_id", target_id, MAX_ID_CHARS)
+        check_text("note", note)
+        if source_id == target_id:
+            raise ValidationError("target_id", "an entry cannot link to itself")
+        now = time.time()
+        with self._write("store a link") as (conn, _gen):
+            if conn.execute("SELECT 1 FROM entries WHERE id = %s", (source_id,)).fetchone() is None:
+                raise EntryNotFound(source_id)
+            conn.execute("INSERT INTO links (source_id, target_id, link_type, note, created_at) "
+                         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (source_id, target_id, link_type) "
+                         "DO UPDATE SET note = excluded.note",
+                         (source_id, target_id, link_type, note, now))
+        return Link(source_id, target_id, link_type, note, now, self.name)
+
+    def unlink(self, source_id: str, target_id: str, link_type: str | None = None) -> int:
+        with self._write("remove a link") as (conn, _gen):
+            return conn.execute(
+                "DELETE FROM links WHERE source_id = %s AND target_id = %s "
+                "AND (%s::text IS NULL OR link_type = %s)",
+                (source_id, target_id, link_type, link_type)).rowcount
+
+    def links_touching(self, ids: Sequence[str]) -> list[Link]:
+        if not ids:
+            return []
+        rows = self._query("SELECT source_id, target_id, link_type, note, created_at FROM links "
+                           "WHERE source_id = ANY(%s) OR target_id = ANY(%s)", (list(ids), list(ids)))
+        return [Link(*r, self.name) for r in rows]
+
+    def link_count(self) -> int:
+        return self._query("SELECT count(*) FROM links")[0][0]
+
+    # -- maintenance --------------------------------------------------------------------
+    def integrity_problems(self) -> list[str]:
+        """Empty when the tier's bookkeeping is consistent (generations, lexemes, vectors)."""
+        checks = (
+            ("rows stamped with a generation newer than meta.gen",
+             "SELECT count(*) FROM entries WHERE gen > (SELECT value::bigint FROM meta WHERE key = 'gen')"),
+            ("entries with text but no indexed terms",
+             "SELECT count(*) FROM entries WHERE doclen > 0 AND terms = ''::tsvector"),
+            ("vectors whose stored dimension differs from their length",
+             "SELECT count(*) FROM entry_vectors WHERE vector_dims(vector) <> dim"),
+            ("links from entries that do not exist",
+             "SELECT count(*) FROM links l WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.id = l.source_id)"),
+        )
+        problems = []
+        with self.snapshot() as conn:
+            for what, sql in checks:
+                n = conn.execute(sql).fetchone()[0]
+                if n:
+                    problems.append(f"{n} {what}")
+        return problems
+
+    def file_size(self) -> int:
+        """Bytes on the server of this tier's tables and indexes."""
+        return int(self._query(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (self.address.schema,))[0][0])

@@ -1,0 +1,226 @@
+"""Vectors of a PostgreSQL tier: pgvector storage, provenance, HNSW and exact search.
+
+Same operations as the SQLite tier's :class:`tiervault.vault.vectors.TierVectors`
+(provenance per row: model, dimension, sha256 of the embedded input; an
+``embedding_state`` per entry and model; generations for incremental loads),
+plus :meth:`PgVectors.search`, answered by the server:
+
+- below :data:`HNSW_MIN_ROWS` vectors of a (model, dim), an exact scan;
+- from there on, an HNSW index made for that (model, dim) only: a partial
+  expression index on ``vector::vector(dim)`` -- or ``halfvec(dim)`` beyond
+  2,000 dimensions, pgvector's limit for indexing ``vector``;
+- the ANN returns a pool (``max(4k, 40)``) that is re-scored exactly with the
+  full-precision stored vectors before the top k is taken;
+- filters are joined inside the SQL, before the limit (with pgvector's
+  iterative index scan, so a selective filter still yields k rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from tiervault.errors import StorageError, ValidationError
+from tiervault.vault.entry import Entry
+from tiervault.vault.filters import Filters
+from tiervault.vault.postgres.store import _SELECT, PgTierStore, pg_filter_sql
+from tiervault.vault.store import row_to_entry
+
+__all__ = ["PgVectors", "VectorHit", "HNSW_MIN_ROWS", "HALFVEC_ABOVE_DIM", "EMBEDDING_STATES"]
+
+EMBEDDING_STATES = ("pending", "ok", "error")
+#: Below this many vectors of one (model, dim) an exact scan is both exact and fast enough.
+HNSW_MIN_ROWS = 10_000
+#: pgvector indexes ``vector`` up to 2,000 dimensions; beyond, the index is on ``halfvec``.
+HALFVEC_ABOVE_DIM = 2_000
+
+
+def _literal(vec: np.ndarray) -> str:
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
+
+
+def _index_name(model: str, dim: int) -> str:
+    return "vec_hnsw_" + hashlib.sha1(f"{model}\0{dim}".encode()).hexdigest()[:12]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class VectorHit(tuple):
+    """(entry id, cosine similarity)."""
+
+    __slots__ = ()
+
+    def __new__(cls, entry_id: str, score: float) -> "VectorHit":
+        return super().__new__(cls, (entry_id, score))
+
+    @property
+    def id(self) -> str:
+        return self[0]
+
+    @property
+    def score(self) -> float:
+        return self[1]
+
+
+class PgVectors:
+    """Vector storage of one :class:`PgTierStore` (shares its connection and lock)."""
+
+    def __init__(self, store: PgTierStore) -> None:
+        self.store = store
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.store._query(sql, params, "read vectors")  # noqa: SLF001 - same backend
+
+    def input_hashes(self, model: str, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        return dict(self._query("SELECT entry_id, input_hash FROM entry_vectors WHERE model = %s "
+                                "AND entry_id = ANY(%s)", (model, list(ids))))
+
+    def put(self, model: str, rows: Iterable[tuple[str, str, np.ndarray]]) -> int:
+        """Upsert (entry id, input hash, vector) rows, mark them ok; one transaction.
+
+        Rows whose entry was deleted meanwhile are skipped (never resurrected).
+        """
+        rows = list(rows)
+        if not rows:
+            return 0
+        now = time.time()
+        with self.store._write("store vectors") as (conn, gen):  # noqa: SLF001 - same backend
+            live = {r[0] for r in conn.execute("SELECT id FROM entries WHERE id = ANY(%s)",
+                                               ([r[0] for r in rows],))}
+            payload = [(eid, model, int(vec.shape[0]), h, _literal(vec), now, gen)
+                       for eid, h, vec in rows if eid in live]
+            if payload:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO entry_vectors (entry_id, model, dim, input_hash, vector, updated_at, gen) "
+                        "VALUES (%s, %s, %s, %s, %s::vector, %s, %s) ON CONFLICT (entry_id, model) DO UPDATE "
+                        "SET dim = excluded.dim, input_hash = excluded.input_hash, vector = excluded.vector, "
+                        "updated_at = excluded.updated_at, gen = excluded.gen", payload)
+                    cur.executemany(
+                        "INSERT INTO embedding_state (entry_id, model, state, input_hash, error, retries, "
+                        "updated_at) VALUES (%s, %s, 'ok', %s, '', 0, %s) ON CONFLICT (entry_id, model) "
+                        "DO UPDATE SET state = 'ok', input_hash = excluded.input_hash, error = '', "
+                        "retries = 0, updated_at = excluded.updated_at",
+                        [(p[0], model, p[3], now) for p in payload])
+        if payload:
+            self.ensure_index(model, payload[0][2])
+        return len(payload)
+
+    def ensure_index(self, model: str, dim: int) -> bool:
+        """Create the HNSW index of (model, dim) once it holds HNSW_MIN_ROWS vectors."""
+        name = _index_name(model, dim)
+        n = self._query("SELECT count(*) FROM entry_vectors WHERE model = %s AND dim = %s", (model, dim))[0][0]
+        if n < HNSW_MIN_ROWS or self._has_index(name):
+            return False
+        kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
+        with self.store._mapped("create a vector index", writing=True) as conn:  # noqa: SLF001
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON entry_vectors USING hnsw "
+                         f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) "
+                         f"WHERE model = {_quote(model)} AND dim = {int(dim)}")
+        return True
+
+    def _has_index(self, name: str) -> bool:
+        return bool(self._query("SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+                                (self.store.address.schema, name)))
+
+    def search(self, model: str, query: np.ndarray, k: int, *, filters: Filters | None = None,
+               pool: int | None = None) -> list[VectorHit]:
+        """Top ``k`` entries by cosine similarity to ``query`` among those passing ``filters``."""
+        q = np.asarray(query, dtype=np.float32).ravel()
+        dim = int(q.shape[0])
+        if k <= 0 or dim == 0:
+            return []
+        if not np.all(np.isfinite(q)):
+            raise ValidationError("query vector", "contains NaN or infinity")
+        where, params = pg_filter_sql(filters or Filters())
+        lit = _literal(q)
+        name = _index_name(model, dim)
+        # Literals, not parameters: the planner must see the partial index's predicate.
+        pred = f"v.model = {_quote(model)} AND v.dim = {dim}"
+        if self._has_index(name):
+            kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
+            size = pool or max(4 * k, 40)
+            sql = (f"SELECT id, 1 - (vector <=> %s::vector) AS s FROM ("
+                   f"SELECT e.id, v.vector FROM entry_vectors v JOIN entries e ON e.id = v.entry_id "
+                   f"WHERE {pred}{where} ORDER BY v.vector::{kind}({dim}) <=> %s::{kind}({dim}) "
+                   f"LIMIT %s) pool ORDER BY s DESC, id LIMIT %s")
+            args = [lit, *params, lit, size, k]
+            with self.store._mapped("search vectors") as conn:  # noqa: SLF001
+                with conn.transaction():
+                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {max(size, 40)}")
+                    rows = conn.execute(sql, args).fetchall()
+        else:
+            rows = self._query(
+                f"SELECT e.id, 1 - (v.vector <=> %s::vector) AS s FROM entry_vectors v "
+                f"JOIN entries e ON e.id = v.entry_id WHERE {pred}{where} "
+                f"ORDER BY v.vector <=> %s::vector, e.id LIMIT %s", [lit, *params, lit, k])
+        return [VectorHit(r[0], float(r[1])) for r in rows]
+
+    def mark(self, model: str, items: Iterable[tuple[str, str]], state: str, error: str = "") -> None:
+        if state not in EMBEDDING_STATES:
+            raise ValueError(f"state must be one of {EMBEDDING_STATES}")
+        items = list(items)
+        if not items:
+            return
+        now = time.time()
+        bump = 1 if state == "error" else 0
+        with self.store._write("record embedding state") as (conn, _gen):  # noqa: SLF001
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO embedding_state (entry_id, model, state, input_hash, error, retries, updated_at) "
+                    "SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM entries WHERE id = %s) "
+                    "ON CONFLICT (entry_id, model) DO UPDATE SET state = excluded.state, "
+                    "input_hash = excluded.input_hash, error = excluded.error, "
+                    "retries = embedding_state.retries + %s, updated_at = excluded.updated_at",
+                    [(eid, model, state, h, error[:500], bump, now, eid, bump) for eid, h in items])
+
+    def backlog(self, model: str, limit: int, *, after: str = "") -> list[Entry]:
+        rows = self._query(
+            f"SELECT {_SELECT} FROM entries e LEFT JOIN embedding_state s ON s.entry_id = e.id "
+            "AND s.model = %s WHERE e.id > %s AND (s.state IS NULL OR s.state <> 'ok') "
+            "ORDER BY e.id COLLATE \"C\" LIMIT %s", (model, after, limit))
+        return [row_to_entry(r) for r in rows]
+
+    def page(self, limit: int, *, after: str = "") -> list[Entry]:
+        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id > %s "
+                           "ORDER BY e.id COLLATE \"C\" LIMIT %s", (after, limit))
+        return [row_to_entry(r) for r in rows]
+
+    def counts(self, model: str) -> dict[str, int]:
+        out = dict.fromkeys((*EMBEDDING_STATES, "missing"), 0)
+        out.update(dict(self._query(
+            "SELECT state, count(*) FROM embedding_state WHERE model = %s GROUP BY state", (model,))))
+        tracked = sum(out[s] for s in EMBEDDING_STATES)
+        out["missing"] = max(self.store.count() - tracked, 0)
+        return out
+
+    def errors(self, model: str, ids: Sequence[str]) -> dict[str, tuple[str, str, int]]:
+        rows = self._query("SELECT entry_id, state, error, retries FROM embedding_state "
+                           "WHERE model = %s AND entry_id = ANY(%s)", (model, list(ids)))
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def load(self, model: str, since_gen: int = -1) -> tuple[int, list[str], np.ndarray, list[str]]:
+        """(generation, ids, matrix (n, dim) float32, ids deleted since) written after ``since_gen``."""
+        with self.store.snapshot() as conn:
+            gen = conn.execute("SELECT value::bigint FROM meta WHERE key = 'gen'").fetchone()[0]
+            rows = conn.execute("SELECT entry_id, dim, vector::text FROM entry_vectors WHERE model = %s "
+                                "AND gen > %s ORDER BY gen, entry_id", (model, since_gen)).fetchall()
+            dead = [r[0] for r in conn.execute("SELECT entry_id FROM tombstones WHERE gen > %s",
+                                               (since_gen,))] if since_gen >= 0 else []
+        if not rows:
+            return gen, [], np.zeros((0, 0), dtype=np.float32), dead
+        dim = rows[0][1]
+        if any(r[1] != dim for r in rows):
+            raise StorageError(f"tier {self.store.name!r}: vectors of model {model!r} have mixed "
+                               "dimensions; run `tiervault embed --rebuild`")
+        matrix = np.array([np.fromstring(r[2][1:-1], sep=",", dtype=np.float32) for r in rows],
+                          dtype=np.float32).reshape(len(rows), dim)
+        return gen, [r[0] for r in rows], matrix, dead
