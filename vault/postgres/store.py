@@ -33,16 +33,19 @@ from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, Validati
 from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
 from tiervault.vault.filters import Filters
 from tiervault.vault.postgres.connection import open_connection
-from tiervault.vault.postgres.errors import mapped
+from tiervault.vault.boundary import map_errors
+from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.schema import FTS_WEIGHTS
-from tiervault.vault.store import ENTRY_COLUMNS, Link, TierHits, _unchanged, row_to_entry
+from tiervault.vault.rows import LightRow, Link
+from tiervault.vault.store import ENTRY_COLUMNS, TierHits, _unchanged, row_to_entry
 
-__all__ = ["PgTierStore", "pg_filter_sql"]
+__all__ = ["PgEntryStore", "pg_filter_sql"]
 
 log = logging.getLogger(__name__)
+_register_errors()
 
 _SELECT = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS)
 _STAGE_COLUMNS = (*ENTRY_COLUMNS, "given_created", "existing", "doclen", "stems")
@@ -94,7 +97,7 @@ def _stage_row(entry: Entry, existing: bool, now: float) -> tuple:
             entry.content_hash or entry.compute_hash(), entry.created_at, existing, doclen, stems)
 
 
-class PgTierStore(PgJournal):
+class PgEntryStore(PgJournal):
     """A tier in one schema of a PostgreSQL database. Thread-safe (one connection, one lock).
 
     ``url`` may hold ``${VAR}`` references (expanded from the environment); the
@@ -114,6 +117,7 @@ class PgTierStore(PgJournal):
         self._lock = threading.RLock()
         self._conn: Any = None
         self._postings: Any = None
+        self._uid: str | None = None
         try:
             self._connection()
         except StorageError as exc:  # unreachable now; retried on every later call
@@ -126,6 +130,7 @@ class PgTierStore(PgJournal):
                 self._conn = None
             if self._conn is None:
                 self._conn = open_connection(self.name, self.address, read_only=self.read_only)
+                self._uid = None  # the schema may have been re-created meanwhile
             return self._conn
 
     def _drop_broken(self) -> None:
@@ -137,12 +142,12 @@ class PgTierStore(PgJournal):
                     self._conn = None
 
     @contextmanager
-    def _mapped(self, action: str, *, writing: bool = False) -> Iterator[Any]:
+    def _mapped(self, action: str) -> Iterator[Any]:
         """The connection, with every driver error mapped and a broken connection dropped."""
         with self._lock:
             try:
                 conn = self._connection()
-                with mapped(self.name, self.address, action, writing=writing):
+                with map_errors(self.name, self.path, action):
                     yield conn
             except StorageError:
                 self._drop_broken()
@@ -157,7 +162,7 @@ class PgTierStore(PgJournal):
         """One write transaction; yields (connection, this write's generation)."""
         if self.read_only:
             raise ReadOnlyTier(self.name, self.path, "is read-only; write to another tier")
-        with self._mapped(action, writing=True) as conn:
+        with self._mapped(action) as conn:
             with conn.transaction():
                 gen = conn.execute("UPDATE meta SET value = (value::bigint + 1)::text "
                                    "WHERE key = 'gen' RETURNING value::bigint").fetchone()[0]
@@ -177,14 +182,14 @@ class PgTierStore(PgJournal):
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> "PgTierStore":
+    def __enter__(self) -> "PgEntryStore":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"PgTierStore(name={self.name!r}, at={self.path!r}, read_only={self.read_only})"
+        return f"{type(self).__name__}(name={self.name!r}, at={self.path!r}, read_only={self.read_only})"
 
     @property
     def exists(self) -> bool:
@@ -258,11 +263,7 @@ class PgTierStore(PgJournal):
         rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = ANY(%s)", (list(ids),))
         return {row[0]: row_to_entry(row) for row in rows}
 
-    LIGHT_COLUMNS = ("id", "type", "domain", "severity", "title", "snippet", "tags",
-                     "created_at", "updated_at", "valid_from", "valid_until", "content_hash",
-                     "chars")
-
-    def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, tuple]:
+    def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, LightRow]:
         if not ids:
             return {}
         rows = self._query(
@@ -271,7 +272,7 @@ class PgTierStore(PgJournal):
             "char_length(e.title) + char_length(e.description) + char_length(e.context) "
             "+ char_length(e.example) + char_length(e.counter_example) + char_length(e.why) "
             "FROM entries e WHERE e.id = ANY(%s)", (int(snippet_chars), list(ids)))
-        return {row[0]: row for row in rows}
+        return {row[0]: LightRow(*row) for row in rows}
 
     def delete(self, entry_id: str) -> bool:
         """Delete an entry (links, vectors and embedding state cascade; a tombstone is left)."""
@@ -328,22 +329,6 @@ class PgTierStore(PgJournal):
         order = np.lexsort((np.arange(len(rows)), -scores))[:limit]
         return TierHits([rows[i][0] for i in order], scores[order])
 
-    def postings(self) -> Any:
-        """The in-memory BM25 mirror of this tier, built on first use, then caught up."""
-        from tiervault.vault.postings import Postings
-
-        with self._lock:
-            if self._postings is None:
-                self._postings = Postings.build(self)
-            else:
-                self._postings.catch_up(self)
-            return self._postings
-
-    def _sync_postings(self) -> None:
-        if self._postings is not None:
-            with self._lock:
-                self._postings.catch_up(self)
-
     def mirror_rows(self, since_gen: int) -> tuple[int, list[tuple], list[int]]:
         """(generation, rows written after ``since_gen``, rowids deleted after it); one snapshot."""
         with self.snapshot() as conn:
@@ -362,7 +347,10 @@ class PgTierStore(PgJournal):
         return self._query("SELECT value::bigint FROM meta WHERE key = 'gen'")[0][0]
 
     def uid(self) -> str:
-        return self._query("SELECT value FROM meta WHERE key = 'uid'")[0][0]
+        """The tier's random id (made with its schema; names its local caches)."""
+        if self._uid is None:
+            self._uid = self._query("SELECT value FROM meta WHERE key = 'uid'")[0][0]
+        return self._uid
 
     # -- links ------------------------------------------------------------------------
     def link(self, source_id: str, target_id: str, link_type: str, note: str = "") -> Link:

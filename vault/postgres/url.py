@@ -83,6 +83,7 @@ def parse_address(url: str, schema: str | None = None, *,
     user = unquote(parts.username) + "@" if parts.username else ""
     netloc = f"{user}{host}" + (f":{port}" if port else "")
     shown = urlunsplit(("postgresql", netloc, parts.path, "", ""))
+    _KNOWN_SECRETS.update(s for s in secrets if len(s) >= 3)
     return PgAddress(dsn=dsn, schema=schema, display=f"{shown} (schema {schema})",
                      secrets=tuple(sorted(set(secrets), key=len, reverse=True)))
 
@@ -94,9 +95,13 @@ def _strip(text: str, secrets: list[str]) -> str:
     return text
 
 
-def scrub(text: str, address: PgAddress) -> str:
-    """``text`` with every form of the address's password replaced by ``***``."""
-    text = _strip(text, list(address.secrets))
+#: Every password seen by :func:`parse_address` in this process (scrubbed from messages).
+_KNOWN_SECRETS: set[str] = set()
+
+
+def scrub(text: str) -> str:
+    """``text`` with every known password (and ``$PGPASSWORD``) replaced by ``***``."""
+    text = _strip(text, sorted(_KNOWN_SECRETS, key=len, reverse=True))
     pgpassword = os.environ.get("PGPASSWORD")
     if pgpassword:
         text = text.replace(pgpassword, "***")

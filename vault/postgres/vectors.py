@@ -26,7 +26,7 @@ import numpy as np
 from tiervault.errors import StorageError, ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.postgres.store import _SELECT, PgTierStore, pg_filter_sql
+from tiervault.vault.postgres.store import _SELECT, pg_filter_sql
 from tiervault.vault.store import row_to_entry
 
 __all__ = ["PgVectors", "VectorHit", "HNSW_MIN_ROWS", "HALFVEC_ABOVE_DIM", "EMBEDDING_STATES"]
@@ -68,9 +68,9 @@ class VectorHit(tuple):
 
 
 class PgVectors:
-    """Vector storage of one :class:`PgTierStore` (shares its connection and lock)."""
+    """Vector storage of one PostgreSQL tier (shares its connection and lock)."""
 
-    def __init__(self, store: PgTierStore) -> None:
+    def __init__(self, store: Any) -> None:
         self.store = store
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
@@ -120,7 +120,7 @@ class PgVectors:
         if n < HNSW_MIN_ROWS or self._has_index(name):
             return False
         kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
-        with self.store._mapped("create a vector index", writing=True) as conn:  # noqa: SLF001
+        with self.store._mapped("create a vector index") as conn:  # noqa: SLF001
             conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON entry_vectors USING hnsw "
                          f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) "
                          f"WHERE model = {_quote(model)} AND dim = {int(dim)}")
@@ -224,3 +224,53 @@ class PgVectors:
         matrix = np.array([np.fromstring(r[2][1:-1], sep=",", dtype=np.float32) for r in rows],
                           dtype=np.float32).reshape(len(rows), dim)
         return gen, [r[0] for r in rows], matrix, dead
+
+
+class PgVectorMethods:
+    """Contract methods for vectors and embedding state; mixed into the PostgreSQL tier."""
+
+    _query: Any
+
+    @property
+    def vectors(self) -> PgVectors:
+        return PgVectors(self)
+
+    def put_vectors(self, model: str, rows: Iterable[Any]) -> int:
+        return self.vectors.put(model, ((r[0], r[1], r[2]) for r in rows))
+
+    def vectors_for(self, model: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        rows = self._query("SELECT entry_id, vector::text FROM entry_vectors WHERE model = %s "
+                           "AND entry_id = ANY(%s)", (model, list(ids)))
+        return {r[0]: np.fromstring(r[1][1:-1], sep=",", dtype=np.float32) for r in rows}
+
+    def vector_input_hashes(self, model: str, ids: Sequence[str]) -> dict[str, str]:
+        return self.vectors.input_hashes(model, ids)
+
+    def vector_changes_since(self, model: str, since: int) -> Any:
+        from tiervault.vault.rows import VectorChanges
+
+        gen, ids, matrix, dead = self.vectors.load(model, since)
+        return VectorChanges(gen, ids, matrix, dead)
+
+    def vector_search(self, model: str, query: np.ndarray, k: int,
+                      filters: Filters | None = None) -> list[Any]:
+        from tiervault.vault.rows import VectorHit as Hit
+
+        return [Hit(h.id, h.score) for h in self.vectors.search(model, query, k, filters=filters)]
+
+    def mark_embedding(self, model: str, items: Iterable[tuple[str, str]], state: str,
+                       error: str = "") -> None:
+        self.vectors.mark(model, items, state, error)
+
+    def embedding_backlog(self, model: str, limit: int, *, after: str = "") -> list[Entry]:
+        return self.vectors.backlog(model, limit, after=after)
+
+    def embedding_counts(self, model: str) -> dict[str, int]:
+        return self.vectors.counts(model)
+
+    def embedding_status(self, model: str, ids: Sequence[str]) -> dict[str, Any]:
+        from tiervault.vault.rows import EmbeddingStatus
+
+        return {k: EmbeddingStatus(*v) for k, v in self.vectors.errors(model, ids).items()}
