@@ -208,7 +208,12 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
         raise ConfigError("not UTF-8 text; agent.yaml must be a UTF-8 YAML mapping", file=str(path)) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror}", file=str(path)) from exc
-    loader = yaml.SafeLoader(text)
+    try:
+        # Inside the try: the reader refuses NUL/ESC and other control characters at once.
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"malformed YAML: {type(exc).__name__} (a control character such as "
+                          "NUL or ESC?)", file=str(path)) from exc
     loader.name = str(path)  # marks (and the chained YAMLError) name the file, not "<unicode string>"
     try:
         node = loader.get_single_node()
@@ -230,6 +235,11 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
                           line=mark.line + 1 if mark else None) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"malformed YAML: {type(exc).__name__}", file=str(path)) from exc
+    except RecursionError as exc:
+        raise ConfigError("malformed YAML: nested too deeply for a configuration",
+                          file=str(path)) from exc
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date 2024-13-45
+        raise ConfigError(f"invalid value: {str(exc)[:120]}", file=str(path)) from exc
     finally:
         loader.dispose()
     return data, lines

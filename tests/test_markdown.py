@@ -92,7 +92,7 @@ def test_any_text_round_trips_exactly(title, description, context, example, coun
     ("---\nid: a\nseverity: high\n---\n# T\n\nd\n", ":3:", ["severity", "critical"]),
     ("---\nid: a\ncolour: red\n---\n# T\n\nd\n", ":3:", ["colour", "allowed fields"]),
     ("---\nid: a\n---\n\nno title here\n", ":5:", ["# Title"]),
-    ("# T\n\nd\n", ":1:", ["front matter"]),
+    ("no title, no front matter\n", ":1:", ["# Title"]),
     ("---\nid: a\n# T\n", ":1:", ["not closed"]),
     ("---\nid: a\n---\n# T\n\nd\n## Why\nx\n## Why\ny\n", ":9:", ["second"]),
     ("---\nid: Bad Id\n---\n# T\n\nd\n", ":2:", ["id", "lowercase"]),
@@ -254,7 +254,7 @@ def test_bad_files_are_reported_by_name_and_block_prune(tmp_path):
     assert "dup.md: id 'good' is also used by good.md" in r.stderr
     assert "good.md: id 'good' is also used by dup.md" in r.stderr
     assert "badlink" in r.stderr and "nowhere" in r.stderr
-    assert "--prune was skipped" in r.stderr
+    assert "--prune was not run" in r.stderr
     assert "1 added" in r.stdout  # badlink: its entry is stored, its link is not
     assert stored(root, "badlink") is not None
     assert stored(root, "orphan") is not None  # not pruned
@@ -275,9 +275,11 @@ def test_export_reports_and_prunes_stale_files(tmp_path):
     assert cli(["capture", "--id", "a", "--title", "A", "--description", "a", "--tier", "project"],
                root).returncode == 0
     (root / "md").mkdir()
-    (root / "md" / "zombie.md").write_text("old")
+    (root / "md" / "zombie.md").write_text("---\nid: zombie\n---\n# Z\n\nold\n")
+    (root / "md" / "notes.md").write_text("# My notes\n\nnot an entry of the tier\n")
     r = cli(["export-md", "md", "--tier", "project"], root)
     assert r.returncode == 0 and "zombie.md" in r.stderr and (root / "md" / "zombie.md").exists()
     r = cli(["export-md", "md", "--tier", "project", "--prune", "--json"], root)
     assert json.loads(r.stdout)["pruned"] == 1 and not (root / "md" / "zombie.md").exists()
+    assert (root / "md" / "notes.md").exists()  # a person's note (no front matter) is never ours
     assert (root / "md" / "a.md").read_text().startswith("---\nid: a\n")

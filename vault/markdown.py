@@ -33,33 +33,40 @@ carriage return, or a line that looks like one of those headings) is written
 as a YAML string in the front matter instead, so export -> import -> export
 always reproduces the files byte for byte.
 
-Re-import (:func:`import_folder`) compares each file with the stored entry
-(content fields, validity, origin, created_at and outgoing links; not
-updated_at) and writes only what changed. An updated entry gets a fresh
-``updated_at`` unless the file sets a later one. A file without ``origin``
-is taken as written by a person (``origin: user``); one without ``id`` uses its
-file name. Entries of the tier with no file are deleted only with ``prune``,
-and never when some file could not be read.
+A minimal note -- ``# Title`` and text, no front matter -- is an entry too: its
+id comes from the file name (:func:`id_from_file_name`), its origin is ``user``.
+
+File names. An entry is written as ``<id>.md`` (:func:`file_name`), except where
+that name is one the importer leaves alone (``readme.md``, ``index.md``, hidden
+``.x.md``): those ids are written as ``entry=<id>.md`` ('=' is never part of an
+id), so every id a capture accepts round-trips through a folder.
+
+Bounds. A file is at most :data:`MAX_FILE_BYTES`; its front matter may expand to
+at most :data:`MAX_YAML_NODES` YAML nodes (aliases counted each time they are
+used: an alias bomb is refused in microseconds) and :data:`MAX_YAML_DEPTH`
+levels; every value quoted in an error is cut to a few dozen characters.
+
+Folders both ways live in :mod:`tiervault.vault.markdown_folder`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
-import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable
 
 import yaml
 
-from tiervault.errors import TierVaultError, ValidationError
-from tiervault.vault.entry import Entry
+from tiervault.errors import ValidationError
+from tiervault.vault.entry import Entry, slugify
 from tiervault.vault.jsonl import LinkSpec, parse_record
 
-__all__ = ["render", "parse", "ParsedFile", "export_folder", "import_folder", "ExportReport",
-           "ImportReport", "SECTIONS"]
+_ID_RE = re.compile(r"^[a-z0-9_.-]{1,128}$")
+
+__all__ = ["render", "parse", "ParsedFile", "SECTIONS", "file_name", "id_from_file_name",
+           "IGNORED_NAMES", "MAX_FILE_BYTES", "MAX_YAML_NODES", "MAX_YAML_DEPTH"]
 
 #: Body sections after the description: (entry field, heading text).
 SECTIONS = (("context", "Context"), ("example", "Example"),
@@ -69,8 +76,32 @@ _FIELD_OF_HEADING = {h.lower(): f for f, h in SECTIONS}
 _FRONT_ORDER = ("id", "title", "type", "domain", "severity", "tags", "applies_to", "origin",
                 "valid_from", "valid_until", "created_at", "updated_at", "links",
                 "description", "context", "example", "counter_example", "why")
-_SKIP_NAMES = frozenset({"readme.md", "index.md"})
-_BATCH = 1_000
+#: Files the importer leaves alone: a folder's own documentation.
+IGNORED_NAMES = frozenset({"readme.md", "index.md"})
+#: Prefix of the file name of an id whose plain name the importer would leave alone.
+_ESCAPE_PREFIX = "entry="
+MAX_FILE_BYTES = 4_000_000
+MAX_YAML_NODES = 20_000
+MAX_YAML_DEPTH = 64
+
+
+def file_name(entry_id: str) -> str:
+    """The file an entry is exported to; never a name :func:`id_from_file_name`'s
+    importer skips (README/index/hidden)."""
+    plain = f"{entry_id}.md"
+    if plain.lower() in IGNORED_NAMES or entry_id.startswith("."):
+        return f"{_ESCAPE_PREFIX}{plain}"
+    return plain
+
+
+def id_from_file_name(name: str) -> str:
+    """The id of a file without an ``id:`` key: ``entry=readme.md`` -> ``readme``,
+    ``Deploy Guide.md`` -> ``deploy-guide`` (a valid id is kept as is)."""
+    stem = name[:-3] if name.lower().endswith(".md") else name
+    stem = stem.removeprefix(_ESCAPE_PREFIX)
+    if _ID_RE.match(stem):
+        return stem
+    return slugify(stem)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -167,12 +198,45 @@ class ParsedFile:
     entry: Entry | None = None
     links: tuple[LinkSpec, ...] = ()
     error: str | None = None
+    #: The file starts with front matter (``---``): written by tiervault or in its format.
+    #: A file without it is a person's note and is never overwritten by an export.
+    front_matter: bool = False
 
 
 class _FileError(Exception):
     def __init__(self, line: int | None, message: str) -> None:
         self.line = line
-        super().__init__(message)
+        super().__init__(_bounded(message, 400))
+
+
+def _bounded(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters: errors never print an expanded value."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def _check_size(node: yaml.Node) -> None:
+    """Refuse front matter expanding past MAX_YAML_NODES nodes or MAX_YAML_DEPTH levels.
+
+    Aliases point at shared nodes, so a walk counting every use sees the expanded
+    size: a "billion laughs" file is refused after MAX_YAML_NODES steps.
+    """
+    count = 0
+    stack: list[tuple[yaml.Node, int]] = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        count += 1
+        if count > MAX_YAML_NODES:
+            raise _FileError(2, f"the front matter expands to more than {MAX_YAML_NODES} "
+                                "values (YAML aliases?); an entry needs far fewer")
+        if depth > MAX_YAML_DEPTH:
+            raise _FileError(current.start_mark.line + 2,
+                             f"the front matter nests deeper than {MAX_YAML_DEPTH} levels")
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
 
 
 def _plain(value: Any) -> Any:
@@ -185,29 +249,43 @@ def _plain(value: Any) -> Any:
 
 
 def _front_matter(text: str) -> tuple[dict[str, Any], dict[str, int], str, int]:
-    """(mapping, {key: file line}, body, line number where the body starts)."""
+    """(mapping, {key: file line}, body, line number where the body starts).
+
+    A file that does not start with ``---`` has no front matter: an empty mapping
+    and the whole text as the body (a minimal note).
+    """
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = text.split("\n")
-    if not lines or lines[0].rstrip() != "---":
-        raise _FileError(1, "expected YAML front matter starting with a '---' line "
-                            "(see `tiervault export-md` for the format)")
+    if lines[0].rstrip() != "---":
+        return {}, {}, text, 1
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
     if end is None:
         raise _FileError(1, "the front matter is not closed by a '---' line")
-    loader = yaml.SafeLoader("\n".join(lines[1:end]) + "\n")
+    node = None
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else {}
+        # The reader itself refuses NUL/ESC and other non-printable characters (ReaderError):
+        # built inside the try, so that is this file's error, not the import's.
+        loader = yaml.SafeLoader("\n".join(lines[1:end]) + "\n")
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_size(node)
+            data = loader.construct_document(node) if node is not None else {}
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
         context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
         if context and start is not None:
             problem += f" ({context.removeprefix('while ')} at line {start.line + 2})"
-        raise _FileError(mark.line + 2 if mark else 2, f"invalid YAML front matter: {problem}") from None
-    finally:
-        loader.dispose()
+        raise _FileError(mark.line + 2 if mark else 2,
+                         f"invalid YAML front matter: {_bounded(problem, 200)}") from None
+    except RecursionError:
+        raise _FileError(2, f"the front matter nests deeper than {MAX_YAML_DEPTH} levels") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. PyYAML's date 2024-13-45
+        raise _FileError(2, f"invalid value in the front matter: {_bounded(str(exc), 120)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -215,7 +293,7 @@ def _front_matter(text: str) -> tuple[dict[str, Any], dict[str, int], str, int]:
     key_lines: dict[str, int] = {}
     if isinstance(node, yaml.MappingNode):
         for key_node, _ in node.value:
-            key, line = str(key_node.value), key_node.start_mark.line + 2
+            key, line = _bounded(str(key_node.value)), key_node.start_mark.line + 2
             if key in key_lines:
                 raise _FileError(line, f"{key} is given twice (lines {key_lines[key]} and {line})")
             key_lines[key] = line
@@ -226,11 +304,16 @@ def _front_matter(text: str) -> tuple[dict[str, Any], dict[str, int], str, int]:
 def parse(text: str, path: Path | str = "entry.md") -> ParsedFile:
     """Parse one file's text; errors come back in ``ParsedFile.error``, never raised."""
     path = Path(path)
+    front = text.removeprefix("\ufeff").split("\n", 1)[0].rstrip() == "---"
     try:
-        return _parse(text, path)
+        parsed = _parse(text, path)
     except _FileError as exc:
         where = f"{path}:{exc.line}" if exc.line else str(path)
-        return ParsedFile(path, error=f"{where}: {exc}")
+        return ParsedFile(path, error=f"{where}: {exc}", front_matter=front)
+    except RecursionError:
+        return ParsedFile(path, error=f"{path}: nested too deeply to be an entry",
+                          front_matter=front)
+    return replace(parsed, front_matter=front)
 
 
 def _parse(text: str, path: Path) -> ParsedFile:
@@ -242,8 +325,8 @@ def _parse(text: str, path: Path) -> ParsedFile:
         i += 1
     if "title" not in record:
         if i >= len(lines) or not lines[i].startswith("# "):
-            raise _FileError(body_line + i, "expected a '# Title' line after the front matter "
-                                            "(or a 'title:' key in it)")
+            raise _FileError(body_line + i, "expected a '# Title' line (after the front matter, "
+                                            "if any) or a 'title:' key in the front matter")
         record["title"] = lines[i][2:].strip()
         i += 1
     current, buf, seen = "description", [], set()
@@ -271,254 +354,11 @@ def _parse(text: str, path: Path) -> ParsedFile:
             buf.append(line)
     flush()
     if record.get("id") in (None, ""):
-        record["id"] = path.stem
+        record["id"] = id_from_file_name(path.name)
     record.setdefault("origin", "user")
     try:
         entry, links = parse_record(record)
     except ValidationError as exc:
         base = re.split(r"[.\[]", exc.field, maxsplit=1)[0]
-        raise _FileError(key_lines.get(base), str(exc)) from None
+        raise _FileError(key_lines.get(base), _bounded(str(exc), 300)) from None
     return ParsedFile(path, entry, links)
-
-
-# -- folders --------------------------------------------------------------------------------
-@dataclass(slots=True)
-class ExportReport:
-    """What an export did: files written, files already identical, stale/pruned files."""
-
-    written: int = 0
-    unchanged: int = 0
-    stale: list[str] = field(default_factory=list)
-    pruned: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"written": self.written, "unchanged": self.unchanged, "stale": self.stale,
-                "pruned": self.pruned}
-
-
-@dataclass(slots=True)
-class ImportReport:
-    """What an import did, by entry; ``errors`` name the file (and line)."""
-
-    files: int = 0
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    pruned: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    prune_skipped: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "added": len(self.added), "updated": len(self.updated),
-                "unchanged": self.unchanged, "pruned": len(self.pruned),
-                "addedIds": self.added, "updatedIds": self.updated, "prunedIds": self.pruned,
-                "errors": self.errors, "pruneSkipped": self.prune_skipped}
-
-
-def _chunks(items: Sequence[Any], size: int = _BATCH) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
-
-
-def _outgoing(store: Any, ids: Sequence[str]) -> dict[str, list[Any]]:
-    wanted = set(ids)
-    out: dict[str, list[Any]] = {i: [] for i in ids}
-    for link in store.links_touching(list(ids)):
-        if link.source_id in wanted:
-            out[link.source_id].append(link)
-    return out
-
-
-def _write_if_changed(path: Path, text: str) -> bool:
-    """Write atomically unless the file already holds ``text``; True when written."""
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    fd, tmp = tempfile.mkstemp(prefix=".tv-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True
-
-
-def export_folder(manager: Any, tier: str, directory: str | Path, *, prune: bool = False,
-                  on_progress: Callable[[int], None] | None = None) -> ExportReport:
-    """Write every entry of ``tier`` as ``<id>.md`` in ``directory`` (only files that differ).
-
-    A file already present anywhere under ``directory`` for that id (``sub/<id>.md``:
-    a team may sort files into folders) is updated in place. ``*.md`` files naming
-    no entry of the tier are reported as ``stale`` and deleted only with ``prune``.
-    """
-    store = manager.store(tier)
-    target = Path(directory).expanduser()
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        existing: dict[str, Path] = {}
-        for path in markdown_files(target):
-            existing.setdefault(path.stem, path)
-    except OSError as exc:
-        raise ValidationError("directory", f"cannot use {target}: {exc.strerror}") from exc
-    report = ExportReport()
-    ids: set[str] = set()
-    batch: list[Entry] = []
-
-    def flush() -> None:
-        links = _outgoing(store, [e.id for e in batch])
-        for entry in batch:
-            path = existing.get(entry.id, target / f"{entry.id}.md")
-            if _write_if_changed(path, render(entry, links[entry.id])):
-                report.written += 1
-            else:
-                report.unchanged += 1
-        batch.clear()
-        if on_progress:
-            on_progress(len(ids))
-
-    try:
-        for entry in store.iter_entries():
-            ids.add(entry.id)
-            batch.append(entry)
-            if len(batch) >= _BATCH:
-                flush()
-        if batch:
-            flush()
-        for path in markdown_files(target):
-            if path.stem not in ids:
-                report.stale.append(str(path.relative_to(target)))
-                if prune:
-                    path.unlink()
-                    report.pruned += 1
-    except OSError as exc:
-        raise ValidationError("directory", f"cannot write to {target}: {exc.strerror}") from exc
-    return report
-
-
-def markdown_files(directory: Path) -> list[Path]:
-    """``*.md`` under ``directory`` (recursively; hidden folders and README/index skipped)."""
-    out = []
-    for path in directory.rglob("*.md"):
-        rel = path.relative_to(directory)
-        if any(part.startswith(".") for part in rel.parts) or path.name.lower() in _SKIP_NAMES:
-            continue
-        if path.is_file():
-            out.append(path)
-    return sorted(out)
-
-
-def read_folder(directory: str | Path,
-                on_progress: Callable[[int], None] | None = None) -> list[ParsedFile]:
-    """Parse every entry file under ``directory``. Files sharing an id are all errors:
-    which one is meant cannot be guessed."""
-    root = Path(directory).expanduser()
-    if not root.is_dir():
-        raise ValidationError("directory", f"{root} is not a directory")
-    parsed: list[ParsedFile] = []
-    for n, path in enumerate(markdown_files(root), start=1):
-        shown = path.relative_to(root)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            parsed.append(ParsedFile(shown, error=f"{shown}: not UTF-8 text (byte {exc.start})"))
-        except OSError as exc:
-            parsed.append(ParsedFile(shown, error=f"{shown}: cannot read: {exc.strerror}"))
-        else:
-            parsed.append(parse(text, shown))
-        if on_progress and n % 100 == 0:
-            on_progress(n)
-    holders: dict[str, list[Path]] = {}
-    for item in parsed:
-        if item.entry is not None:
-            holders.setdefault(item.entry.id, []).append(item.path)
-    for i, item in enumerate(parsed):
-        if item.entry is not None and len(holders[item.entry.id]) > 1:
-            others = ", ".join(str(p) for p in holders[item.entry.id] if p != item.path)
-            parsed[i] = ParsedFile(item.path, error=f"{item.path}: id {item.entry.id!r} is also "
-                                                    f"used by {others}; ids must be unique")
-    if on_progress:
-        on_progress(len(parsed))
-    return parsed
-
-
-def _compare_key(entry: Entry, links: Iterable[Any], stored: Entry | None = None) -> tuple:
-    data = entry.to_dict()
-    data.pop("updated_at")
-    data.pop("content_hash")
-    if data["created_at"] is None and stored is not None:
-        data["created_at"] = stored.to_dict()["created_at"]  # absent in the file: keep stored
-    specs = sorted((s.target, s.type, s.note) for s in map(_spec, links))
-    return tuple(sorted((k, str(v)) for k, v in data.items())), tuple(specs)
-
-
-def import_folder(manager: Any, tier: str, directory: str | Path, *, prune: bool = False,
-                  on_progress: Callable[[int], None] | None = None) -> ImportReport:
-    """Bring ``tier`` in line with the folder: add new entries, update changed ones (and
-    their outgoing links), leave the rest; with ``prune`` delete entries that have no file.
-
-    Bad files are reported in ``errors`` (file and line) and skipped; the good ones
-    are still imported. Prune is skipped when any file was bad (its entry might be
-    the one that looks orphaned).
-    """
-    store = manager.store(tier)
-    parsed = read_folder(directory, on_progress)
-    report = ImportReport(files=len(parsed))
-    report.errors = [p.error for p in parsed if p.error]
-    good = [p for p in parsed if p.entry is not None]
-    to_write: list[Entry] = []
-    link_plan: list[tuple[str, tuple[LinkSpec, ...], list[Any]]] = []
-    for chunk in _chunks(good):
-        ids = [p.entry.id for p in chunk]  # type: ignore[union-attr]
-        stored = store.get_many(ids)
-        stored_links = _outgoing(store, ids)
-        for p in chunk:
-            entry = p.entry
-            assert entry is not None
-            old = stored.get(entry.id)
-            old_links = stored_links.get(entry.id, [])
-            if old is None:
-                to_write.append(entry)
-                report.added.append(entry.id)
-                link_plan.append((entry.id, p.links, []))
-                continue
-            new_key, old_key = _compare_key(entry, p.links, old), _compare_key(old, old_links)
-            if new_key == old_key:
-                report.unchanged += 1
-                continue
-            report.updated.append(entry.id)
-            if new_key[0] != old_key[0]:
-                later = (entry.updated_at is not None and old.updated_at is not None
-                         and entry.updated_at > old.updated_at)
-                to_write.append(entry if later else replace(entry, updated_at=None))
-            if new_key[1] != old_key[1]:
-                link_plan.append((entry.id, p.links, old_links))
-    if to_write:
-        manager.capture_many(to_write, tier)  # through the manager: write hooks (embeddings) run
-    for source, links, old_links in link_plan:
-        wanted = {(s.target, s.type): s for s in links}
-        for old in old_links:
-            if (old.target_id, old.link_type) not in wanted:
-                store.unlink(source, old.target_id, old.link_type)
-        have = {(l.target_id, l.link_type): l.note for l in old_links}
-        for key, spec in wanted.items():
-            if have.get(key) == spec.note:
-                continue
-            try:
-                manager.link(source, spec.target, spec.type, spec.note, tier=tier)
-            except (TierVaultError, LookupError) as exc:
-                report.errors.append(f"{source}: link to {spec.target!r} ({spec.type}) not "
-                                     f"stored: {exc}")
-    if prune:
-        if report.errors and any(p.error for p in parsed):
-            report.prune_skipped = True
-        else:
-            keep = {p.entry.id for p in good}  # type: ignore[union-attr]
-            orphans = [e.id for e in store.iter_entries() if e.id not in keep]
-            for eid in orphans:
-                store.delete(eid)
-            report.pruned = orphans
-    return report

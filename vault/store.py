@@ -347,6 +347,20 @@ class TierStore(JournalMixin):
         self._sync_postings()
         return cur.rowcount > 0
 
+    def delete_many(self, ids: Sequence[str]) -> int:
+        """Delete entries in one transaction (all of them or, on failure, none)."""
+        if not ids:
+            return 0
+        try:
+            with self._write():
+                cur = self._conn.execute(  # type: ignore[union-attr]
+                    "DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(ids)),))
+        except sqlite3.Error as exc:
+            raise StorageError(f"tier {self.name!r} ({self.path}): delete failed: {exc}") from exc
+        self._sync_postings()
+        return cur.rowcount
+
     def count(self) -> int:
         rows = self._query("SELECT count(*) FROM entries")
         return rows[0][0] if rows else 0

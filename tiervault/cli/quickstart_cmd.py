@@ -65,40 +65,44 @@ def register(sub: Any) -> None:
     p.add_argument("dir", help="folder of .md files (searched recursively)")
     p.add_argument("--tier", required=True, help="tier to write to")
     p.add_argument("--prune", action="store_true",
-                   help="delete entries of the tier that have no file in DIR")
+                   help="delete entries of the tier that have no file in DIR (one transaction; "
+                   "refused while any file could not be read or was skipped)")
+    p.add_argument("--force", action="store_true",
+                   help="with --prune: prune even when DIR holds no entry file at all")
     add_json(p)
     p.set_defaults(handler=cmd_import_md)
 
 
 # -- markdown ----------------------------------------------------------------------------------
 def cmd_export_md(args: argparse.Namespace) -> int:
-    from tiervault.vault.markdown import export_folder
+    from tiervault.vault.markdown_folder import export_folder
 
     with manager_from(args) as manager:
         total = manager.store(args.tier).count()
         with Progress("export-md", total=total, unit="entries") as progress:
             report = export_folder(manager, args.tier, args.dir, prune=args.prune,
                                    on_progress=progress.update_to)
+    print_errors(report.conflicts)
     if args.json:
         print_json(report.as_dict())
-        return 0
-    print(f"exported {args.tier} to {args.dir}: {report.written} written, "
-          f"{report.unchanged} unchanged" + (f", {report.pruned} stale files deleted"
-                                             if args.prune else ""))
-    if report.stale and not args.prune:
-        print(f"tiervault: {len(report.stale)} file(s) in {args.dir} name no entry of "
-              f"{args.tier} (e.g. {report.stale[0]}); --prune deletes them", file=sys.stderr)
-    return 0
+    else:
+        print(f"exported {args.tier} to {args.dir}: {report.written} written, "
+              f"{report.unchanged} unchanged" + (f", {report.pruned} stale files deleted"
+                                                 if args.prune else "")
+              + (f", {len(report.conflicts)} not written" if report.conflicts else ""))
+        if report.stale and not args.prune:
+            print(f"tiervault: {len(report.stale)} file(s) in {args.dir} name no entry of "
+                  f"{args.tier} (e.g. {report.stale[0]}); --prune deletes them", file=sys.stderr)
+    return 2 if report.conflicts else 0
 
 
 def cmd_import_md(args: argparse.Namespace) -> int:
-    from tiervault.vault.markdown import import_folder, markdown_files
+    from tiervault.vault.markdown_folder import import_folder
 
     root = Path(args.dir).expanduser()
-    total = len(markdown_files(root)) if root.is_dir() else None
     with manager_from(args) as manager:
-        with Progress("import-md", total=total, unit="files") as progress:
-            report = import_folder(manager, args.tier, root, prune=args.prune,
+        with Progress("import-md", total=None, unit="files") as progress:
+            report = import_folder(manager, args.tier, root, prune=args.prune, force=args.force,
                                    on_progress=progress.update_to)
     print_errors(report.errors)
     if args.json:
@@ -108,9 +112,8 @@ def cmd_import_md(args: argparse.Namespace) -> int:
               f"{len(report.updated)} updated, {report.unchanged} unchanged, "
               f"{len(report.pruned)} pruned, {len(report.errors)} problem(s)")
     if report.prune_skipped:
-        print("tiervault: --prune was skipped because some files could not be read; fix them "
-              "and run again", file=sys.stderr)
-    return 2 if report.errors else 0
+        print(f"tiervault: --prune was not run: {report.prune_skipped}", file=sys.stderr)
+    return 2 if report.errors or report.prune_skipped else 0
 
 
 # -- quickstart -------------------------------------------------------------------------------
