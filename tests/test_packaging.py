@@ -14,7 +14,8 @@ import pytest
 import tiervault
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["tiervault", "tiervault.vault", "tiervault.brain", "tiervault.embeddings", "tiervault.config"]
+PACKAGES = ["tiervault", "tiervault.vault", "tiervault.brain", "tiervault.embeddings", "tiervault.config",
+            "tiervault.web"]
 
 PROBE = """
 import tiervault.config, tiervault.vault.manager, tiervault.brain, tiervault.embeddings
@@ -53,7 +54,8 @@ def test_wheel_layout_maps_folders_under_one_import_name(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for required in ["tiervault/__init__.py", "tiervault/vault/store.py", "tiervault/brain/__init__.py",
                      "tiervault/embeddings/base.py", "tiervault/config/loader.py",
-                     "tiervault/vault/packs/starter.jsonl", "tiervault/cli/__init__.py"]:
+                     "tiervault/vault/packs/starter.jsonl", "tiervault/cli/__init__.py",
+                     "tiervault/web/templates/base.html", "tiervault/web/static/style.css"]:
         assert required in names, required
     assert not any(n.startswith(("config/", "vault/", "brain/", "embeddings/")) for n in names)
     target = tmp_path / "site"

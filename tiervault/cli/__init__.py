@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "tiervault.cli.mcp_cmd",
     "tiervault.cli.quickstart_cmd",
     "tiervault.cli.serve_cmds",
+    "tiervault.cli.ui_cmd",
 )
 
 

@@ -1,0 +1,244 @@
+"""What the curator pages read from the tiers: pages of entries, counts, review lists.
+
+Everything here is read-only and goes through public store APIs: one read
+transaction per call (:meth:`TierStore.snapshot`), the in-memory FTS mirror
+(:meth:`TierStore.postings`) for counts, and the embedding state table
+(:class:`~tiervault.vault.vectors.TierVectors`) for coverage.
+
+Orderings are index-backed so a page costs the same at 100K entries as at 100:
+"newest" is rowid order (an upsert keeps its rowid), "recently updated" is the
+write generation (``entries_gen`` index; every write bumps it).
+
+Near-duplicates: entries of one tier sharing a content hash, the same content
+held by several tiers, and entries whose titles have the same content-word
+stems (``"Use JWT rotation"`` / ``"JWT rotation: use"``). The title groups need
+every title of a tier, so they are computed once per tier generation and cached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from tiervault.vault.entry import ENTRY_TYPES, SEVERITIES, Entry
+from tiervault.vault.filters import Filters
+from tiervault.vault.store import ENTRY_COLUMNS, Link, filter_sql, row_to_entry
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
+
+__all__ = ["Catalog", "EntryPage", "Distribution", "Coverage", "DuplicateGroup", "Contradiction",
+           "ORDERS", "title_key"]
+
+ORDERS = ("new", "updated")
+_SELECT = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS)
+_ORDER_SQL = {"new": "e.rowid DESC", "updated": "e.gen DESC, e.rowid DESC"}
+MAX_REVIEW_ROWS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPage:
+    """One page of a tier's entries and whether more follow."""
+
+    tier: str
+    entries: list[Entry]
+    page: int
+    per_page: int
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """Live entries of one tier counted by type, severity and domain."""
+
+    tier: str
+    total: int
+    by_type: dict[str, int]
+    by_severity: dict[str, int]
+    by_domain: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Embedding state counts of one tier for the active model."""
+
+    tier: str
+    model: str
+    ok: int
+    pending: int
+    error: int
+    missing: int
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateGroup:
+    """Entries that look like the same knowledge; ``reason`` says why."""
+
+    reason: str  # "same content" | "same content, several tiers" | "similar title"
+    members: list[tuple[str, str, str]]  # (tier, id, title)
+
+
+@dataclass(frozen=True, slots=True)
+class Contradiction:
+    """A ``contradicts`` link, with both titles when their entries are readable."""
+
+    link: Link
+    source_title: str | None
+    target_title: str | None
+
+
+def title_key(title: str) -> str:
+    """Sorted distinct content-word stems of a title ('' when it has none)."""
+    stop = STOP_WORDS.get()
+    words = [w for w in split_words(title) if w not in stop]
+    stems = STEMMER.stems(words)
+    return " ".join(sorted({stems[w] for w in words if stems[w]}))
+
+
+@dataclass
+class _TitleCache:
+    gen: int = -1
+    groups: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+class Catalog:
+    """Read-only views over a manager's tiers for the curator pages (thread-safe)."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self._titles: dict[str, _TitleCache] = {}
+        self._lock = threading.Lock()
+
+    # -- entries ----------------------------------------------------------------------
+    def page(self, tier: str, *, order: str = "new", page: int = 1, per_page: int = 25,
+             filters: Filters | None = None) -> EntryPage:
+        """Page ``page`` (1-based) of ``tier`` newest or most recently updated first."""
+        if order not in ORDERS:
+            order = "new"
+        page = max(int(page), 1)
+        filters = filters or Filters(include_expired=True, include_future=True)
+        where, params = filter_sql(filters)
+        store = self.manager.store(tier)
+        with store.snapshot() as conn:
+            if conn is None:
+                return EntryPage(tier, [], page, per_page, False)
+            rows = conn.execute(
+                f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} ORDER BY {_ORDER_SQL[order]} "
+                "LIMIT ? OFFSET ?", [*params, per_page + 1, (page - 1) * per_page]).fetchall()
+        entries = [row_to_entry(r) for r in rows[:per_page]]
+        return EntryPage(tier, entries, page, per_page, len(rows) > per_page)
+
+    def holders(self, entry: Entry, tiers: Sequence[str]) -> list[tuple[str, str]]:
+        """(tier, id) of every copy of ``entry`` in ``tiers``: same id or same content."""
+        out: list[tuple[str, str]] = []
+        for t in self.manager.ordered(tiers):
+            p = t.store.postings()
+            slot = p.slot(entry.id)
+            if slot is None and entry.content_hash:
+                slot = p.slot_by_hash(entry.content_hash)
+            if slot is not None:
+                out.append((t.name, p.ids[slot]))
+        return out
+
+    # -- counts -----------------------------------------------------------------------
+    def distribution(self, tier: str) -> Distribution:
+        """Counts from the in-memory mirror (no table scan)."""
+        p = self.manager.store(tier).postings()
+        alive = p.alive
+        types = np.bincount(p.type_code[alive], minlength=len(ENTRY_TYPES))
+        sev = np.bincount(p.severity_code[alive], minlength=len(SEVERITIES))
+        dom = np.bincount(p.domain_code[alive], minlength=len(p.domains)) if p.domains else []
+        by_domain = {p.domains[i]: int(n) for i, n in enumerate(dom) if n}
+        by_domain = dict(sorted(by_domain.items(), key=lambda kv: (-kv[1], kv[0])))
+        return Distribution(tier, int(alive.sum()), dict(zip(ENTRY_TYPES, map(int, types))),
+                            dict(zip(SEVERITIES, map(int, sev))), by_domain)
+
+    def coverage(self, tier: str, model: str) -> Coverage:
+        from tiervault.vault.vectors import TierVectors
+
+        counts = TierVectors(self.manager.store(tier)).counts(model)
+        return Coverage(tier, model, counts["ok"], counts["pending"], counts["error"],
+                        counts["missing"])
+
+    # -- review -----------------------------------------------------------------------
+    def contradictions(self, tiers: Sequence[str], limit: int = MAX_REVIEW_ROWS) -> list[Contradiction]:
+        """``contradicts`` links stored in ``tiers`` (both directions are one link)."""
+        links: list[Link] = []
+        for t in self.manager.ordered(tiers):
+            with t.store.snapshot() as conn:
+                if conn is None:
+                    continue
+                rows = conn.execute(
+                    "SELECT source_id, target_id, link_type, note, created_at FROM links "
+                    "WHERE link_type = 'contradicts' ORDER BY created_at DESC LIMIT ?",
+                    (limit,)).fetchall()
+            links.extend(Link(*r, t.name) for r in rows)
+        ids = list({i for ln in links for i in (ln.source_id, ln.target_id)})
+        found = self.manager.get_many(ids, tiers) if ids else {}
+        return [Contradiction(ln, found[ln.source_id][0].title if ln.source_id in found else None,
+                              found[ln.target_id][0].title if ln.target_id in found else None)
+                for ln in links[:limit]]
+
+    def duplicates(self, tiers: Sequence[str], limit: int = MAX_REVIEW_ROWS) -> list[DuplicateGroup]:
+        """Same content hash (within or across tiers), then same title stems."""
+        groups: list[DuplicateGroup] = []
+        per_tier: list[tuple[str, Any, np.ndarray, list[str]]] = []
+        total: Counter[str] = Counter()
+        for t in self.manager.ordered(tiers):
+            p = t.store.postings()
+            live = np.flatnonzero(p.alive)
+            hashes = [p.hashes[i] for i in live]
+            total.update(hashes)
+            per_tier.append((t.name, p, live, hashes))
+        by_hash: dict[str, list[tuple[str, str]]] = {}
+        for name, p, live, hashes in per_tier:
+            for slot, h in zip(live, hashes):
+                if total[h] > 1:
+                    by_hash.setdefault(h, []).append((name, p.ids[slot]))
+        seen: set[tuple[str, str]] = set()
+        for h, members in by_hash.items():
+            if len(members) > 1:
+                several = len({tier for tier, _ in members}) > 1
+                groups.append(DuplicateGroup("same content, several tiers" if several else
+                                             "same content", self._titled(members)))
+                seen.update(members)
+            if len(groups) >= limit:
+                return groups
+        for t in self.manager.ordered(tiers):
+            for members in self._title_groups(t.name).values():
+                rest = [m for m in members if (t.name, m[0]) not in seen]
+                if len(rest) > 1:
+                    groups.append(DuplicateGroup("similar title",
+                                                 [(t.name, eid, title) for eid, title in rest]))
+                    if len(groups) >= limit:
+                        return groups
+        return groups
+
+    def _titled(self, members: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+        out = []
+        for tier, eid in members:
+            entry = self.manager.store(tier).get(eid)
+            out.append((tier, eid, entry.title if entry else eid))
+        return out
+
+    def _title_groups(self, tier: str) -> dict[str, list[tuple[str, str]]]:
+        """{title key: [(id, title)]} for keys held by more than one entry, per generation."""
+        store = self.manager.store(tier)
+        gen = store.generation()
+        with self._lock:
+            cached = self._titles.get(tier)
+            if cached is not None and cached.gen == gen:
+                return cached.groups
+        with store.snapshot() as conn:
+            rows = conn.execute("SELECT id, title FROM entries").fetchall() if conn else []
+        keyed: dict[str, list[tuple[str, str]]] = {}
+        for eid, title in rows:
+            key = title_key(title)
+            if key:
+                keyed.setdefault(key, []).append((eid, title))
+        groups = {k: v for k, v in keyed.items() if len(v) > 1}
+        with self._lock:
+            self._titles[tier] = _TitleCache(gen, groups)
+        return groups
