@@ -54,6 +54,10 @@ def test_every_response_carries_the_security_headers(brain):
         r = c.get(path)
         assert r.headers["content-security-policy"] == CSP, path
         assert r.headers["x-frame-options"] == "DENY" and r.headers["cache-control"] == "no-store"
+    html = c.get("/nope", headers={"accept": "text/html,application/xhtml+xml"})
+    assert html.status_code == 404 and "No such page" in html.text
+    api = c.get("/api/v9/nope", headers={"accept": "application/json"})
+    assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
     anonymous = TestClient(create_web_app(lambda p: brain, LocalAccess(Principal("me", {}), "x")),
                            base_url=BASE)
     r = anonymous.get("/browse")

@@ -1,12 +1,11 @@
 """The curator pages in a real browser: Debian's Chromium driven by Playwright against a real
-``tiervault ui`` process (and, for a read-only principal, the app served with read rights).
+``tiervault ui`` process, and against ``tiervault serve`` with its tokens (read-only and read-write).
 
 Screenshots of every page go to $TIERVAULT_SCREENSHOTS (else a temp folder).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -17,6 +16,7 @@ from typing import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from serve_process import ServeProcess, create_token
 from tiervault.config import load_settings
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
@@ -25,7 +25,6 @@ from tiervault.vault.store import TierStore
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-HELPERS = Path(__file__).parent / "helpers"
 XSS_TITLE = "<script>alert(1)</script>"
 XSS_ATTR = '" onmouseover="alert(2)" x="'
 XSS_DESC = "<img src=x onerror=alert(3)> and <b>bold</b>"
@@ -107,13 +106,14 @@ def ui(vault: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def readonly(vault: Path) -> Iterator[str]:
-    """The app served to a principal with read rights only; yields the sign-in URL."""
-    rights = json.dumps({"agent": "r", "project": "r", "team": "r"})
-    proc, base = _start([sys.executable, str(HELPERS / "web_server.py"), str(vault), "ro-token",
-                         rights], vault.parent, r"http://127\.0\.0\.1:\d+/")
-    yield base + "?token=ro-token"
-    _stop(proc)
+def served(vault: Path) -> Iterator[dict[str, str]]:
+    """A real `tiervault serve` over the same agent.yaml (the pages mounted at /) and two of
+    its tokens: read-only on every tier, and read-write on the shared tiers."""
+    root = vault.parent
+    tokens = {"ro": create_token(root, "curator", "agent:r,project:r,team:r"),
+              "rw": create_token(root, "curator", "project:rw,team:rw")}
+    with ServeProcess(root) as server:
+        yield {"url": server.url, **tokens}
 
 
 @pytest.fixture(scope="session")
@@ -278,28 +278,41 @@ def test_browse_review_and_health_pages(page: Page, ui: str, shots: Path):
     page.screenshot(path=str(shots / "health.png"), full_page=True)
 
 
-def test_read_only_principal_sees_no_write_controls_and_is_refused(page: Page, readonly: str,
-                                                                  vault: Path, shots: Path):
-    page.goto(readonly)
-    base = _base(readonly)
-    page.goto(base + "/entry/rotate-jwt-signing-keys?tier=agent&q=jwt+rotation")
+def test_serve_signs_in_with_its_token_and_a_read_only_token_cannot_write(
+        page: Page, served: dict[str, str], vault: Path, shots: Path):
+    base = served["url"]
+    assert page.goto(base + "/").status == 401  # the sign-in page
+    page.fill("input[name=token]", served["ro"])
+    page.click("form button")
+    page.goto(base + "/entry/cache-http-b?tier=team&q=cache+http")
     expect(page.locator("#breakdown svg.breakdown")).to_be_visible()
     assert page.locator("#edit, #delete, #accept, #dismiss").count() == 0
     assert page.locator("form[method=post]").count() == 1  # log out only
     page.screenshot(path=str(shots / "readonly-entry.png"), full_page=True)
     csrf = page.locator("input[name=csrf]").first.get_attribute("value")
-    for path, form in [("/entry/rotate-jwt-signing-keys/delete", {"tier": "agent",
-                                                                   "confirm": "rotate-jwt-signing-keys"}),
-                       ("/entry/rotate-jwt-signing-keys/edit", {"tier": "agent", "title": "pwned",
-                                                                 "description": "pwned"}),
-                       ("/feedback", {"entry_id": "rotate-jwt-signing-keys", "tier": "agent",
-                                      "q": "jwt", "action": "dismissed"})]:
+    for path, form in [("/entry/cache-http-b/delete", {"tier": "team", "confirm": "cache-http-b"}),
+                       ("/entry/cache-http-b/edit", {"tier": "team", "title": "pwned",
+                                                     "description": "pwned"}),
+                       ("/feedback", {"entry_id": "cache-http-b", "tier": "team", "q": "cache",
+                                      "action": "dismissed"})]:
         r = page.request.post(base + path, form={"csrf": csrf, **form})
         assert r.status == 403, (path, r.status)
-    assert page.goto(base + "/entry/rotate-jwt-signing-keys/edit?tier=agent").status == 403
-    with _store(vault, "agent") as store:
-        assert store.get("rotate-jwt-signing-keys").title == "Rotate JWT signing keys"
-        assert store.feedback_counts()["dismissed"] == 0
+    assert page.goto(base + "/entry/cache-http-b/edit?tier=team").status == 403
+    with _store(vault, "team") as store:
+        assert store.get("cache-http-b").title == "Cache HTTP responses"
+
+
+def test_serve_read_write_token_edits_a_shared_tier(page: Page, served: dict[str, str], vault: Path):
+    base = served["url"]
+    page.goto(base + "/?token=" + served["rw"])
+    assert page.url == base + "/"
+    page.goto(base + "/entry/filler-note-3?tier=team")
+    page.click("#edit")
+    page.fill("#f-title", "Filler note three")
+    page.click("#save")
+    expect(page.locator("#notice")).to_have_text("Saved.")
+    with _store(vault, "team") as store:
+        assert store.get("filler-note-3").title == "Filler note three"
 
 
 def test_a_post_without_the_csrf_token_is_refused(page: Page, ui: str, vault: Path):

@@ -87,7 +87,9 @@ def _web_app(host: VaultHost, auth: Authenticator) -> Any | None:
         return None
 
     def authenticate(request: Any) -> Any:
-        return auth.principal(request.headers)
+        # A browser carries the token in the page's cookie (or ?token= once), not a header.
+        token = web.request_token(request)
+        return auth.principal({"authorization": f"Bearer {token}"}) if token else None
     return factory(host.brain_for, authenticate)
 
 

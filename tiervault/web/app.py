@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -193,6 +193,13 @@ def create_web_app(brain_for: Callable[[Any], Any], authenticate: Callable[[Any]
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
+        if "text/html" not in request.headers.get("accept", ""):
+            # Not a browser (an API client under `tiervault serve`, which mounts these
+            # pages at /): the server's JSON error shape rather than an HTML page.
+            code = {404: "not_found", 405: "method_not_allowed"}.get(status, "bad_request")
+            return JSONResponse({"error": {"code": code, "field": "path", "message":
+                                           f"no such endpoint {request.method} {request.url.path!r}"}},
+                                status_code=status)
         message = "No such page." if status == 404 else f"HTTP {status}"
         return web.plain("error.html", status, message=message, status_code=status)
 

@@ -7,7 +7,10 @@ transaction per call (:meth:`TierStore.snapshot`), the in-memory FTS mirror
 
 Orderings are index-backed so a page costs the same at 100K entries as at 100:
 "newest" is rowid order (an upsert keeps its rowid), "recently updated" is the
-write generation (``entries_gen`` index; every write bumps it).
+write generation (``entries_gen`` index; every write bumps it). The SQLite and
+PostgreSQL tiers share these columns; the storage contract
+(:mod:`tiervault.vault.backend`) has no such ordering yet, so a backend this
+module does not know is listed in insertion order (``EntryPage.ordered`` False).
 
 Near-duplicates: entries of one tier sharing a content hash, the same content
 held by several tiers, and entries whose titles have the same content-word
@@ -20,13 +23,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from tiervault.vault.entry import ENTRY_TYPES, SEVERITIES, Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.store import ENTRY_COLUMNS, Link, filter_sql, row_to_entry
+from tiervault.vault.store import ENTRY_COLUMNS, Link, TierStore, filter_sql, row_to_entry
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["Catalog", "EntryPage", "Distribution", "Coverage", "DuplicateGroup", "Contradiction",
@@ -47,6 +50,7 @@ class EntryPage:
     page: int
     per_page: int
     has_more: bool
+    ordered: bool = True  # False: this backend could only list in insertion order
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,17 @@ class Contradiction:
     target_title: str | None
 
 
+def _dialect(store: Any) -> tuple[str, Callable[[Filters], tuple[str, list[Any]]]] | None:
+    """(placeholder, filter SQL builder) of a store whose SQL this module speaks, else None."""
+    if isinstance(store, TierStore):
+        return "?", filter_sql
+    if type(store).__module__.startswith("tiervault.vault.postgres."):
+        from tiervault.vault.postgres.store import pg_filter_sql
+
+        return "%s", pg_filter_sql
+    return None
+
+
 def title_key(title: str) -> str:
     """Sorted distinct content-word stems of a title ('' when it has none)."""
     stop = STOP_WORDS.get()
@@ -119,14 +134,20 @@ class Catalog:
             order = "new"
         page = max(int(page), 1)
         filters = filters or Filters(include_expired=True, include_future=True)
-        where, params = filter_sql(filters)
         store = self.manager.store(tier)
+        dialect = _dialect(store)
+        offset = (page - 1) * per_page
+        if dialect is None:
+            found = store.list_entries(offset=offset, limit=per_page + 1, filters=filters)
+            return EntryPage(tier, found[:per_page], page, per_page, len(found) > per_page, False)
+        mark, build_filter = dialect
+        where, params = build_filter(filters)
         with store.snapshot() as conn:
             if conn is None:
                 return EntryPage(tier, [], page, per_page, False)
             rows = conn.execute(
                 f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} ORDER BY {_ORDER_SQL[order]} "
-                "LIMIT ? OFFSET ?", [*params, per_page + 1, (page - 1) * per_page]).fetchall()
+                f"LIMIT {mark} OFFSET {mark}", [*params, per_page + 1, offset]).fetchall()
         entries = [row_to_entry(r) for r in rows[:per_page]]
         return EntryPage(tier, entries, page, per_page, len(rows) > per_page)
 
@@ -156,9 +177,13 @@ class Catalog:
                             dict(zip(SEVERITIES, map(int, sev))), by_domain)
 
     def coverage(self, tier: str, model: str) -> Coverage:
-        from tiervault.vault.vectors import TierVectors
+        store = self.manager.store(tier)
+        if hasattr(store, "embedding_counts"):  # the storage contract's call
+            counts = store.embedding_counts(model)
+        else:
+            from tiervault.vault.vectors import TierVectors
 
-        counts = TierVectors(self.manager.store(tier)).counts(model)
+            counts = TierVectors(store).counts(model)
         return Coverage(tier, model, counts["ok"], counts["pending"], counts["error"],
                         counts["missing"])
 
@@ -167,12 +192,15 @@ class Catalog:
         """``contradicts`` links stored in ``tiers`` (both directions are one link)."""
         links: list[Link] = []
         for t in self.manager.ordered(tiers):
+            dialect = _dialect(t.store)
+            if dialect is None:
+                continue  # no way to list links through the storage contract yet
             with t.store.snapshot() as conn:
                 if conn is None:
                     continue
                 rows = conn.execute(
                     "SELECT source_id, target_id, link_type, note, created_at FROM links "
-                    "WHERE link_type = 'contradicts' ORDER BY created_at DESC LIMIT ?",
+                    f"WHERE link_type = 'contradicts' ORDER BY created_at DESC LIMIT {dialect[0]}",
                     (limit,)).fetchall()
             links.extend(Link(*r, t.name) for r in rows)
         ids = list({i for ln in links for i in (ln.source_id, ln.target_id)})
@@ -231,8 +259,11 @@ class Catalog:
             cached = self._titles.get(tier)
             if cached is not None and cached.gen == gen:
                 return cached.groups
-        with store.snapshot() as conn:
-            rows = conn.execute("SELECT id, title FROM entries").fetchall() if conn else []
+        if _dialect(store) is None:
+            rows = [(e.id, e.title) for e in store.iter_entries()]
+        else:
+            with store.snapshot() as conn:
+                rows = conn.execute("SELECT id, title FROM entries").fetchall() if conn else []
         keyed: dict[str, list[tuple[str, str]]] = {}
         for eid, title in rows:
             key = title_key(title)
