@@ -90,7 +90,7 @@ def _web_app(host: VaultHost, auth: Authenticator) -> Any | None:
         # A browser carries the token in the page's cookie (or ?token= once), not a header.
         token = web.request_token(request)
         return auth.principal({"authorization": f"Bearer {token}"}) if token else None
-    return factory(host.brain_for, authenticate)
+    return factory(host.locked_brain_for, authenticate)
 
 
 def create_app(settings: Any, paths: ServerPaths, *, limits: Limits | None = None,
@@ -103,6 +103,7 @@ def create_app(settings: Any, paths: ServerPaths, *, limits: Limits | None = Non
     from starlette.routing import Mount, Route
 
     from tiervault import __version__
+    from tiervault.server.tier_api import tier_routes
 
     limits = limits or Limits()
     paths.ensure()
@@ -144,7 +145,7 @@ def create_app(settings: Any, paths: ServerPaths, *, limits: Limits | None = Non
                 host.close()
 
     routes: list[Any] = [Route("/healthz", healthz, methods=["GET"]),
-                         *api_routes(ctx), Route("/mcp", mcp)]
+                         *api_routes(ctx), *tier_routes(ctx), Route("/mcp", mcp)]
     web_app = _web_app(host, auth) if web else None
     if web_app is not None:
         routes.append(Mount("/", app=web_app))

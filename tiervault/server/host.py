@@ -32,7 +32,7 @@ from tiervault.server.errors import ApiError
 from tiervault.server.principal import Principal
 from tiervault.server.tokens import AGENT_ID
 
-__all__ = ["VaultHost", "ReadOnlyView", "WRITE_METHODS"]
+__all__ = ["VaultHost", "ReadOnlyView", "Locked", "WRITE_METHODS"]
 
 log = logging.getLogger("tiervault.server")
 T = TypeVar("T")
@@ -66,6 +66,42 @@ class ReadOnlyView:
         return None
 
 
+class Locked:
+    """``target`` (a Brain, manager, tier or backend) whose every method call holds ``lock``.
+
+    For callers that use a Brain directly rather than through :meth:`VaultHost.call`
+    (the web page): what they reach through it (``brain.manager``, ``manager.tiers``,
+    ``tier.store``, ``manager.store(name)``) is wrapped the same way, so no vault
+    call of theirs runs beside a JSON API or MCP call.
+    """
+
+    def __init__(self, target: Any, lock: Any) -> None:
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_lock", lock)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return _wrap(value, self._lock)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return _wrap(value(*args, **kwargs), self._lock)
+        return call
+
+    def __repr__(self) -> str:
+        return f"Locked({self._target!r})"
+
+
+def _wrap(value: Any, lock: Any) -> Any:
+    if isinstance(value, dict) and value and all(hasattr(v, "store") for v in value.values()):
+        return {k: Locked(v, lock) for k, v in value.items()}  # manager.tiers
+    if any(hasattr(value, marker) for marker in ("search_intelligent", "lexical_query",
+                                                  "term_stats", "capture", "store")):
+        return Locked(value, lock)
+    return value
+
+
 class VaultHost:
     """Shared tiers, per-agent agent tiers, and one Brain per (agent, rights)."""
 
@@ -75,7 +111,7 @@ class VaultHost:
         self.settings = settings
         self.state_dir = Path(state_dir)
         self.agents_dir = self.state_dir / "agents"
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entrant: Locked proxies may nest
         self.lock_timeout_s = lock_timeout_s
         self._tier_cls = Tier
         self._manager_cls = VaultManager
@@ -121,6 +157,10 @@ class VaultHost:
             brain = Brain(self._manager_cls(tiers), self.settings)
             self._brains[key] = brain
             return brain
+
+    def locked_brain_for(self, principal: Principal) -> Any:
+        """:meth:`brain_for` behind the vault lock (for callers outside :meth:`call`)."""
+        return Locked(self.brain_for(principal), self.lock)
 
     def _view(self, tier: Any, principal: Principal) -> Any:
         writable = principal.can_write(tier.name) and not tier.read_only
