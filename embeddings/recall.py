@@ -31,9 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import threading
 import time
 import uuid
@@ -44,7 +42,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
-from tiervault.errors import StorageError, ValidationError
+from tiervault.errors import StorageError, TierVaultError, ValidationError
+from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.filters import Filters
 from tiervault.vault.vectors import TierVectors
 
@@ -52,7 +51,7 @@ __all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths"]
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the tier epoch at the cached generation is recorded
 # Re-save the cache on open when the rows caught up since it exceed this share.
 _RESAVE_FRACTION = 0.2
 _RESAVE_MIN = 10_000
@@ -75,6 +74,7 @@ class _TierState:
 
     index: VectorIndex | None = None
     gen: int = -1  # -1: nothing loaded yet
+    epoch: str | None = None  # the tier's epoch at ``gen``: a replaced file is noticed
     saved_rows: int = 0  # rows caught up since the cache was written
     broken: str | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -187,14 +187,16 @@ class VectorRecall:
         if state.gen == current:
             return
         vectors = TierVectors(store)
-        if state.gen < 0 or current < state.gen:
+        if state.gen >= 0 and (current < state.gen or _epoch(store, state.gen) != state.epoch):
+            state.gen = -1  # the tier file was replaced (a restored copy): start over
+        if state.gen < 0:
             state.index, state.gen, state.saved_rows = None, -1, 0
             if self._open_cache(store, state) and state.gen == current:
                 return
         if state.gen < 0:
             gen, ids, matrix, _ = vectors.load(self.model_key, -1)
             state.index = self._build(store, ids, matrix) if ids else None
-            state.gen = gen
+            state.gen, state.epoch = gen, _epoch(store, gen)
             if ids:
                 state.saved_rows = len(ids)
                 self._save(store, state)
@@ -213,7 +215,7 @@ class VectorRecall:
                 state.index.remove(dead)
             if ids:
                 state.index.upsert(ids, matrix)
-        state.gen = gen
+        state.gen, state.epoch = gen, _epoch(store, gen)
         state.saved_rows += len(ids) + len(dead)
 
     def _build(self, store: Any, ids: Sequence[str], matrix: np.ndarray) -> VectorIndex:
@@ -222,30 +224,49 @@ class VectorRecall:
 
     # -- persistence -----------------------------------------------------------------------
     def _open_cache(self, store: Any, state: _TierState) -> bool:
-        """Load the persisted index if it fits this tier/model; then catch up from it."""
+        """Load the persisted index if it fits this tier/model/history; then catch up.
+
+        The cache is disposable: anything wrong with it (unreadable, truncated, wrong
+        shape, a matrix name outside its own folder) costs one warning and a rebuild.
+        """
         if not self.persist:
             return False
         ids_path, base = cache_paths(store, self.model_key)
         if not ids_path.exists():
             return False
+        uid, current = store.uid(), store.generation()  # the tier's own failures propagate
         try:
             with open(ids_path, "r", encoding="utf-8") as fh:
                 header = json.loads(fh.readline())
                 body = fh.read()
+            if not isinstance(header, dict):
+                raise ValueError("the header is not a JSON object")
+            gen = int(header["gen"])
             if (header.get("version") != CACHE_VERSION or header.get("model") != self.model_key
-                    or header.get("tier_uid") != store.uid() or int(header["gen"]) > store.generation()):
+                    or header.get("tier_uid") != uid or gen > current
+                    or header.get("epoch") != _epoch(store, gen)):
                 return False
             n, dim = int(header["n"]), int(header["dim"])
+            name = header["matrix"]
+            # Only a matrix file of this cache, in this folder (never any other path).
+            if (not isinstance(name, str) or Path(name).name != name
+                    or not name.startswith(Path(base).name + "-") or not name.endswith(".npy")):
+                raise ValueError(f"the header names {str(name)[:80]!r}, not a matrix file of "
+                                 "this cache in its own folder")
             ids = body.split("\n") if body else []
-            matrix = np.load(ids_path.parent / header["matrix"], mmap_mode="r", allow_pickle=False)
-            if matrix.dtype != np.float32 or matrix.shape != (n, dim) or len(ids) != n:
+            matrix = np.load(ids_path.parent / name, mmap_mode="r", allow_pickle=False)
+            if (matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape != (n, dim)
+                    or len(ids) != n or (n and dim < 1)):
                 raise ValueError(f"shape {matrix.shape} / {len(ids)} ids do not match the header ({n}, {dim})")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring the vector cache %s of tier %r (%s); rebuilding from the tier",
-                        ids_path, store.name, exc)
+            index = self._build(store, ids, matrix) if n else None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 -- a damaged cache must never break search
+            log.warning("ignoring the vector cache %s of tier %r (%s: %s); rebuilding from the tier",
+                        ids_path, store.name, type(exc).__name__, str(exc)[:200])
             return False
-        state.index = self._build(store, ids, matrix) if n else None
-        state.gen = int(header["gen"])
+        state.index = index
+        state.gen, state.epoch = gen, header.get("epoch")
         state.saved_rows = 0
         self._refresh(store, state)
         if state.saved_rows > max(_RESAVE_MIN, _RESAVE_FRACTION * n):
@@ -253,8 +274,10 @@ class VectorRecall:
         return True
 
     def _save(self, store: Any, state: _TierState) -> None:
-        """Write the index atomically next to the tier; failure only costs a rebuild."""
-        if not self.persist or state.index is None or state.gen < 0:
+        """Write the index atomically next to the tier (fsync, rename; temporary files
+        never outlive a failure); failure only costs a rebuild. Read-only tiers are
+        never written next to."""
+        if not self.persist or state.index is None or state.gen < 0 or store.read_only:
             return
         index = state.index
         ids_path, base = cache_paths(store, self.model_key)
@@ -264,21 +287,25 @@ class VectorRecall:
             id_array, matrix = index.snapshot(copy=False)
             ids = id_array.tolist()
             # Owner-only like the tier it belongs to (np.save would follow the umask).
-            fd = os.open(matrix_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
+            with atomic_write(matrix_path, binary=True, mode=0o600) as fh:
                 np.save(fh, np.ascontiguousarray(matrix, dtype=np.float32))
             header = {"version": CACHE_VERSION, "model": self.model_key, "tier_uid": store.uid(),
-                      "gen": state.gen, "n": len(ids), "dim": index.dim, "matrix": matrix_path.name}
-            fd, tmp = tempfile.mkstemp(dir=ids_path.parent, prefix=ids_path.name, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                      "gen": state.gen, "epoch": state.epoch, "n": len(ids), "dim": index.dim,
+                      "matrix": matrix_path.name}
+            with atomic_write(ids_path, mode=0o600) as fh:
                 fh.write(json.dumps(header) + "\n" + "\n".join(ids))
-            os.replace(tmp, ids_path)
-        except (OSError, StorageError) as exc:
+        except (OSError, TierVaultError) as exc:
             log.warning("could not cache the vector index of tier %r at %s: %s", store.name, ids_path, exc)
             matrix_path.unlink(missing_ok=True)
             return
         state.saved_rows = 0
         _remove_stale_matrices(ids_path, base, matrix_path)
+
+
+def _epoch(store: Any, gen: int) -> str | None:
+    """The tier's epoch at ``gen`` (None for a backend that keeps none)."""
+    epoch_at = getattr(store, "epoch_at", None)
+    return epoch_at(gen) if epoch_at is not None else None
 
 
 def _remove_stale_matrices(ids_path: Path, base: str, ours: Path) -> None:

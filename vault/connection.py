@@ -7,6 +7,7 @@ SQLite; a PostgreSQL tier would replace both behind the same ``TierStore`` API.
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -18,7 +19,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 from tiervault.errors import StorageError, TierUnavailable
 from tiervault.vault.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 
-__all__ = ["open_tier_connection", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS"]
+__all__ = ["open_tier_connection", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS",
+           "EPOCH_WINDOW", "epoch_key"]
 
 #: SQLite waits this long on a lock before reporting busy; the store then retries
 #: BEGIN with jittered backoff for up to BUSY_RETRY_SECONDS more.
@@ -138,12 +140,29 @@ def _busy_retrying() -> Retrying:
     )
 
 
+#: Each write transaction records a random epoch for its generation in ``meta``
+#: (``epoch.<gen>``); the last EPOCH_WINDOW are kept. A cache made at generation g
+#: is trusted only if the tier still has the epoch the cache recorded for g: a
+#: restored older copy of the file reaches g again with other epochs, so its stale
+#: caches are refused (issue 12, item 6). A cache older than the window is rebuilt.
+EPOCH_WINDOW = 4_096
+
+
+def epoch_key(gen: int) -> str:
+    """The ``meta`` key holding the epoch of generation ``gen``."""
+    return f"epoch.{int(gen)}"
+
+
 @contextmanager
-def write_transaction(conn: sqlite3.Connection, lock: threading.RLock) -> Iterator[int]:
+def write_transaction(conn: sqlite3.Connection, lock: threading.RLock,
+                      where: str = "tier") -> Iterator[int]:
     """BEGIN IMMEDIATE (retrying while busy) ... COMMIT; yields this write's generation.
 
     Every write transaction bumps ``meta.gen`` so in-memory mirrors can catch up
-    on exactly the rows written after the generation they last saw.
+    on exactly the rows written after the generation they last saw, records a
+    random epoch for that generation (see EPOCH_WINDOW) and gives the tier its
+    ``uid`` if it has none yet (so reads never have to write). SQLite errors inside
+    roll the transaction back and surface as StorageError (disk full, I/O errors).
     """
     with lock:
         try:
@@ -151,14 +170,25 @@ def write_transaction(conn: sqlite3.Connection, lock: threading.RLock) -> Iterat
                 with attempt:
                     conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise StorageError(f"could not start a write transaction: {exc}") from exc
+            raise StorageError(f"{where}: could not start a write transaction: {exc}") from exc
         try:
             gen = conn.execute(
                 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'gen' "
                 "RETURNING CAST(value AS INTEGER)").fetchone()[0]
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                         (epoch_key(gen), secrets.token_hex(8)))
+            conn.execute("DELETE FROM meta WHERE key = ?", (epoch_key(gen - EPOCH_WINDOW),))
+            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('uid', ?)",
+                         (secrets.token_hex(16),))
             yield gen
             conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite already rolled back (e.g. after SQLITE_FULL)
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"{where}: write failed: {exc} (disk full or not "
+                                   "writable?)") from exc
             raise

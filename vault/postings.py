@@ -24,8 +24,6 @@ the tier file (``<tier>.postings.npz``) so reopening a large tier is fast.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,6 +31,8 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from tiervault.errors import TierVaultError
+from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
 from tiervault.vault.filters import Filters
 from tiervault.vault.schema import FTS_WEIGHTS
@@ -43,7 +43,7 @@ __all__ = ["Postings", "TermMatches", "CACHE_VERSION"]
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: the tier epoch is recorded (restored tiers refuse stale caches)
 #: Below this many rows a change rebuilds the mirror (and refits TF-IDF) at once.
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
@@ -81,6 +81,7 @@ class Postings:
 
     def __init__(self) -> None:
         self.gen = 0
+        self.epoch: str | None = None  # the tier's epoch at ``gen`` (see connection.EPOCH_WINDOW)
         self.terms: list[str] = []
         self.term_ids: dict[str, int] = {}
         self.ids: list[str] = []
@@ -112,11 +113,24 @@ class Postings:
     # -- construction -----------------------------------------------------------------
     @classmethod
     def build(cls, store: Any) -> "Postings":
-        """Load the cached mirror if it is usable, else build it; then catch up."""
-        cached = cls._load_cache(store)
-        if cached is not None:
-            cached.catch_up(store)
-            return cached
+        """Load the cached mirror if it is usable, else build it; then catch up.
+
+        The cache is disposable: any failure to load, validate or catch up from it
+        means one warning and a rebuild from the tier.
+        """
+        path = cls.cache_path(store)
+        try:
+            cached = cls._load_cache(store)
+            if cached is not None:
+                cached.catch_up(store)
+                return cached
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 -- a damaged cache must never break search
+            if isinstance(exc, _StoreFailure):
+                raise exc.cause from None
+            log.warning("ignoring the search cache %s (%s: %s); rebuilding from the tier",
+                        path, type(exc).__name__, str(exc)[:200])
         mirror = cls()
         mirror._rebuild(store)
         return mirror
@@ -126,14 +140,22 @@ class Postings:
         fresh = Postings()
         fresh._append_rows(rows, fit=True)
         fresh.gen = gen
+        fresh.epoch = _epoch(store, gen)
         fresh.base_rows = len(fresh.ids)
         self.__dict__.update(fresh.__dict__)
         self._save_cache(store)
 
     def catch_up(self, store: Any) -> None:
-        """Apply every write committed after ``self.gen`` (by any process)."""
+        """Apply every write committed after ``self.gen`` (by any process).
+
+        When the tier no longer holds the epoch this mirror saw at ``self.gen`` (the
+        file was replaced, e.g. by a restored backup), it is rebuilt instead.
+        """
         current = store.generation()
         if current == self.gen:
+            return
+        if current < self.gen or _epoch(store, self.gen) != self.epoch:
+            self._rebuild(store)
             return
         gen, rows, dead_rowids = store.mirror_rows(self.gen)
         for rowid in dead_rowids:
@@ -144,11 +166,12 @@ class Postings:
         # Small tiers are rebuilt on every change (cheap), so TF-IDF sees new words
         # at once; larger ones batch changes in the delta up to 5%.
         small = self.base_rows < SMALL_TIER_ROWS
-        if (pending and small) or pending > max(256, 0.05 * self.base_rows) or current < self.gen:
+        if (pending and small) or pending > max(256, 0.05 * self.base_rows):
             self._rebuild(store)
             return
         self._append_rows(rows, fit=False)
         self.gen = gen
+        self.epoch = _epoch(store, gen)
 
     def _kill(self, rowid: int) -> None:
         slot = self._slot_of.pop(int(rowid), None)
@@ -405,65 +428,73 @@ class Postings:
         return Path(f"{store.path}.postings.npz")
 
     def _save_cache(self, store: Any) -> None:
-        """Write the base segment atomically; failure only costs a rebuild next time."""
+        """Write the base segment atomically (fsync, rename; the temporary file never
+        outlives a failure); failure only costs a rebuild next time."""
         if store.read_only or self.delta_W or not store.exists:
             return
         path = self.cache_path(store)
         tags = sorted(self.tags)
         tag_slots = [np.asarray(self.tags[t], dtype=np.int64) for t in tags]
-        arrays = dict(
-            version=np.array([CACHE_VERSION, self.gen, self.base_rows, self.tfidf_terms], dtype=np.int64),
-            tier_uid=_join([store.uid()]), terms=_join(self.terms), ids=_join(self.ids),
-            hashes=_join(self.hashes), domains=_join(self.domains), tags=_join(tags),
-            tag_indptr=np.cumsum([0] + [len(s) for s in tag_slots]).astype(np.int64),
-            tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=np.int64),
-            rowids=self.rowids, alive=self.alive, doclen=self.doclen, type_code=self.type_code,
-            severity_code=self.severity_code, origin_code=self.origin_code,
-            domain_code=self.domain_code, valid_from=self.valid_from, valid_until=self.valid_until,
-            W_data=self.W.data, W_indices=self.W.indices, W_indptr=self.W.indptr,
-            T_data=self.T.data, T_indices=self.T.indices, T_indptr=self.T.indptr,
-            idf=self.idf, stop_words=_join(sorted(STOP_WORDS.get())),
-        )
         try:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
+            arrays = dict(
+                version=np.array([CACHE_VERSION, self.gen, self.base_rows, self.tfidf_terms],
+                                 dtype=np.int64),
+                tier_uid=_join([store.uid()]), epoch=_join([self.epoch or ""]),
+                terms=_join(self.terms), ids=_join(self.ids),
+                hashes=_join(self.hashes), domains=_join(self.domains), tags=_join(tags),
+                tag_indptr=np.cumsum([0] + [len(s) for s in tag_slots]).astype(np.int64),
+                tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=np.int64),
+                rowids=self.rowids, alive=self.alive, doclen=self.doclen, type_code=self.type_code,
+                severity_code=self.severity_code, origin_code=self.origin_code,
+                domain_code=self.domain_code, valid_from=self.valid_from, valid_until=self.valid_until,
+                W_data=self.W.data, W_indices=self.W.indices, W_indptr=self.W.indptr,
+                T_data=self.T.data, T_indices=self.T.indices, T_indptr=self.T.indptr,
+                idf=self.idf, stop_words=_join(sorted(STOP_WORDS.get())),
+            )
+            with atomic_write(path, binary=True, mode=0o600) as fh:
                 np.savez(fh, **arrays)
-            os.replace(tmp, path)
-        except OSError as exc:
+        except (OSError, TierVaultError) as exc:
             log.warning("could not cache the search mirror of tier %r at %s: %s", store.name, path, exc)
 
     @classmethod
     def _load_cache(cls, store: Any) -> "Postings | None":
+        """The cached mirror if it belongs to this tier's history, else None; a damaged
+        file raises (see :meth:`build`)."""
         path = cls.cache_path(store)
         if not path.exists():
             return None
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                version, gen, base_rows, tfidf_terms = (int(v) for v in z["version"])
-                if version != CACHE_VERSION or _split(z["tier_uid"]) != [store.uid()]:
-                    return None
-                if gen > store.generation():
-                    return None  # the tier was replaced by an older copy
-                m = cls()
-                m.gen, m.base_rows, m.tfidf_terms = gen, base_rows, tfidf_terms
-                m.terms = _split(z["terms"])
-                m.term_ids = {t: i for i, t in enumerate(m.terms)}
-                m.ids, m.hashes, m.domains = _split(z["ids"]), _split(z["hashes"]), _split(z["domains"])
-                indptr, tag_slots = z["tag_indptr"], z["tag_slots"]
-                m.tags = {t: tag_slots[indptr[i]:indptr[i + 1]].tolist()
-                          for i, t in enumerate(_split(z["tags"]))}
-                for name in ("rowids", "alive", "doclen", "type_code", "severity_code",
-                             "origin_code", "domain_code", "valid_from", "valid_until"):
-                    setattr(m, name, z[name])
-                shape = (base_rows, len(m.terms))
-                m.W = sp.csc_matrix((z["W_data"], z["W_indices"], z["W_indptr"]), shape=shape)
-                m.T = sp.csc_matrix((z["T_data"], z["T_indices"], z["T_indptr"]),
-                                    shape=(base_rows, z["T_indptr"].size - 1))
-                m.idf = z["idf"]
-                STOP_WORDS.prime(_split(z["stop_words"]))
-        except (OSError, KeyError, ValueError) as exc:
-            log.warning("ignoring unreadable search cache %s (%s); rebuilding", path, exc)
-            return None
+        with np.load(path, allow_pickle=False) as z:
+            version, gen, base_rows, tfidf_terms = (int(v) for v in z["version"])
+            if version != CACHE_VERSION:
+                return None
+            try:
+                uid, current = store.uid(), store.generation()
+                epoch = _epoch(store, gen)
+            except TierVaultError as exc:  # the tier itself fails: not the cache's fault
+                raise _StoreFailure(exc) from exc
+            if _split(z["tier_uid"]) != [uid] or gen > current:
+                return None  # another tier's cache, or the tier was replaced by an older copy
+            if (_split(z["epoch"]) or [""])[0] != (epoch or ""):
+                return None  # same generation number, another history: a restored copy
+            m = cls()
+            m.gen, m.epoch, m.base_rows, m.tfidf_terms = gen, epoch, base_rows, tfidf_terms
+            m.terms = _split(z["terms"])
+            m.term_ids = {t: i for i, t in enumerate(m.terms)}
+            m.ids, m.hashes, m.domains = _split(z["ids"]), _split(z["hashes"]), _split(z["domains"])
+            indptr, tag_slots = z["tag_indptr"], z["tag_slots"]
+            tag_names = _split(z["tags"])
+            for name in ("rowids", "alive", "doclen", "type_code", "severity_code",
+                         "origin_code", "domain_code", "valid_from", "valid_until"):
+                setattr(m, name, z[name])
+            shape = (base_rows, len(m.terms))
+            m.W = sp.csc_matrix((z["W_data"], z["W_indices"], z["W_indptr"]), shape=shape)
+            m.T = sp.csc_matrix((z["T_data"], z["T_indices"], z["T_indptr"]),
+                                shape=(base_rows, z["T_indptr"].size - 1))
+            m.idf = z["idf"]
+            stop_words = _split(z["stop_words"])
+        _validate(m, indptr, tag_slots, len(tag_names))
+        m.tags = {t: tag_slots[indptr[i]:indptr[i + 1]].tolist() for i, t in enumerate(tag_names)}
+        STOP_WORDS.prime(stop_words)
         live = np.flatnonzero(m.alive).tolist()
         rowids = m.rowids.tolist()
         m._slot_of = {rowids[i]: i for i in live}
@@ -472,3 +503,51 @@ class Postings:
             m._by_hash.setdefault(m.hashes[i], i)
         m.total_len = float(m.doclen[m.alive].sum())
         return m
+
+
+class _StoreFailure(Exception):
+    """The tier (not the cache) failed while a cache was checked: re-raised as is."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _epoch(store: Any, gen: int) -> str | None:
+    """The tier's epoch at ``gen`` (None for a backend that keeps none)."""
+    epoch_at = getattr(store, "epoch_at", None)
+    return epoch_at(gen) if epoch_at is not None else None
+
+
+def _validate(m: Postings, tag_indptr: np.ndarray, tag_slots: np.ndarray, n_tags: int) -> None:
+    """Raise ValueError unless every array of a loaded mirror is consistent: lengths,
+    dtypes, index ranges (a damaged or hand-edited cache must fail here, not in a query)."""
+    n = m.base_rows
+    if n < 0 or m.gen < 0 or not 0 <= m.tfidf_terms <= len(m.terms):
+        raise ValueError("bad header")
+    if len(m.ids) != n or len(m.hashes) != n:
+        raise ValueError(f"{len(m.ids)} ids / {len(m.hashes)} hashes for {n} rows")
+    kinds = {"rowids": "i", "alive": "b", "doclen": "f", "type_code": "i", "severity_code": "i",
+             "origin_code": "i", "domain_code": "i", "valid_from": "f", "valid_until": "f"}
+    for name, kind in kinds.items():
+        arr = getattr(m, name)
+        if arr.ndim != 1 or arr.shape[0] != n or arr.dtype.kind != kind:
+            raise ValueError(f"array {name} has shape {arr.shape} / dtype {arr.dtype}, expected ({n},)")
+    for name, limit in (("type_code", len(ENTRY_TYPES)), ("severity_code", len(SEVERITIES)),
+                        ("origin_code", len(ORIGINS)), ("domain_code", len(m.domains))):
+        arr = getattr(m, name)
+        if arr.size and (arr.min() < 0 or arr.max() >= limit):
+            raise ValueError(f"array {name} holds codes outside 0..{limit - 1}")
+    for matrix in (m.W, m.T):
+        matrix.check_format(full_check=True)  # indices inside the shape, indptr monotone
+        if matrix.data.dtype.kind != "f":
+            raise ValueError("matrix data is not floating point")
+    if m.T.shape[1] > len(m.terms) or m.idf.ndim != 1 or m.idf.shape[0] != m.tfidf_terms:
+        raise ValueError("TF-IDF model does not match the vocabulary")
+    if tag_indptr.ndim != 1 or tag_indptr.shape[0] != n_tags + 1 or tag_indptr.dtype.kind != "i":
+        raise ValueError("tag index has the wrong length")
+    if tag_indptr.size and (tag_indptr[0] != 0 or tag_indptr[-1] != tag_slots.size
+                            or np.any(np.diff(tag_indptr) < 0)):
+        raise ValueError("tag index is not monotone")
+    if tag_slots.size and (tag_slots.dtype.kind != "i" or tag_slots.min() < 0 or tag_slots.max() >= n):
+        raise ValueError("tag slots point outside the rows")

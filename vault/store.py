@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, TierUnavailable, ValidationError
-from tiervault.vault.connection import open_tier_connection, write_transaction
+from tiervault.vault.connection import epoch_key, open_tier_connection, write_transaction
 from tiervault.vault.entry import (LINK_TYPES, MAX_ID_CHARS, MAX_TIMESTAMP, MIN_TIMESTAMP, Entry,
                                    check_text, valid_timestamp)
 from tiervault.vault.filters import Filters
@@ -218,7 +218,7 @@ class TierStore(JournalMixin):
         return self._connect(create=True)
 
     def _write(self) -> Any:
-        return write_transaction(self._writer(), self._lock)
+        return write_transaction(self._writer(), self._lock, f"tier {self.name!r} ({self.path})")
 
     def close(self) -> None:
         with self._lock:
@@ -535,18 +535,19 @@ class TierStore(JournalMixin):
         return gen, rows, dead
 
     def uid(self) -> str:
-        """A random id given to the tier file at creation (names its caches)."""
-        rows = self._query("SELECT value FROM meta WHERE key = 'uid'")
-        if rows:
-            return rows[0][0]
-        if self.read_only or self._conn is None:
-            return f"path:{self.path}"
-        import uuid
+        """A random id the tier file gets with its first write (names its caches).
 
-        with self._write():
-            self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('uid', ?)",
-                               (uuid.uuid4().hex,))
-        return self._query("SELECT value FROM meta WHERE key = 'uid'")[0][0]
+        Never writes: a tier without one yet (never written by this version, or on
+        read-only media) is named by its path, and its caches by the epochs.
+        """
+        rows = self._query("SELECT value FROM meta WHERE key = 'uid'")
+        return rows[0][0] if rows else f"path:{self.path.absolute()}"
+
+    def epoch_at(self, gen: int) -> str | None:
+        """The random epoch recorded for generation ``gen`` (None: not recorded, e.g.
+        written by an older version, or older than the window kept)."""
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (epoch_key(gen),))
+        return rows[0][0] if rows else None
 
     def generation(self) -> int:
         rows = self._query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
