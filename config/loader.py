@@ -39,6 +39,8 @@ CONFIG_ENV_VAR = "TIERVAULT_CONFIG"
 DEFAULT_CONFIG_NAME = "agent.yaml"
 TOP_KEYS = ("agent_id", "tiers", "tier_weights", "sources", "embedding", "features", "brain")
 SOURCE_KEYS = ("name", "path", "weight")
+#: A tier given as a mapping: ``team: {url: postgresql://u@host/db, schema: tiervault}``.
+TIER_KEYS = ("path", "url", "schema", "token")
 DEFAULT_SOURCE_WEIGHT = 0.5
 EMBEDDING_KEYS = ("provider", "model", "apiKey", "baseUrl", "batchSize", "inputType", "dim",
                   "timeout", "maxInputChars", "modelPath")
@@ -64,6 +66,7 @@ class _State:
     def __init__(self) -> None:
         self.agent_id: str | None = None
         self.tier_paths: dict[str, Path] = {}
+        self.tier_servers: dict[str, dict[str, Any]] = {}  # tier -> {url, schema, token}
         self.tier_weights = dict(DEFAULT_TIER_WEIGHTS)
         self.sources: list[TierConfig] = []
         self.embedding: dict[str, Any] | None = None
@@ -79,8 +82,11 @@ def _apply_yaml(st: _State, data: Any, o: chk.Origin, env: Mapping[str, str]) ->
     if top.get("agent_id") is not None:
         st.agent_id = chk.slug(o, "agent_id", top["agent_id"])
     for name, value in chk.mapping(o, "tiers", chk.sub(top, "tiers", {}), TIER_NAMES).items():
-        if value is not None:
+        if isinstance(value, dict):
+            _apply_tier_mapping(st, name, chk.mapping(o, f"tiers.{name}", value, TIER_KEYS), o, env)
+        elif value is not None:
             st.tier_paths[name] = chk.path(o, f"tiers.{name}", value, env)
+            st.tier_servers.pop(name, None)
     for name, value in chk.mapping(o, "tier_weights", chk.sub(top, "tier_weights", {}), TIER_NAMES).items():
         st.tier_weights[name] = chk.number(o, f"tier_weights.{name}", value, positive=True)
     sources = chk.sub(top, "sources", [])
@@ -120,6 +126,34 @@ def _apply_yaml(st: _State, data: Any, o: chk.Origin, env: Mapping[str, str]) ->
             {k: chk.number(o, f"brain.weights.{k}", v, positive=False) for k, v in weights.items()})
 
 
+def _apply_tier_mapping(st: _State, name: str, block: dict[str, Any], o: chk.Origin,
+                        env: Mapping[str, str]) -> None:
+    """``tiers.NAME`` as a mapping: a ``path``, or a server ``url`` (+ ``schema``, ``token``).
+
+    The URL is kept as written (a ``${VAR}`` inside is expanded by the backend when
+    it connects, so the password never has to be in the file) and held as a Secret.
+    """
+    at = f"tiers.{name}"
+    if ("path" in block) == ("url" in block):
+        o.fail(at, "needs exactly one of path (an SQLite file) or url (postgresql://... or https://...)")
+    if "path" in block:
+        st.tier_paths[name] = chk.path(o, f"{at}.path", block["path"], env)
+        st.tier_servers.pop(name, None)
+        return
+    url = block["url"]
+    if not isinstance(url, str) or "://" not in url:
+        o.fail(f"{at}.url", "expected a URL such as postgresql://user@host:5432/dbname")
+    schema = block.get("schema")
+    if schema is not None:
+        schema = chk.text(o, f"{at}.schema", schema)
+    token = block.get("token")
+    if token is not None:
+        token = chk.text(o, f"{at}.token", token)
+    st.tier_servers[name] = {"url": Secret(url), "schema": schema,
+                             "token": Secret(token) if token is not None else None}
+    st.tier_paths.pop(name, None)
+
+
 def _apply_embedding_block(st: _State, block: dict[str, Any], o: chk.Origin, env: Mapping[str, str]) -> None:
     if "provider" not in block:
         o.fail("embedding.provider", f"is required; one of {', '.join(EMBEDDING_PROVIDERS)}")
@@ -153,6 +187,7 @@ def _apply_flat(st: _State, values: Mapping[str, Any], o: chk.Origin, env: Mappi
             st.agent_id = chk.slug(o, name, value)
         elif name.endswith("_tier"):
             st.tier_paths[name.removesuffix("_tier")] = chk.path(o, name, value, env)
+            st.tier_servers.pop(name.removesuffix("_tier"), None)
         elif name == "embedding_enabled":
             (st.features.add if chk.boolean(o, name, value) else st.features.discard)(FEATURE_EMBEDDING)
         elif name == "embedding_provider":
@@ -320,7 +355,12 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
 
     agent_id = st.agent_id or "default"
     paths = {"agent": chk.home(env) / ".tiervault" / "agents" / f"{agent_id}.db", **st.tier_paths}
-    tiers = tuple(TierConfig(n, paths[n], st.tier_weights[n], False) for n in TIER_NAMES if n in paths)
+    for name in st.tier_servers:
+        paths.pop(name, None)
+    tiers = tuple(
+        TierConfig(n, None, st.tier_weights[n], False, **st.tier_servers[n]) if n in st.tier_servers
+        else TierConfig(n, paths[n], st.tier_weights[n], False)
+        for n in TIER_NAMES if n in paths or n in st.tier_servers)
     return Settings(
         agent_id=agent_id,
         tiers=tiers + tuple(st.sources),
