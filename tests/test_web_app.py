@@ -198,3 +198,19 @@ def test_tiervault_ui_listens_on_loopback_with_a_fresh_token(tmp_path):
     assert urls[0] != urls[1]
     principal = local_principal(load_settings(str(config)))
     assert principal.can_write("agent") and principal.agent_id == "me"
+
+
+def test_tiervault_ui_on_a_taken_port_says_so_without_a_traceback(tmp_path):
+    import socket
+
+    config = tmp_path / "agent.yaml"
+    config.write_text("agent_id: me\ntiers:\n  agent: ./agent.db\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "tiervault", "--config", str(config), "ui",
+                            "--port", str(port)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr

@@ -29,6 +29,7 @@ import numpy as np
 
 from tiervault.vault.entry import ENTRY_TYPES, SEVERITIES, Entry
 from tiervault.vault.filters import Filters
+from tiervault.vault.rows import LightRow
 from tiervault.vault.store import ENTRY_COLUMNS, Link, TierStore, filter_sql, row_to_entry
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
@@ -104,6 +105,11 @@ def _dialect(store: Any) -> tuple[str, Callable[[Filters], tuple[str, list[Any]]
     return None
 
 
+def _light_titles(store: Any, ids: Sequence[str]) -> dict[str, str]:
+    """{id: title} of the ``ids`` a store holds, read without the entries' long text."""
+    return {eid: LightRow(*row).title for eid, row in store.light_rows(ids, 1).items()}
+
+
 def title_key(title: str) -> str:
     """Sorted distinct content-word stems of a title ('' when it has none)."""
     stop = STOP_WORDS.get()
@@ -124,6 +130,7 @@ class Catalog:
     def __init__(self, manager: Any) -> None:
         self.manager = manager
         self._titles: dict[str, _TitleCache] = {}
+        self._dups: tuple[Any, list[DuplicateGroup]] | None = None
         self._lock = threading.Lock()
 
     # -- entries ----------------------------------------------------------------------
@@ -203,18 +210,37 @@ class Catalog:
                     f"WHERE link_type = 'contradicts' ORDER BY created_at DESC LIMIT {dialect[0]}",
                     (limit,)).fetchall()
             links.extend(Link(*r, t.name) for r in rows)
-        ids = list({i for ln in links for i in (ln.source_id, ln.target_id)})
-        found = self.manager.get_many(ids, tiers) if ids else {}
-        return [Contradiction(ln, found[ln.source_id][0].title if ln.source_id in found else None,
-                              found[ln.target_id][0].title if ln.target_id in found else None)
-                for ln in links[:limit]]
+        links = links[:limit]
+        titles: dict[str, str] = {}
+        missing = list({i for ln in links for i in (ln.source_id, ln.target_id)})
+        for t in self.manager.ordered(tiers):  # the highest-priority copy names an id
+            if not missing:
+                break
+            titles.update({eid: title for eid, title in _light_titles(t.store, missing).items()
+                           if eid not in titles})
+            missing = [i for i in missing if i not in titles]
+        return [Contradiction(ln, titles.get(ln.source_id), titles.get(ln.target_id)) for ln in links]
 
     def duplicates(self, tiers: Sequence[str], limit: int = MAX_REVIEW_ROWS) -> list[DuplicateGroup]:
-        """Same content hash (within or across tiers), then same title stems."""
-        groups: list[DuplicateGroup] = []
+        """Same content hash (within or across tiers), then same title stems.
+
+        Computed once per state of the tiers (their write generations) and cached:
+        a review page after no write costs a dictionary look-up.
+        """
+        chosen = self.manager.ordered(tiers)
+        key = (tuple((t.name, t.store.generation()) for t in chosen), limit)
+        with self._lock:
+            if self._dups is not None and self._dups[0] == key:
+                return self._dups[1]
+        groups = self._compute_duplicates(chosen, limit)
+        with self._lock:
+            self._dups = (key, groups)
+        return groups
+
+    def _compute_duplicates(self, chosen: list[Any], limit: int) -> list[DuplicateGroup]:
         per_tier: list[tuple[str, Any, np.ndarray, list[str]]] = []
         total: Counter[str] = Counter()
-        for t in self.manager.ordered(tiers):
+        for t in chosen:
             p = t.store.postings()
             live = np.flatnonzero(p.alive)
             hashes = [p.hashes[i] for i in live]
@@ -225,30 +251,34 @@ class Catalog:
             for slot, h in zip(live, hashes):
                 if total[h] > 1:
                     by_hash.setdefault(h, []).append((name, p.ids[slot]))
-        seen: set[tuple[str, str]] = set()
-        for h, members in by_hash.items():
-            if len(members) > 1:
-                several = len({tier for tier, _ in members}) > 1
-                groups.append(DuplicateGroup("same content, several tiers" if several else
-                                             "same content", self._titled(members)))
-                seen.update(members)
+        hash_groups = [members for members in by_hash.values() if len(members) > 1][:limit]
+        seen = {m for members in hash_groups for m in members}
+        titles = self._titles_of(seen)
+        groups = [DuplicateGroup("same content, several tiers" if len({t for t, _ in members}) > 1
+                                 else "same content",
+                                 [(t, eid, titles.get((t, eid), eid)) for t, eid in members])
+                  for members in hash_groups]
+        for t in chosen:
             if len(groups) >= limit:
-                return groups
-        for t in self.manager.ordered(tiers):
+                break
             for members in self._title_groups(t.name).values():
                 rest = [m for m in members if (t.name, m[0]) not in seen]
                 if len(rest) > 1:
                     groups.append(DuplicateGroup("similar title",
                                                  [(t.name, eid, title) for eid, title in rest]))
                     if len(groups) >= limit:
-                        return groups
+                        break
         return groups
 
-    def _titled(self, members: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
-        out = []
+    def _titles_of(self, members: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """{(tier, id): title}, one read per tier."""
+        by_tier: dict[str, list[str]] = {}
         for tier, eid in members:
-            entry = self.manager.store(tier).get(eid)
-            out.append((tier, eid, entry.title if entry else eid))
+            by_tier.setdefault(tier, []).append(eid)
+        out: dict[tuple[str, str], str] = {}
+        for tier, ids in by_tier.items():
+            for eid, title in _light_titles(self.manager.store(tier), ids).items():
+                out[(tier, eid)] = title
         return out
 
     def _title_groups(self, tier: str) -> dict[str, list[tuple[str, str]]]:

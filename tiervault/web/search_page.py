@@ -25,8 +25,9 @@ __all__ = ["search", "entry", "feedback", "SEARCH_KEYS", "search_args", "carried
 #: Query-string keys of a search (carried from a result to its entry page).
 SEARCH_KEYS = ("q", "tier", "domain", "type", "severity", "tags")
 RESULTS = 20
-#: The entry page looks for the entry among this many results of the search.
-BREAKDOWN_DEPTH = 100
+#: The entry page looks for the entry among this many results of the search: the
+#: results page's own depth, so the rank shown is the rank the person clicked.
+BREAKDOWN_DEPTH = RESULTS
 _FEEDBACK_BUTTONS = ("accepted", "dismissed")
 _NOTICES = {"accepted": "Feedback recorded: accepted.", "dismissed": "Feedback recorded: dismissed.",
             "saved": "Saved.", "unchanged": "Nothing changed; nothing was saved."}
