@@ -313,6 +313,13 @@ def test_serve_read_write_token_edits_a_shared_tier(page: Page, served: dict[str
     expect(page.locator("#notice")).to_have_text("Saved.")
     with _store(vault, "team") as store:
         assert store.get("filler-note-3").title == "Filler note three"
+    # Through the server's locked, per-token views the pages still sort and review.
+    page.goto(base + "/browse?tier=team&order=updated")
+    assert page.locator("table.browse a.title").first.inner_text() == "Filler note three"
+    page.goto(base + "/browse?tier=team&order=new")
+    assert page.locator("table.browse a.title").first.inner_text() == "Filler note 29"
+    page.goto(base + "/review")
+    expect(page.locator("#contradictions tr.contradicts")).to_have_count(1)
 
 
 def test_a_post_without_the_csrf_token_is_refused(page: Page, ui: str, vault: Path):

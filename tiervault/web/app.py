@@ -18,7 +18,7 @@ security headers of :mod:`tiervault.web.security`.
 from __future__ import annotations
 
 import logging
-import weakref
+import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -89,12 +89,22 @@ class _Web:
         self.authenticate = authenticate
         self.env = _environment()
         self.csrf = CsrfGuard()
-        self._catalogs: "weakref.WeakKeyDictionary[Any, Catalog]" = weakref.WeakKeyDictionary()
+        self._catalogs: dict[tuple[Any, ...], Catalog] = {}
+        self._lock = threading.Lock()
 
-    def catalog(self, brain: Any) -> Catalog:
-        catalog = self._catalogs.get(brain)
-        if catalog is None:
-            catalog = self._catalogs[brain] = Catalog(brain.manager)
+    def catalog(self, principal: Any, brain: Any) -> Catalog:
+        """The principal's catalog, kept across requests for its caches.
+
+        Keyed by the principal, not the Brain object: ``tiervault serve`` hands out a
+        new lock proxy around the same Brain on every call.
+        """
+        key = (principal.agent_id, tuple(sorted(principal.rights.items())))
+        with self._lock:
+            catalog = self._catalogs.get(key)
+            if catalog is None:
+                catalog = self._catalogs[key] = Catalog(brain.manager)
+            else:
+                catalog.manager = brain.manager
         return catalog
 
     def plain(self, template: str, status: int, **context: Any) -> HTMLResponse:
@@ -146,7 +156,7 @@ def _endpoint(web: _Web, handler: Handler) -> Callable[[Request], Awaitable[Resp
         call: Call | None = None
         try:
             brain = await run_in_threadpool(web.brain_for, principal)
-            call = Call(request, principal, brain, web.catalog(brain), web.env,
+            call = Call(request, principal, brain, web.catalog(principal, brain), web.env,
                         web.csrf.token(browser_id, principal.agent_id), form)
             response = await run_in_threadpool(handler, call)
         except Forbidden as exc:

@@ -20,6 +20,7 @@ every title of a tier, so they are computed once per tier generation and cached.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ import numpy as np
 from tiervault.vault.entry import ENTRY_TYPES, SEVERITIES, Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import LightRow
-from tiervault.vault.store import ENTRY_COLUMNS, Link, TierStore, filter_sql, row_to_entry
+from tiervault.vault.store import ENTRY_COLUMNS, Link, filter_sql, row_to_entry
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["Catalog", "EntryPage", "Distribution", "Coverage", "DuplicateGroup", "Contradiction",
@@ -94,11 +95,15 @@ class Contradiction:
     target_title: str | None
 
 
-def _dialect(store: Any) -> tuple[str, Callable[[Filters], tuple[str, list[Any]]]] | None:
-    """(placeholder, filter SQL builder) of a store whose SQL this module speaks, else None."""
-    if isinstance(store, TierStore):
+def _dialect(conn: Any) -> tuple[str, Callable[[Filters], tuple[str, list[Any]]]] | None:
+    """(placeholder, filter SQL builder) for a snapshot connection this module can speak to.
+
+    Judged by the connection rather than the store: a server hands the pages its
+    stores behind proxies (locks, read-only views) that are not TierStore instances.
+    """
+    if isinstance(conn, sqlite3.Connection):
         return "?", filter_sql
-    if type(store).__module__.startswith("tiervault.vault.postgres."):
+    if type(conn).__module__.startswith("psycopg"):
         from tiervault.vault.postgres.store import pg_filter_sql
 
         return "%s", pg_filter_sql
@@ -142,21 +147,23 @@ class Catalog:
         page = max(int(page), 1)
         filters = filters or Filters(include_expired=True, include_future=True)
         store = self.manager.store(tier)
-        dialect = _dialect(store)
         offset = (page - 1) * per_page
-        if dialect is None:
-            found = store.list_entries(offset=offset, limit=per_page + 1, filters=filters)
-            return EntryPage(tier, found[:per_page], page, per_page, len(found) > per_page, False)
-        mark, build_filter = dialect
-        where, params = build_filter(filters)
-        with store.snapshot() as conn:
-            if conn is None:
-                return EntryPage(tier, [], page, per_page, False)
-            rows = conn.execute(
-                f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} ORDER BY {_ORDER_SQL[order]} "
-                f"LIMIT {mark} OFFSET {mark}", [*params, per_page + 1, offset]).fetchall()
-        entries = [row_to_entry(r) for r in rows[:per_page]]
-        return EntryPage(tier, entries, page, per_page, len(rows) > per_page)
+        if hasattr(store, "snapshot"):
+            with store.snapshot() as conn:
+                if conn is None:
+                    return EntryPage(tier, [], page, per_page, False)
+                dialect = _dialect(conn)
+                if dialect is not None:
+                    mark, build_filter = dialect
+                    where, params = build_filter(filters)
+                    rows = conn.execute(
+                        f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} "
+                        f"ORDER BY {_ORDER_SQL[order]} LIMIT {mark} OFFSET {mark}",
+                        [*params, per_page + 1, offset]).fetchall()
+                    entries = [row_to_entry(r) for r in rows[:per_page]]
+                    return EntryPage(tier, entries, page, per_page, len(rows) > per_page)
+        found = store.list_entries(offset=offset, limit=per_page + 1, filters=filters)
+        return EntryPage(tier, found[:per_page], page, per_page, len(found) > per_page, False)
 
     def holders(self, entry: Entry, tiers: Sequence[str]) -> list[tuple[str, str]]:
         """(tier, id) of every copy of ``entry`` in ``tiers``: same id or same content."""
@@ -199,11 +206,11 @@ class Catalog:
         """``contradicts`` links stored in ``tiers`` (both directions are one link)."""
         links: list[Link] = []
         for t in self.manager.ordered(tiers):
-            dialect = _dialect(t.store)
-            if dialect is None:
+            if not hasattr(t.store, "snapshot"):
                 continue  # no way to list links through the storage contract yet
             with t.store.snapshot() as conn:
-                if conn is None:
+                dialect = _dialect(conn) if conn is not None else None
+                if dialect is None:
                     continue
                 rows = conn.execute(
                     "SELECT source_id, target_id, link_type, note, created_at FROM links "
@@ -289,11 +296,15 @@ class Catalog:
             cached = self._titles.get(tier)
             if cached is not None and cached.gen == gen:
                 return cached.groups
-        if _dialect(store) is None:
-            rows = [(e.id, e.title) for e in store.iter_entries()]
-        else:
+        rows: list[tuple[str, str]] | None = None
+        if hasattr(store, "snapshot"):
             with store.snapshot() as conn:
-                rows = conn.execute("SELECT id, title FROM entries").fetchall() if conn else []
+                if conn is None:
+                    rows = []
+                elif _dialect(conn) is not None:
+                    rows = conn.execute("SELECT id, title FROM entries").fetchall()
+        if rows is None:
+            rows = [(e.id, e.title) for e in store.iter_entries()]
         keyed: dict[str, list[tuple[str, str]]] = {}
         for eid, title in rows:
             key = title_key(title)
