@@ -10,6 +10,7 @@ YAML syntax errors are reported without the source snippet.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -148,7 +149,12 @@ def _apply_tier_mapping(st: _State, name: str, block: dict[str, Any], o: chk.Ori
         schema = chk.text(o, f"{at}.schema", schema)
     token = block.get("token")
     if token is not None:
+        # A token has no other source (unlike a libpq password): ${VAR} is expanded here.
         token = chk.text(o, f"{at}.token", token)
+        for var in re.findall(r"\$\{(\w+)\}", token):
+            if not env.get(var):
+                o.fail(f"{at}.token", f"refers to ${{{var}}}, which is not set; export {var}")
+            token = token.replace("${" + var + "}", env[var])
     st.tier_servers[name] = {"url": Secret(url), "schema": schema,
                              "token": Secret(token) if token is not None else None}
     st.tier_paths.pop(name, None)

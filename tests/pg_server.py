@@ -200,7 +200,8 @@ def start_server(*, fsync: bool = False) -> PgServer:
         pwfile.unlink()
         options = (f"-c listen_addresses=127.0.0.1 -k {root / 'sock'} -c max_connections=200 "
                    f"-c shared_buffers=128MB -c fsync={'on' if fsync else 'off'} "
-                   f"-c synchronous_commit={'on' if fsync else 'off'} -c full_page_writes=off "
+                   f"-c synchronous_commit={'on' if fsync else 'off'} "
+                   f"-c full_page_writes={'on' if fsync else 'off'} "
                    "-c log_min_messages=warning")
         for attempt in range(5):  # a free port may be taken between the probe and the bind
             server.port = _free_port()

@@ -57,3 +57,13 @@ def test_init_team_url_writes_the_server_tier(tmp_path):
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tiervault", *args], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ))
+
+
+def test_a_token_reference_is_expanded_and_an_unset_one_named(tmp_path):
+    body = "tiers:\n  team:\n    url: https://vault.example\n    token: ${TV_TOK}\n"
+    path = tmp_path / "agent.yaml"
+    path.write_text(body)
+    team = {t.name: t for t in load_settings(path, env={"HOME": str(tmp_path), "TV_TOK": "tv_s3"}).tiers}["team"]
+    assert team.token.reveal() == "tv_s3"
+    with pytest.raises(ConfigError, match="TV_TOK"):
+        load_settings(path, env={"HOME": str(tmp_path)})

@@ -69,7 +69,7 @@ def translate_psycopg(exc: BaseException, ctx: ErrorContext) -> TierVaultError:
                                f"its tables are missing ({text}); open the tier once with a role "
                                "allowed to create them")
     if isinstance(exc, (pg.CharacterNotInRepertoire, pg.UntranslatableCharacter,
-                        pg.NumericValueOutOfRange, pg.DataException)):
+                        pg.NumericValueOutOfRange, pg.DataException, psycopg.DataError)):
         return ValidationError("value", f"{ctx.action}: the server cannot store a value ({text})")
     if isinstance(exc, psycopg.OperationalError):
         return StorageError(f"tier {ctx.tier!r} ({ctx.location}): lost the PostgreSQL server while "

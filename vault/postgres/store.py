@@ -118,6 +118,7 @@ class PgEntryStore(PgJournal):
         self._conn: Any = None
         self._postings: Any = None
         self._uid: str | None = None
+        self._written = False
         try:
             self._connection()
         except StorageError as exc:  # unreachable now; retried on every later call
@@ -193,9 +194,10 @@ class PgEntryStore(PgJournal):
 
     @property
     def exists(self) -> bool:
-        """True once the tier's schema is there (opening creates it unless read-only)."""
-        self._connection()
-        return True
+        """True once the tier has been written (its generation moved from 0)."""
+        if not self._written:
+            self._written = self.generation() > 0
+        return self._written
 
     # -- entries ----------------------------------------------------------------------
     def capture(self, entry: Entry) -> Entry:

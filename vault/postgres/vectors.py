@@ -127,8 +127,15 @@ class PgVectors:
         return True
 
     def _has_index(self, name: str) -> bool:
-        return bool(self._query("SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
-                                (self.store.address.schema, name)))
+        """Whether the HNSW index ``name`` exists (a positive answer is remembered by the store)."""
+        known = self.store.__dict__.setdefault("_vector_indexes", set())
+        if name in known:
+            return True
+        if self._query("SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+                       (self.store.address.schema, name)):
+            known.add(name)
+            return True
+        return False
 
     def search(self, model: str, query: np.ndarray, k: int, *, filters: Filters | None = None,
                pool: int | None = None) -> list[VectorHit]:
@@ -166,7 +173,7 @@ class PgVectors:
 
     def mark(self, model: str, items: Iterable[tuple[str, str]], state: str, error: str = "") -> None:
         if state not in EMBEDDING_STATES:
-            raise ValueError(f"state must be one of {EMBEDDING_STATES}")
+            raise ValidationError("state", f"{state!r} is not one of {', '.join(EMBEDDING_STATES)}")
         items = list(items)
         if not items:
             return

