@@ -138,8 +138,12 @@ def page(browser: Browser) -> Iterator[Page]:
     p = context.new_page()
     p.dialogs = []  # type: ignore[attr-defined]
     p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    console: list[str] = []
+    p.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
     yield p
     context.close()
+    # Our own markup never trips the CSP (no inline style or script anywhere).
+    assert not [m for m in console if "Content Security Policy" in m], console
 
 
 def _base(address: str) -> str:
