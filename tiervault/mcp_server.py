@@ -390,6 +390,13 @@ def serve(settings: Any, *, read_only: bool = False) -> None:
     """Open the vault of ``settings`` and serve MCP over stdio until stdin closes."""
     from tiervault.brain import Brain
 
+    if read_only:
+        # Read-only means the tier files stay byte-identical: every tier is opened
+        # read-only (mode=ro, immutable on read-only media), so no uid, generation,
+        # embedding or cache is ever written; mirrors live in memory only.
+        from dataclasses import replace
+
+        settings = replace(settings, tiers=tuple(replace(t, read_only=True) for t in settings.tiers))
     # Brain.open attaches the embedding runtime when embeddings are enabled:
     # captures are embedded on write and the vector signal joins the ranking.
     with Brain.open(settings) as brain:

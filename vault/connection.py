@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import stat
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +20,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 from tiervault.errors import StorageError, TierUnavailable
 from tiervault.vault.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 
-__all__ = ["open_tier_connection", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS",
+__all__ = ["open_tier_connection", "check_tier_path", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS",
            "EPOCH_WINDOW", "epoch_key"]
 
 #: SQLite waits this long on a lock before reporting busy; the store then retries
@@ -58,11 +59,55 @@ def _create_private_file(path: Path) -> None:
     os.close(fd)
 
 
+def check_tier_path(name: str, path: Path) -> bool:
+    """True when ``path`` is a regular file, False when it is missing (a tier created
+    by its first write); anything else is a TierUnavailable naming the problem.
+
+    Only regular files are tiers: a device (``/dev/null``), FIFO, socket or folder
+    would make SQLite create stray ``-journal`` files, block, or call the file corrupt.
+    """
+    text = str(path)
+    if "\x00" in text:
+        raise TierUnavailable(name, repr(text)[1:-1], "the path contains a NUL character")
+    too_long = [p for p in path.parts if len(os.fsencode(p)) > 255]
+    if too_long:
+        raise TierUnavailable(name, text[:120] + ("..." if len(text) > 120 else ""),
+                              "a name in the path is longer than 255 bytes")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise TierUnavailable(name, text, f"cannot be used: {exc.strerror}") from exc
+    if stat.S_ISDIR(info.st_mode):
+        raise TierUnavailable(name, text, "is a directory; point the tier at a .db file")
+    if not stat.S_ISREG(info.st_mode):
+        raise TierUnavailable(name, text, "is not a regular file (a device, FIFO or socket?); "
+                              "point the tier at a .db file")
+    return True
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection; on read-only media (no -shm/-wal can be made beside a
+    WAL file) the file is opened as immutable: nothing else can be writing it there."""
+    uri = path.absolute().as_uri()  # percent-encoded: '%', '?', '#' in a name stay literal
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None,
+                           check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        text = str(exc).lower()
+        if "unable to open" not in text and "readonly" not in text and "read-only" not in text:
+            raise
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None,
+                           check_same_thread=False)
+
+
 def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool) -> sqlite3.Connection:
     """Open, verify and migrate a tier; every failure is a TierUnavailable naming the file."""
-    if path.is_dir():
-        raise TierUnavailable(name, str(path), "is a directory; point the tier at a .db file")
-    if not path.exists():
+    if not check_tier_path(name, path):
         if not create:
             raise TierUnavailable(name, str(path), "does not exist")
         try:
@@ -71,10 +116,7 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
             raise TierUnavailable(name, str(path), f"cannot be created: {exc.strerror}") from exc
     try:
         if read_only:
-            # as_uri() percent-encodes the path: a '%', '?' or '#' in a directory name
-            # must not be read as a URI escape, parameter or fragment (another file).
-            conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True,
-                                   isolation_level=None, check_same_thread=False)
+            conn = _connect_read_only(path)
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -22,7 +23,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, TierUnavailable, ValidationError
-from tiervault.vault.connection import epoch_key, open_tier_connection, write_transaction
+from tiervault.vault.connection import (check_tier_path, epoch_key, open_tier_connection,
+                                        write_transaction)
 from tiervault.vault.entry import (LINK_TYPES, MAX_ID_CHARS, MAX_TIMESTAMP, MIN_TIMESTAMP, Entry,
                                    check_text, valid_timestamp)
 from tiervault.vault.filters import Filters
@@ -182,16 +184,26 @@ class TierStore(JournalMixin):
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._postings: Any = None  # tiervault.vault.postings.Postings, built lazily
-        if self.path.exists():
+        if check_tier_path(name, self.path):  # only a regular file (or a missing one) is a tier
             self._connect(create=False)
-        elif self.path.is_dir():
-            raise TierUnavailable(name, str(self.path), "is a directory")
 
     # -- connection ---------------------------------------------------------------
     def _connect(self, *, create: bool) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = open_tier_connection(self.name, self.path, read_only=self.read_only,
-                                              create=create)
+            try:
+                self._conn = open_tier_connection(self.name, self.path, read_only=self.read_only,
+                                                  create=create)
+            except TierUnavailable:
+                # A writable tier on read-only media (a mounted backup, a CD): readable
+                # all the same; writes then get ReadOnlyTier naming the file.
+                if (self.read_only or not self.path.exists()
+                        or os.access(self.path.parent, os.W_OK)):
+                    raise
+                self._conn = open_tier_connection(self.name, self.path, read_only=True,
+                                                  create=False)
+                self.read_only = True
+                log.warning("tier %r (%s) is on read-only media; opened read-only",
+                            self.name, self.path)
         return self._conn
 
     @property
