@@ -164,6 +164,13 @@ class Brain:
         if isinstance(tiers, str):
             tiers = [t.strip() for t in tiers.split(",") if t.strip()]
         filters = Filters.build(type=type, domain=domain, severity=severity, tags=tags)
+        if not query.strip() and (filters.types or filters.domains or filters.severities
+                                  or filters.tags):
+            # Filters alone: the newest matching entries (an empty query without any
+            # filter matches nothing, as before).
+            from tiervault.brain.listing import filtered_rows
+
+            return filtered_rows(self.manager, filters, mode=mode, limit=limit, tiers=tiers)
         query_tags = list(dict.fromkeys([*filters.tags, *hashtags(query)]))
         query_domain = filters.domains[0] if len(filters.domains) == 1 else None
         now = self.clock()
@@ -290,15 +297,25 @@ class Brain:
     # -- second pass, feedback, stats ---------------------------------------------------
     def load_entries(self, ids: Sequence[str]) -> list[LoadedRow]:
         """Complete entries in the order asked, each from the highest-priority tier
-        holding it; an unknown id gives ``{"id": ..., "found": False, "error": ...}``."""
+        holding it, with its ``links`` (both directions, every tier); a memory id (from
+        a search with memories) gives the memory; an unknown id gives
+        ``{"id": ..., "found": False, "error": ...}``."""
         if isinstance(ids, str):
             ids = [ids]
-        found = self.manager.get_many(list(dict.fromkeys(ids)))
+        unique = list(dict.fromkeys(ids))
+        found = self.manager.get_many(unique)
+        memories = self.manager.get_memories([i for i in unique if i not in found])
+        links = self.manager.links_of([i for i in unique if i in found])
         out: list[LoadedRow] = []
         for eid in ids:
             if eid in found:
                 entry, tier = found[eid]
-                out.append({"id": eid, "found": True, "entry": entry.to_dict(), "tier": tier})
+                out.append({"id": eid, "found": True, "entry": entry.to_dict(), "tier": tier,
+                            "links": links[eid]})
+            elif eid in memories:
+                memory, tier = memories[eid]
+                out.append({"id": eid, "found": True, "entry": memory.to_dict(), "tier": tier,
+                            "links": []})
             else:
                 out.append({"id": eid, "found": False, "error": str(EntryNotFound(eid))})
         return out
@@ -311,10 +328,12 @@ class Brain:
                 "feedback": self.feedback_counts(), "weights": ws.as_dict(), "adapted": ws.adapted}
 
     def stats(self) -> StatsReport:
-        """Entries per tier, the weights in force, and the feedback counts."""
+        """Entries per tier, the vocabulary (domains, types, severities and the most used
+        tags, with counts), the weights in force, and the feedback counts."""
         ws = self.weights()
-        return {"tiers": self.manager.stats(), "weights": ws.as_dict(), "weightSet": ws.name,
-                "adapted": ws.adapted, "feedback": self.feedback_counts()}
+        return {"tiers": self.manager.stats(), "vocabulary": self.manager.vocabulary(),
+                "weights": ws.as_dict(), "weightSet": ws.name, "adapted": ws.adapted,
+                "feedback": self.feedback_counts()}
 
 
 def type_name(value: object) -> str:

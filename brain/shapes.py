@@ -88,11 +88,13 @@ class LoadedRow(TypedDict):
     found: bool
     entry: NotRequired[dict[str, Any]]
     tier: NotRequired[str]
+    links: NotRequired[list[dict[str, Any]]]  # {direction, type, id, note, tier}
     error: NotRequired[str]
 
 
 class StatsReport(TypedDict):
     tiers: dict[str, dict[str, Any]]
+    vocabulary: dict[str, Any]  # domains, types, severities, tags (top 30): {word: count}; tagCount
     weights: WeightsDict
     weightSet: str
     adapted: bool

@@ -7,7 +7,9 @@ Importing this package reads nothing; call :func:`load_settings`.
 from tiervault.config.loader import (
     CONFIG_ENV_VAR,
     FLAT_KEYS,
+    ConfigLocation,
     load_settings,
+    locate_config,
     resolve_config_path,
     write_default_config,
 )
@@ -32,6 +34,8 @@ __all__ = [
     "BrainConfig",
     "Secret",
     "load_settings",
+    "locate_config",
+    "ConfigLocation",
     "resolve_config_path",
     "write_default_config",
     "DEFAULT_TIER_WEIGHTS",

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -34,7 +34,8 @@ from tiervault.config.settings import (
 )
 from tiervault.errors import ConfigError
 
-__all__ = ["load_settings", "resolve_config_path", "write_default_config", "CONFIG_ENV_VAR", "FLAT_KEYS"]
+__all__ = ["load_settings", "resolve_config_path", "locate_config", "ConfigLocation",
+           "write_default_config", "CONFIG_ENV_VAR", "FLAT_KEYS"]
 
 CONFIG_ENV_VAR = "TIERVAULT_CONFIG"
 DEFAULT_CONFIG_NAME = "agent.yaml"
@@ -77,8 +78,10 @@ class _State:
 
 
 def _apply_yaml(st: _State, data: Any, o: chk.Origin, env: Mapping[str, str]) -> None:
-    if data is None:  # an empty file is a file of defaults
-        return
+    if data is None:  # an empty (or comments-only) file is a mistake, not a config
+        raise ConfigError("is empty; an agent.yaml needs at least `agent_id: NAME` and its "
+                          "`tiers:` (write one with `tiervault init --force`, or use `{}` for "
+                          "all defaults)", file=str(o.file))
     top = chk.mapping(o, "", data, TOP_KEYS)
     if top.get("agent_id") is not None:
         st.agent_id = chk.slug(o, "agent_id", top["agent_id"])
@@ -109,7 +112,12 @@ def _apply_yaml(st: _State, data: Any, o: chk.Origin, env: Mapping[str, str]) ->
                                      chk.number(o, f"{at}.weight", weight, positive=True), True))
     if top.get("embedding") is not None:
         _apply_embedding_block(st, chk.mapping(o, "embedding", top["embedding"], EMBEDDING_KEYS), o, env)
-    for name, value in chk.mapping(o, "features", chk.sub(top, "features", {}), FEATURES).items():
+    features = chk.sub(top, "features", {})
+    if not isinstance(features, dict):
+        o.fail("features", f"expected a mapping of flags to true/false, got "
+                           f"{chk.type_name(features)}; write it as\n  features:\n"
+                           f"    {FEATURE_EMBEDDING}: true")
+    for name, value in chk.mapping(o, "features", features, FEATURES).items():
         (st.features.add if chk.boolean(o, f"features.{name}", value) else st.features.discard)(name)
     brain = chk.mapping(o, "brain", chk.sub(top, "brain", {}), BRAIN_KEYS)
     if "halfLifeDays" in brain:
@@ -272,7 +280,7 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
         if exc.context and exc.context_mark is not None and exc.context_mark is not mark:
             reason = f"{exc.context} (line {exc.context_mark.line + 1}): {reason}"
         raise ConfigError(f"malformed YAML: {reason}. agent.yaml must be one YAML mapping "
-                          f"(see agent.yaml.example)", file=str(path),
+                          f"(`tiervault init --example` prints a documented one)", file=str(path),
                           line=mark.line + 1 if mark else None) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"malformed YAML: {type(exc).__name__}", file=str(path)) from exc
@@ -311,27 +319,50 @@ def _collect_lines(node: yaml.Node, prefix: str, lines: dict[str, int], path: Pa
             _collect_lines(item, f"{prefix}[{i}]", lines, path, seen)
 
 
-def resolve_config_path(path: str | Path | None = None, *,
-                        env: Mapping[str, str] | None = None) -> Path | None:
-    """Explicit ``path``, else ``$TIERVAULT_CONFIG``, else ``./agent.yaml``.
+class ConfigLocation(NamedTuple):
+    """Which agent.yaml is in force and how it was found.
 
-    A file named explicitly (argument or variable) must exist (ConfigError);
-    a missing implicit ``./agent.yaml`` returns None, meaning built-in defaults.
+    ``source``: "argument" (``--config``), "cwd" (./agent.yaml), "parent" (an
+    agent.yaml in a parent folder), "env" (``$TIERVAULT_CONFIG``) or "default"
+    (no file: built-in defaults, the agent tier under ~/.tiervault/).
+    """
+
+    path: Path | None
+    source: str
+
+
+def locate_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
+                  cwd: Path | None = None) -> ConfigLocation:
+    """The config file in force: an explicit ``path``, else the first ``agent.yaml`` in
+    ``cwd`` or one of its parents (as git finds its repository), else
+    ``$TIERVAULT_CONFIG``, else none (built-in defaults).
+
+    A file named explicitly (argument or variable) must exist (ConfigError).
     """
     env = os.environ if env is None else env
     if path is not None and str(path):
-        candidate, named_by = Path(path).expanduser(), "the --config path"
-    elif env.get(CONFIG_ENV_VAR):
-        candidate, named_by = Path(env[CONFIG_ENV_VAR]).expanduser(), CONFIG_ENV_VAR
+        candidate, named_by, source = Path(path).expanduser(), "the --config path", "argument"
     else:
-        implicit = Path.cwd() / DEFAULT_CONFIG_NAME
-        return implicit if implicit.is_file() else None
+        here = (cwd or Path.cwd()).absolute()
+        for folder in (here, *here.parents):
+            found = folder / DEFAULT_CONFIG_NAME
+            if found.is_file():
+                return ConfigLocation(found, "cwd" if folder == here else "parent")
+        if not env.get(CONFIG_ENV_VAR):
+            return ConfigLocation(None, "default")
+        candidate, named_by, source = Path(env[CONFIG_ENV_VAR]).expanduser(), CONFIG_ENV_VAR, "env"
     candidate = candidate.absolute()
     if not candidate.is_file():
         what = "is a directory, not a YAML file" if candidate.is_dir() else "does not exist"
         raise ConfigError(f"config file named by {named_by} {what}; create one with "
                           "`tiervault init` or fix the path", file=str(candidate))
-    return candidate
+    return ConfigLocation(candidate, source)
+
+
+def resolve_config_path(path: str | Path | None = None, *,
+                        env: Mapping[str, str] | None = None) -> Path | None:
+    """The path of :func:`locate_config` (None: no file, built-in defaults)."""
+    return locate_config(path, env=env).path
 
 
 def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
@@ -344,7 +375,8 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
     env = os.environ if env is None else env
     cwd = Path.cwd()
     st = _State()
-    config_path = resolve_config_path(path, env=env)
+    location = locate_config(path, env=env)
+    config_path = location.path
     if config_path is not None:
         data, lines = _read_yaml(config_path)
         _apply_yaml(st, data, chk.Origin("yaml", config_path.parent, config_path, lines), env)
@@ -374,12 +406,13 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
         features=frozenset(st.features),
         brain=BrainConfig(**st.brain),
         config_path=config_path,
+        config_source=location.source,
     )
 
 
 _DEFAULT_TEMPLATE = """\
 # tiervault configuration, written by `tiervault init`.
-# Every key is documented in agent.yaml.example (tiervault repository).
+# `tiervault init --example` prints an agent.yaml documenting every key.
 # Precedence: built-in defaults < this file < TIERVAULT_* environment < CLI flags.
 
 # Names this agent and its private tier file (lowercase slug).

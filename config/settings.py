@@ -171,6 +171,8 @@ class Settings:
     features: frozenset[str]
     brain: BrainConfig
     config_path: Path | None
+    #: How config_path was found: argument | cwd | parent | env | default (see locate_config).
+    config_source: str = "default"
 
     def tier(self, name: str) -> TierConfig | None:
         """The tier called ``name`` (a built-in tier or a source), or None."""

@@ -68,8 +68,14 @@ def test_defaults_without_a_file(work: Path, home: Path) -> None:
         s.agent_id = "other"  # type: ignore[misc]
 
 
-def test_empty_file_means_defaults(work: Path, home: Path) -> None:
+def test_empty_file_is_an_error_and_an_empty_mapping_means_defaults(work: Path,
+                                                                    home: Path) -> None:
     path = write(work / "agent.yaml", "# nothing yet\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"HOME": str(home)})
+    assert info.value.file == str(path) and "empty" in str(info.value)
+    assert "tiervault init" in str(info.value)
+    write(work / "agent.yaml", "{}\n")
     s = load_settings(env={"HOME": str(home)})
     assert s.config_path == path and s.agent_id == "default" and len(s.tiers) == 1
 
@@ -230,14 +236,32 @@ def test_resolve_config_path(work: Path, home: Path, tmp_path: Path) -> None:
     implicit = write(work / "agent.yaml", "agent_id: here\n")
     assert resolve_config_path(env={}) == implicit
     named = write(tmp_path / "named.yaml", "agent_id: named\n")
+    # ./agent.yaml (or a parent's) comes before the variable; the variable is the fallback.
+    assert load_settings(env={"HOME": str(home), "TIERVAULT_CONFIG": str(named)}).agent_id == "here"
+    implicit.unlink()
     assert load_settings(env={"HOME": str(home), "TIERVAULT_CONFIG": str(named)}).agent_id == "named"
+    implicit = write(work / "agent.yaml", "agent_id: here\n")
     env = {"HOME": str(home), "TIERVAULT_CONFIG": str(implicit)}
     assert load_settings(named, env=env).agent_id == "named"  # an explicit path beats the variable
+    implicit.unlink()
     for kwargs in ({"path": tmp_path / "missing.yaml", "env": {}},
                    {"env": {"TIERVAULT_CONFIG": str(tmp_path / "gone.yaml")}}):
         with pytest.raises(ConfigError) as info:
             resolve_config_path(**kwargs)
         assert "does not exist" in str(info.value) and info.value.file.endswith(".yaml")
+
+
+def test_agent_yaml_is_found_in_a_parent_folder_as_git_finds_its_repository(
+        work: Path, home: Path) -> None:
+    from tiervault.config import locate_config
+
+    top = write(work / "agent.yaml", "agent_id: top\n")
+    deep = work / "src" / "pkg"
+    deep.mkdir(parents=True)
+    assert locate_config(env={}, cwd=deep) == (top, "parent")
+    assert locate_config(env={}, cwd=work) == (top, "cwd")
+    inner = write(work / "src" / "agent.yaml", "agent_id: inner\n")
+    assert locate_config(env={}, cwd=deep) == (inner, "parent")  # the nearest one wins
 
 
 # -- errors: file, line, key, what is allowed ---------------------------------------------

@@ -28,13 +28,19 @@ TOOLS = {
     "search_intelligent": ["query", "mode", "limit", "domain", "type", "severity", "tags", "tiers",
                            "include_memories"],
     "load_entries": ["ids"],
+    "list_entries": ["domain", "type", "severity", "tags", "tiers", "since", "sort", "limit",
+                     "offset"],
     "vault_stats": [],
     "capture_knowledge": ["entries", "tier"],
+    "update_entry": ["id", "title", "description", "type", "severity", "domain", "context",
+                     "example", "counter_example", "why", "tags", "add_tags", "remove_tags",
+                     "applies_to", "valid_from", "valid_until", "tier"],
+    "delete_entry": ["id", "tier"],
     "record_feedback": ["query", "entry_id", "action"],
     "link_entries": ["source_id", "target_id", "link_type", "note"],
     "capture_memory": ["summary", "context", "topics", "project"],
 }
-READ_ONLY = {"search_intelligent", "load_entries", "vault_stats"}
+READ_ONLY = {"search_intelligent", "load_entries", "list_entries", "vault_stats"}
 SCAN_KEYS = {"id", "title", "score", "type", "domain", "severity", "tags", "snippet",
              "tokenEstimate", "tier"}
 BREAKDOWN_KEYS = {"semantic", "vector", "severity", "temporalDecay", "tagOverlap", "domainMatch",
@@ -114,7 +120,7 @@ def test_tools_and_parameter_names_are_pinned(vault, tmp_path):
     for name, tool in tools.items():  # no tool takes a file path
         assert not any("path" in p or "file" in p for p in tool.input_schema.get("properties", {}))
     # The client session worked, and the server's log went to stderr.
-    assert "tiervault mcp: serving 7 tools over stdio" in log.read_text()
+    assert "tiervault mcp: serving 10 tools over stdio" in log.read_text()
 
 
 def test_scan_then_full_then_feedback_end_to_end(vault):
@@ -249,7 +255,7 @@ def test_stdout_carries_only_json_rpc(vault):
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
          "params": {"name": "search_intelligent", "arguments": {"query": "sql injection"}}},
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-         "params": {"name": "load_entries", "arguments": {"ids": "not a list"}}},
+         "params": {"name": "load_entries", "arguments": {"ids": 42}}},
     ]
     proc = subprocess.Popen([sys.executable, "-m", "tiervault", "mcp"], cwd=vault,
                             env=clean_env(vault / "home"), stdin=subprocess.PIPE,
@@ -277,7 +283,7 @@ def test_stdout_carries_only_json_rpc(vault):
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
     assert replies[1]["result"]["serverInfo"]["name"] == "tiervault"
-    assert len(replies[2]["result"]["tools"]) == 7
+    assert len(replies[2]["result"]["tools"]) == 10
     assert replies[3]["result"]["isError"] is False
     assert replies[4]["result"]["isError"] is True
     assert "tiervault mcp: serving" in err and "Traceback" not in err

@@ -63,7 +63,8 @@ NON_PATH_ARGUMENTS = {"id", "ids", "query", "source", "target", "action", "title
                       "origin", "valid_from", "valid_until", "tags", "applies_to", "note",
                       "link_type", "tier", "agent_id", "mode", "limit", "entry_type", "memories",
                       "explain", "json", "force", "strict", "rebuild", "read_only", "prune",
-                      "verbose", "help"}
+                      "verbose", "help", "add_tags", "remove_tags", "since", "sort", "offset",
+                      "version"}
 
 
 def test_the_only_path_arguments_are_data_files():
@@ -76,6 +77,9 @@ def test_the_only_path_arguments_are_data_files():
             if isinstance(action, argparse._SubParsersAction):
                 continue
             label = max(action.option_strings, key=len) if action.option_strings else action.dest
+            if name and label == "--config":  # the global option, also accepted after COMMAND
+                assert action.dest == "config" and action.default is argparse.SUPPRESS
+                continue
             if action.dest in NON_PATH_ARGUMENTS and (name, label) not in PATH_ARGUMENTS:
                 continue
             found.add((name, label))
@@ -230,12 +234,16 @@ def test_read_only_source_and_read_only_mcp_refuse_every_write(tmp_path):
             "record_feedback": {"query": "q", "entry_id": some_id, "action": "accepted"},
             "link_entries": {"source_id": some_id, "target_id": other_id, "link_type": "supports"},
             "capture_memory": {"summary": "s"},
+            "update_entry": {"id": some_id, "severity": "critical",
+                             "tier": "agent" if read_only else "vendor"},
+            "delete_entry": {"id": some_id, "tier": "agent" if read_only else "vendor"},
         }
         assert set(calls) == set(WRITE_TOOLS)
         if read_only:
             assert names.isdisjoint(WRITE_TOOLS)
         for name, args in calls.items():
-            if not read_only and name != "capture_knowledge":
+            if not read_only and name not in ("capture_knowledge", "update_entry",
+                                              "delete_entry"):
                 continue  # with writes enabled, only the write aimed at the source must fail
             with pytest.raises(Exception, match="read-only|unknown tool"):
                 await server.call_tool(name, args)

@@ -7,97 +7,68 @@ SDK loads (the SDK's own ``basicConfig`` is then a no-op), and while serving
 the SDK points file descriptor 1 at stderr, so a stray ``print`` cannot corrupt
 the stream.
 
-Tools (flat arguments, JSON schemas from the type hints; arrays may also come
-as JSON strings or comma lists): ``search_intelligent``, ``load_entries``,
-``vault_stats`` and, unless read-only, ``capture_knowledge``,
-``record_feedback``, ``link_entries``, ``capture_memory``. In read-only mode
-the write tools are not registered at all. Every failure reaches the model as
-a tool error (``isError``) saying what was wrong and how to call the tool
-correctly; tracebacks stay in the server's stderr log. No tool takes a path.
+Tools (flat arguments; each parameter described, bounded and enumerated in the
+JSON schema, see :mod:`tiervault.mcp_params`): ``search_intelligent``,
+``load_entries``, ``list_entries``, ``vault_stats`` and, unless read-only,
+``capture_knowledge``, ``update_entry``, ``delete_entry``, ``record_feedback``,
+``link_entries``, ``capture_memory`` (:mod:`tiervault.mcp_write`). In read-only
+mode the write tools are not registered at all. Every failure reaches the model
+as a tool error (``isError``) saying what was wrong and how to call the tool
+correctly; tracebacks stay in the server's stderr log. No tool takes a path,
+and no reply carries one. A configuration that cannot be loaded still starts a
+server, whose every call answers with the configuration error.
 """
 
 import functools
+import inspect
 import json
 import logging
+import os
+import re
 import threading
 from typing import Any, Callable, Literal
 
 from tiervault.errors import ConfigError, EntryNotFound, TierVaultError, ValidationError
+from tiervault.mcp_params import (
+    MAX_CAPTURE,
+    MAX_IDS,
+    USAGE,
+    Domains,
+    Flag,
+    Ids,
+    Limit,
+    ListLimit,
+    Mode,
+    Offset,
+    Query,
+    Severities,
+    Tags,
+    Types,
+    normalize_arguments,
+    strings,
+)
 
-__all__ = ["build_server", "serve", "READ_TOOLS", "WRITE_TOOLS", "MAX_IDS", "MAX_CAPTURE"]
+__all__ = ["build_server", "serve", "serve_config_error", "READ_TOOLS", "WRITE_TOOLS",
+           "MAX_IDS", "MAX_CAPTURE"]
 
 log = logging.getLogger("tiervault.mcp")
 
-READ_TOOLS = ("search_intelligent", "load_entries", "vault_stats")
-WRITE_TOOLS = ("capture_knowledge", "record_feedback", "link_entries", "capture_memory")
-MAX_IDS = 100
-MAX_CAPTURE = 500
+READ_TOOLS = ("search_intelligent", "load_entries", "list_entries", "vault_stats")
+WRITE_TOOLS = ("capture_knowledge", "update_entry", "delete_entry", "record_feedback",
+               "link_entries", "capture_memory")
 
 INSTRUCTIONS = """\
 tiervault is a knowledge vault of engineering patterns, anti-patterns, rules and decisions,
 in tiers (agent > project > team). Work in two passes to save context:
 1. search_intelligent(query) with mode="scan" (default): short rows (id, title, snippet,
    score, tokenEstimate). Decide which entries are worth reading.
-2. load_entries(ids) for the few you need: complete entries (description, context, example,
-   counter-example, why, links' tier). Use mode="full" only when you will read most results.
+2. load_entries(ids) for the few you need: complete entries with their links.
+   Use mode="full" only when you will read most results.
+vault_stats shows the domains, types and tags in use; list_entries browses by filter.
 After applying (or rejecting) an entry, call record_feedback(query, entry_id, action) so
-ranking learns. Save new lessons with capture_knowledge and session notes with capture_memory.
+ranking learns. Save new lessons with capture_knowledge, fix one with update_entry, and
+session notes with capture_memory.
 """
-
-#: How to call each tool correctly, appended to its error messages.
-USAGE = {
-    "search_intelligent": 'search_intelligent(query="retry policy for HTTP calls", mode="scan", '
-                          'limit=10, domain="reliability", tags=["http"])',
-    "load_entries": 'load_entries(ids=["id-from-a-scan-row", "another-id"])',
-    "capture_knowledge": 'capture_knowledge(entries=[{"title": "...", "description": "...", '
-                         '"type": "pattern", "severity": "warning", "tags": ["x"]}], tier="agent")',
-    "record_feedback": 'record_feedback(query="the query you searched", entry_id="an-id", '
-                       'action="accepted")',
-    "link_entries": 'link_entries(source_id="an-id", target_id="other-id", '
-                    'link_type="supports", note="why they relate")',
-    "vault_stats": "vault_stats()",
-    "capture_memory": 'capture_memory(summary="what happened", context="details", '
-                      'topics=["deploy"], project="my-project")',
-}
-
-
-def _strings(value: Any, name: str) -> list[str] | None:
-    """A list of strings from a list, a JSON array string or a comma-separated string."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValidationError(name, f"looks like a JSON array but does not parse "
-                                            f"({exc.msg}); pass a list of strings") from None
-        else:
-            return [part.strip() for part in text.split(",") if part.strip()]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ValidationError(name, 'expected a list of strings, e.g. ["a", "b"]')
-    return [v.strip() for v in value if v.strip()]
-
-
-def _records(value: Any) -> list[Any]:
-    """``entries`` as a list: a list, one object, or the same as a JSON string."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValidationError("entries", f"is a string that is not JSON ({exc.msg}); pass a "
-                                             "list of entry objects") from None
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list):
-        raise ValidationError("entries", "expected a list of entry objects")
-    if not value:
-        raise ValidationError("entries", "is empty; pass at least one entry object")
-    if len(value) > MAX_CAPTURE:
-        raise ValidationError("entries", f"has {len(value)} items; send at most {MAX_CAPTURE} "
-                                         "per call")
-    return value
 
 
 class _Guard:
@@ -142,9 +113,34 @@ class _Guard:
 
 def _register(server: Any, tools: list[tuple[Callable[..., Any], bool]], annotations: Any) -> None:
     for fn, read_only in tools:
-        server.add_tool(fn, name=fn.__name__, annotations=annotations(
-            read_only_hint=read_only, destructive_hint=False, open_world_hint=False,
-            idempotent_hint=fn.__name__ in READ_TOOLS or fn.__name__ == "link_entries"))
+        name = fn.__name__
+        server.add_tool(fn, name=name, description=inspect.cleandoc(fn.__doc__ or ""),
+                        annotations=annotations(
+                            read_only_hint=read_only, destructive_hint=name == "delete_entry",
+                            open_world_hint=False,
+                            idempotent_hint=name in READ_TOOLS or name in ("link_entries",
+                                                                           "update_entry",
+                                                                           "delete_entry")))
+
+
+def _tier_literal(names: list[str]) -> Any:
+    """``Literal["agent", "project", ...]`` of the configured tier names (an enum in the schema)."""
+    return Literal[tuple(names)]  # type: ignore[valid-type]
+
+
+def public_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """``Brain.stats()`` without file system paths: a tier is described by its name,
+    weight, counts and problem (with any path in it cut to the file name)."""
+    out = dict(stats)
+    tiers = {}
+    for name, info in stats["tiers"].items():
+        info = {k: v for k, v in info.items() if k != "path"}
+        if info.get("problem") and stats["tiers"][name].get("path"):
+            path = str(stats["tiers"][name]["path"])
+            info["problem"] = info["problem"].replace(path, os.path.basename(path))
+        tiers[name] = info
+    out["tiers"] = tiers
+    return out
 
 
 def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> Any:
@@ -161,49 +157,49 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
     except ImportError as exc:
         raise ConfigError("`tiervault mcp` needs the MCP SDK 2.x: pip install 'tiervault[mcp]' "
                           f"({exc})") from exc
+    from pydantic import Field
+    from typing import Annotated
+
     from tiervault import __version__
+    from tiervault.mcp_write import write_tools
 
     guard = _Guard(ToolError, CallToolResult, TextContent, lock)
     manager = brain.manager
+    Tiers = Annotated[list[_tier_literal(list(manager.tiers))] | None, Field(  # type: ignore[misc]
+        description="Only these tiers (default: all), e.g. [\"agent\", \"project\"].")]
 
     @guard
     def search_intelligent(
-        query: str,
-        mode: Literal["scan", "full"] = "scan",
-        limit: int | None = None,
-        domain: str | list[str] | None = None,
-        type: str | list[str] | None = None,  # noqa: A002 - the public argument name
-        severity: str | list[str] | None = None,
-        tags: str | list[str] | None = None,
-        tiers: str | list[str] | None = None,
-        include_memories: bool = False,
+        query: Query,
+        mode: Annotated[Mode, Field(description='"scan": short rows (default); "full": whole '
+                                                "entries with a score breakdown.")] = "scan",
+        limit: Limit = None,
+        domain: Domains = None,
+        type: Types = None,  # noqa: A002 - the public argument name
+        severity: Severities = None,
+        tags: Tags = None,
+        tiers: Tiers = None,
+        include_memories: Annotated[Flag, Field(description="Also search saved session memories "
+                                                "(their rows have type \"memory\").")] = False,
     ) -> dict[str, Any]:
         """Search the knowledge vault (all tiers) for entries relevant to a task or question.
 
-        Start with mode="scan" (the default): it returns short rows (id, title, score, type,
-        domain, severity, tags, a 120-character snippet, tokenEstimate, tier) that cost little
+        Start with mode="scan" (the default): short rows (id, title, score, type, domain,
+        severity, tags, a 120-character snippet, tokenEstimate, tier) that cost little
         context. Pick the ids worth reading and call load_entries(ids) for the complete text.
         Use mode="full" only when you expect to read most results: each row then carries the
         whole entry and a score breakdown (semantic, vector, severity, temporalDecay,
         tagOverlap, domainMatch, graphProximity, total), which is much longer.
-
-        Args:
-            query: natural-language question or keywords; "#tag" words also match tags.
-            mode: "scan" (light rows, default) or "full" (entries + breakdown).
-            limit: rows wanted, 1-1000 (default 10 for scan, 20 for full).
-            domain: only entries of this domain (e.g. "security", "python"), or a list.
-            type: only these types: pattern, anti-pattern, rule, playbook, decision, reference.
-            severity: only these severities: critical, warning, suggestion.
-            tags: only entries with any of these tags (also boosts entries sharing them).
-            tiers: only these tiers, e.g. ["agent", "project"] (default: all).
-            include_memories: also search saved session memories (rows marked as memories).
+        `limit` is a hard ceiling: never more rows than asked. With an empty query and at
+        least one filter, the newest matching entries are listed (score 0).
         """
         rows = brain.search_intelligent(
-            query, mode=mode, limit=limit, domain=_strings(domain, "domain"),
-            type=_strings(type, "type"), severity=_strings(severity, "severity"),
-            tags=_strings(tags, "tags"), tiers=_strings(tiers, "tiers"),
-            include_memories=include_memories)
+            query, mode=mode, limit=limit, domain=domain, type=type, severity=severity,
+            tags=tags, tiers=tiers, include_memories=include_memories)
         out: dict[str, Any] = {"mode": mode, "count": len(rows), "results": rows}
+        widened = getattr(rows, "widened", False)
+        if widened:
+            out["widened"] = True
         if mode == "scan" and rows:
             out["next"] = "call load_entries with the ids you want to read in full"
         elif not rows:
@@ -211,16 +207,15 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
         return out
 
     @guard
-    def load_entries(ids: list[str]) -> dict[str, Any]:
+    def load_entries(ids: Ids) -> dict[str, Any]:
         """Load complete entries by id: the second pass after a scan-mode search_intelligent.
 
         Returns one result per id, in the order asked: {"id", "found": true, "entry": {...all
-        fields...}, "tier"} or {"id", "found": false, "error"} for an unknown id.
-
-        Args:
-            ids: entry ids taken from search results (at most 100).
+        fields...}, "tier", "links": [{"direction": "out"|"in", "type", "id", "note",
+        "tier"}]} or {"id", "found": false, "error"} for an unknown id. A memory id (rows
+        of type "memory") loads the memory.
         """
-        wanted = _strings(ids, "ids")
+        wanted = strings(ids, "ids")
         if not wanted:
             raise ValidationError("ids", "is empty; pass the ids of scan rows you want to read")
         if len(wanted) > MAX_IDS:
@@ -230,134 +225,50 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
                 "entries": rows}
 
     @guard
+    def list_entries(
+        domain: Domains = None,
+        type: Types = None,  # noqa: A002 - the public argument name
+        severity: Severities = None,
+        tags: Tags = None,
+        tiers: Tiers = None,
+        since: Annotated[str | None, Field(description="Only entries updated at or after this "
+                                           "ISO 8601 date/time, e.g. \"2026-01-31\".")] = None,
+        sort: Annotated[Literal["updated", "created"], Field(
+            description="Newest first by last update (default) or by creation.")] = "updated",
+        limit: ListLimit = 20,
+        offset: Offset = 0,
+    ) -> dict[str, Any]:
+        """Browse entries by filter, newest first, one page at a time (no ranking).
+
+        Rows are short: id, title, type, domain, severity, tags, tier, created_at,
+        updated_at, valid_until. Every stored entry is listed, expired ones included.
+        "total" is the number of matches; pass "nextOffset" as offset for the next page.
+        Use search_intelligent to rank by relevance, load_entries to read entries.
+        """
+        from tiervault.vault.listing import list_page
+
+        return list_page(manager, domain=domain, type=type, severity=severity, tags=tags,
+                         tiers=tiers, since=since, sort=sort, limit=limit, offset=offset)
+
+    @guard
     def vault_stats() -> dict[str, Any]:
-        """Vault overview: entries, links and memories per tier, the ranking weights in force
-        (semantic, vector, severity, temporalDecay, tagOverlap, domainMatch, graphProximity)
-        and feedback counts. Use it to see which tiers and how much knowledge exist."""
-        return dict(brain.stats())
+        """Vault overview: entries, links and memories per tier; the vocabulary in use
+        (domains, types and severities with counts, the most used tags with counts) to
+        choose filters from; the ranking weights in force and feedback counts."""
+        return public_stats(dict(brain.stats()))
 
-    @guard
-    def capture_knowledge(entries: list[dict[str, Any]], tier: str = "agent") -> dict[str, Any]:
-        """Save lessons worth reusing as vault entries (one object per lesson).
-
-        Each entry object: "title" (required, states the rule), "description" (required),
-        optional "id" (lowercase slug; default from the title; an existing id is updated),
-        "type" (pattern | anti-pattern | rule | playbook | decision | reference),
-        "severity" (critical | warning | suggestion), "domain" (one word), "tags" (list),
-        "applies_to" (list), "context", "example", "counter_example", "why",
-        "valid_from"/"valid_until" (ISO 8601), "links" ([{"target": id, "type": supports |
-        contradicts | extends | sequences, "note": ...}]).
-        Entries are checked one by one: valid ones are written even if others fail; the
-        reply lists "written" ids and "failed" items with the reason.
-
-        Args:
-            entries: list of entry objects as above (at most 500).
-            tier: tier to write to: "agent" (default, your own), "project" or "team".
-        """
-        from tiervault.vault.jsonl import parse_record
-
-        records = _records(entries)
-        store = manager.store(tier)
-        if store.read_only:
-            raise ValidationError("tier", f"{tier!r} is read-only; write to \"agent\" or "
-                                          "another writable tier")
-        failed: list[dict[str, Any]] = []
-        good: list[tuple[int, Any, Any]] = []
-        seen: dict[str, int] = {}
-        for i, record in enumerate(records):
-            rid = record.get("id") if isinstance(record, dict) else None
-            try:
-                if isinstance(record, str):
-                    record = json.loads(record)
-                if isinstance(record, dict):
-                    record = {"origin": "agent", **record}
-                entry, links = parse_record(record)
-            except (ValidationError, json.JSONDecodeError) as exc:
-                failed.append({"index": i, "id": rid, "error": str(exc)})
-                continue
-            if entry.id in seen:
-                failed.append({"index": i, "id": entry.id, "error": f"id {entry.id!r} is already "
-                               f"used by entries[{seen[entry.id]}] in this call; give it another id"})
-                continue
-            seen[entry.id] = i
-            good.append((i, entry, links))
-        if good:  # through the manager, so write hooks (embed on write) run
-            manager.capture_many([entry for _, entry, _ in good], tier)
-        link_errors = []
-        for i, entry, links in good:
-            for spec in links:
-                try:
-                    manager.link(entry.id, spec.target, spec.type, spec.note, tier=tier)
-                except TierVaultError as exc:
-                    link_errors.append({"index": i, "id": entry.id, "target": spec.target,
-                                        "error": str(exc)})
-        out: dict[str, Any] = {"tier": tier, "written": [e.id for _, e, _ in good],
-                               "failed": failed}
-        if link_errors:
-            out["linkErrors"] = link_errors
-        out["summary"] = (f"{len(good)} of {len(records)} entries written to {tier}"
-                          + (f"; {len(failed)} failed (see failed[].error, fix and resend "
-                             "only those)" if failed else ""))
-        return out
-
-    @guard
-    def record_feedback(query: str, entry_id: str,
-                        action: Literal["accepted", "modified", "dismissed", "failed"]) -> dict[str, Any]:
-        """Tell the vault how an entry worked out for a query, so ranking adapts.
-
-        Call it after you used (or rejected) an entry found by search_intelligent.
-
-        Args:
-            query: the query you searched with.
-            entry_id: the id of the entry you are judging.
-            action: "accepted" (applied as is), "modified" (applied with changes),
-                "dismissed" (not relevant), "failed" (applied, but it did not work).
-        """
-        return brain.feedback(query, entry_id, action)
-
-    @guard
-    def link_entries(source_id: str, target_id: str,
-                     link_type: Literal["supports", "contradicts", "extends", "sequences"],
-                     note: str = "") -> dict[str, Any]:
-        """Link two existing entries so related knowledge is found together.
-
-        Args:
-            source_id: the entry the link starts from.
-            target_id: the related entry (may live in another tier).
-            link_type: "supports", "contradicts", "extends" or "sequences" (do target after source).
-            note: one sentence on how they relate.
-        """
-        link = manager.link(source_id, target_id, link_type, note)
-        return {"source_id": link.source_id, "target_id": link.target_id,
-                "link_type": link.link_type, "note": link.note, "tier": link.tier}
-
-    @guard
-    def capture_memory(summary: str, context: str = "", topics: str | list[str] | None = None,
-                       project: str = "") -> dict[str, Any]:
-        """Save a session memory (what happened, what was decided) to the agent tier.
-
-        Memories are searched with search_intelligent(..., include_memories=True). Use
-        capture_knowledge instead for reusable rules and patterns.
-
-        Args:
-            summary: one or two sentences on what happened.
-            context: longer details (commands, errors, decisions).
-            topics: keywords for finding it again, e.g. ["deploy", "postgres"].
-            project: the project this happened in.
-        """
-        store = manager.store("agent")
-        memory_id = store.add_memory(summary, context=context,
-                                     topics=_strings(topics, "topics") or [], project=project)
-        return {"id": memory_id, "tier": "agent"}
-
-    tools = [(search_intelligent, True), (load_entries, True), (vault_stats, True)]
+    tools = [(search_intelligent, True), (load_entries, True), (list_entries, True),
+             (vault_stats, True)]
+    writable = [n for n, t in manager.tiers.items() if not t.read_only]
+    locked = {n for n, t in manager.tiers.items() if t.read_only}
     if not read_only:
-        tools += [(capture_knowledge, False), (record_feedback, False), (link_entries, False),
-                  (capture_memory, False)]
+        tools += [(guard(fn), False) for fn in write_tools(brain, _tier_literal(writable))]
     names = [fn.__name__ for fn, _ in tools]
+    params = {fn.__name__: tuple(inspect.signature(fn).parameters) for fn, _ in tools}
 
     class TierVaultServer(MCPServer):
-        """Rewrites the SDK's argument-validation and unknown-tool errors for a model."""
+        """Checks argument names and list forms, and rewrites the SDK's argument-validation
+        and unknown-tool errors for a model."""
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             if name not in names:
@@ -365,9 +276,18 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
                        if read_only and name in WRITE_TOOLS else "")
                 raise ToolError(f"unknown tool {name!r}{why}; available tools: {', '.join(names)}")
             try:
+                arguments = normalize_arguments(name, arguments, params[name])
+            except TierVaultError as exc:
+                raise ToolError(f"{exc}. Example of a correct call: {USAGE[name]}") from exc
+            try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
                 if isinstance(exc.__cause__, PydanticValidationError):
+                    tier = arguments.get("tier")
+                    if isinstance(tier, str) and tier in locked:
+                        raise ToolError(f"tier: {tier!r} is read-only; write to one of: "
+                                        f"{', '.join(writable)}. Example of a correct call: "
+                                        f"{USAGE[name]}") from exc.__cause__
                     raise ToolError(_argument_error(name, exc.__cause__)) from exc.__cause__
                 raise
 
@@ -377,13 +297,24 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
 
 
 def _argument_error(name: str, exc: Any) -> str:
-    """A pydantic argument error as one line per field (no input values echoed)."""
-    problems = []
+    """A pydantic argument error as one line per field (input values are not echoed,
+    except a short string given for an enum)."""
+    problems: dict[str, list[str]] = {}
     for err in exc.errors():
-        field = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-        problems.append(f"{field}: {err.get('msg', 'invalid')}")
-    return (f"invalid arguments for {name}: {'; '.join(problems)}. Example of a correct call: "
-            f"{USAGE[name]}")
+        loc = err.get("loc", ())
+        field = str(loc[0]) if loc else "arguments"
+        # Union branches repeat a field's problem once per accepted form; keep each once.
+        msg = re.sub(r"\s+", " ", err.get("msg", "invalid"))
+        if err.get("type") in ("int_type", "bool_type"):  # strict: "5" and true are refused
+            kind = "an integer" if err["type"] == "int_type" else "true or false"
+            msg = f"must be {kind} in JSON (not a string{' or a boolean' if 'int' in err['type'] else ''})"
+        given = err.get("input")
+        if err.get("type") == "literal_error" and isinstance(given, str) and len(given) <= 40:
+            msg += f", not {given!r}"  # a short enum value is safe to echo
+        if msg not in problems.setdefault(field, []):
+            problems[field].append(msg)
+    text = "; ".join(f"{field}: {' or '.join(msgs)}" for field, msgs in problems.items())
+    return f"invalid arguments for {name}: {text}. Example of a correct call: {USAGE[name]}"
 
 
 def serve(settings: Any, *, read_only: bool = False) -> None:
@@ -409,3 +340,32 @@ def serve(settings: Any, *, read_only: bool = False) -> None:
                  getattr(runtime, "model_key", "off") if runtime is not None else "off")
         server.run("stdio")
         log.info("tiervault mcp: stdin closed, shutting down")
+
+
+def serve_config_error(message: str) -> None:
+    """Serve MCP over stdio with no vault: the initialize reply's instructions and every
+    tool call carry ``message``, so the client shows why tiervault cannot work (instead
+    of "Connection closed"). Returns when stdin closes."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError as exc:
+        raise ConfigError("`tiervault mcp` needs the MCP SDK 2.x: pip install 'tiervault[mcp]' "
+                          f"({exc})") from exc
+    from tiervault import __version__
+
+    text = (f"tiervault cannot open its vault: {message}. Fix the configuration and restart "
+            "the server (the client's MCP settings name the config file with --config).")
+
+    class BrokenServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            raise ToolError(text)
+
+    def vault_stats() -> dict[str, Any]:
+        """Reports why the vault could not be opened (a configuration error)."""
+        raise ToolError(text)
+
+    server = BrokenServer(name="tiervault", version=__version__, instructions=text)
+    server.add_tool(vault_stats, name="vault_stats")
+    log.error("tiervault mcp: %s; serving only this error until stdin closes", message)
+    server.run("stdio")

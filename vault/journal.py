@@ -15,7 +15,7 @@ from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
 from tiervault.vault.query import MAX_QUERY_CHARS, match_expression
 
-__all__ = ["JournalMixin", "MemoryHit"]
+__all__ = ["JournalMixin", "MemoryHit", "Memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,29 @@ class MemoryHit:
     project: str
     created_at: float
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One stored session memory."""
+
+    id: str
+    summary: str
+    context: str
+    topics: str
+    project: str
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape (the same ``entry`` shape a full search row gives a memory)."""
+        from tiervault.vault.entry import format_timestamp
+
+        return {"id": self.id, "type": "memory", "summary": self.summary,
+                "context": self.context, "topics": self.topics.split(), "project": self.project,
+                "created_at": format_timestamp(self.created_at)}
+
+
+_MEMORY_COLUMNS = "id, summary, context, topics, project, created_at"
 
 
 class JournalMixin:
@@ -73,6 +96,22 @@ class JournalMixin:
             "ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?",
             (match_expression(terms), limit))
         return [MemoryHit(*r) for r in rows]
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """Memories by id (unknown ids are absent)."""
+        if not ids:
+            return {}
+        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories "
+                           "WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
+        return {r[0]: Memory(*r) for r in rows}
+
+    def list_memories(self, *, limit: int = 20, offset: int = 0,
+                      project: str | None = None) -> list[Memory]:
+        """Newest first; ``project`` keeps only that project's memories."""
+        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (?1 IS NULL OR "
+                           "project = ?1) ORDER BY created_at DESC, rowid DESC LIMIT ?2 OFFSET ?3",
+                           (project, limit, offset))
+        return [Memory(*r) for r in rows]
 
     def memory_count(self) -> int:
         rows = self._query("SELECT count(*) FROM memories")

@@ -28,10 +28,12 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import query_terms
 from tiervault.vault.scoring import bm25_upper_bound, fts5_idf, top_k
+from tiervault.vault.journal import Memory
+from tiervault.vault.patch import UpdateResult, apply_patch
 from tiervault.vault.store import Link, MemoryHit, TierStore
 from tiervault.vault.tokenizer import STEMMER
 
-__all__ = ["VaultManager", "Tier", "Candidates", "LexicalQuery", "DEFAULT_TIER_WEIGHTS"]
+__all__ = ["VaultManager", "Tier", "Candidates", "LexicalQuery", "EntryPage", "DEFAULT_TIER_WEIGHTS"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,16 @@ class Candidates:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+@dataclass(slots=True)
+class EntryPage:
+    """One page of a listing: ``(entry, tier)`` rows and how many match in all."""
+
+    rows: list[tuple[Entry, str]]
+    total: int
+    offset: int
+    limit: int
 
 
 class VaultManager:
@@ -208,6 +220,22 @@ class VaultManager:
     def delete(self, entry_id: str, tier: str = "agent") -> bool:
         return self.store(tier).delete(entry_id)
 
+    def update(self, entry_id: str, patch: dict[str, Any], *, tier: str | None = None) -> UpdateResult:
+        """Change only the fields named in ``patch`` (see :mod:`tiervault.vault.patch`) of the
+        entry in ``tier``, else in the highest-priority tier holding it. Unknown id:
+        EntryNotFound. A patch that changes nothing writes nothing (``changed`` empty)."""
+        name = tier if tier is not None else self.locate(entry_id)
+        if name is None:
+            raise EntryNotFound(entry_id)
+        store = self.store(name)
+        current = store.get(entry_id)
+        if current is None:
+            raise EntryNotFound(entry_id)
+        edited, changed = apply_patch(current, patch)
+        if not changed:
+            return UpdateResult(current, name, ())
+        return UpdateResult(self.capture(edited, name), name, changed)
+
     def link(self, source_id: str, target_id: str, link_type: str, note: str = "",
              tier: str | None = None) -> Link:
         """Link two entries; stored in ``tier`` or else the highest-priority tier holding the source."""
@@ -261,12 +289,75 @@ class VaultManager:
                     out[eid] = (entry, tier.name)
         return out
 
+    def list_entries(self, *, filters: Filters | None = None, tiers: Sequence[str] | None = None,
+                     sort: str = "updated", since: float | None = None, limit: int = 50,
+                     offset: int = 0) -> EntryPage:
+        """A page of entries over ``tiers`` (default: all), newest first by ``sort``
+        ("updated" | "created"; ties: higher-priority tier first). Every copy is listed:
+        an id held by two tiers appears once per tier."""
+        if sort not in ("updated", "created"):
+            raise ValidationError("sort", f"{sort!r} is not one of updated, created")
+        for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValidationError(name, f"{value!r} must be an integer >= {low}")
+        key = "updated_at" if sort == "updated" else "created_at"
+        rows: list[tuple[Entry, str]] = []
+        total = 0
+        chosen = self.ordered(tiers)
+        for tier, (count, page) in self._each(chosen, lambda s: (
+                s.count_matching(filters, since),
+                s.list_entries(offset=0, limit=offset + limit, filters=filters, sort=sort,
+                               since=since))):
+            total += count
+            rows.extend((e, tier.name) for e in page)
+        rank = {t.name: r for r, t in enumerate(chosen)}
+        rows.sort(key=lambda r: (-(getattr(r[0], key) or 0.0), rank[r[1]]))
+        return EntryPage(rows[offset:offset + limit], total, offset, limit)
+
+    def vocabulary(self, tiers: Sequence[str] | None = None, top_tags: int = 30) -> dict[str, Any]:
+        """Domains, types and severities with counts, and the ``top_tags`` most used tags,
+        summed over ``tiers``: the words a model can filter by."""
+        merged: dict[str, dict[str, int]] = {"domains": {}, "types": {}, "severities": {},
+                                             "tags": {}}
+        for _, vocab in self._each(self.ordered(tiers), lambda s: s.vocabulary()):
+            for key, counts in vocab.items():
+                for word, n in counts.items():
+                    merged[key][word] = merged[key].get(word, 0) + n
+        out: dict[str, Any] = {}
+        for key, counts in merged.items():
+            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            out[key] = dict(ranked[:top_tags] if key == "tags" else ranked)
+        out["tagCount"] = len(merged["tags"])
+        return out
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, tuple[Memory, str]]:
+        """Session memories by id, each from the highest-priority tier holding it."""
+        out: dict[str, tuple[Memory, str]] = {}
+        for tier, found in self._each(self.ordered(), lambda s: s.get_memories(ids)):
+            for mid, memory in found.items():
+                out.setdefault(mid, (memory, tier.name))
+        return out
+
     def links_touching(self, ids: Sequence[str]) -> list[Link]:
         """Links in EVERY usable tier whose source or target is in ``ids``."""
         links: list[Link] = []
         for _, found in self._each(self.ordered(), lambda s: s.links_touching(ids)):
             links.extend(found)
         return links
+
+    def links_of(self, ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Each id's links in every tier, both directions: ``{"direction": "out" | "in",
+        "type", "id" (the other end), "note", "tier" (where the link is stored)}``."""
+        out: dict[str, list[dict[str, Any]]] = {i: [] for i in ids}
+        for link in self.links_touching(ids):
+            for eid, direction, other in ((link.source_id, "out", link.target_id),
+                                          (link.target_id, "in", link.source_id)):
+                if eid in out:
+                    out[eid].append({"direction": direction, "type": link.link_type,
+                                     "id": other, "note": link.note, "tier": link.tier})
+        for views in out.values():
+            views.sort(key=lambda v: (v["direction"] != "out", v["type"], v["id"], v["tier"]))
+        return out
 
     def search_memories(self, query: str, limit: int) -> list[tuple[MemoryHit, str]]:
         terms = query_terms(query)

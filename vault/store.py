@@ -377,13 +377,48 @@ class TierStore(JournalMixin):
         rows = self._query("SELECT count(*) FROM entries")
         return rows[0][0] if rows else 0
 
-    def list_entries(self, *, offset: int = 0, limit: int = 100,
-                     filters: Filters | None = None) -> list[Entry]:
-        """A page of entries in insertion order."""
+    #: Orders :meth:`list_entries` accepts: newest first by update or creation, or insertion.
+    LIST_ORDERS = {"updated": "e.updated_at DESC, e.rowid DESC",
+                   "created": "e.created_at DESC, e.rowid DESC", "rowid": "e.rowid"}
+
+    def list_entries(self, *, offset: int = 0, limit: int = 100, filters: Filters | None = None,
+                     sort: str = "rowid", since: float | None = None) -> list[Entry]:
+        """A page of entries matching ``filters``, in ``sort`` order (see LIST_ORDERS);
+        ``since``: only entries updated at or after that unix time."""
+        if sort not in self.LIST_ORDERS:
+            raise ValidationError("sort", f"{sort!r} is not one of {', '.join(self.LIST_ORDERS)}")
         where, params = filter_sql(filters) if filters else ("", [])
+        if since is not None:
+            where += " AND e.updated_at >= ?"
+            params = [*params, float(since)]
         rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} "
-                           "ORDER BY e.rowid LIMIT ? OFFSET ?", [*params, limit, offset])
+                           f"ORDER BY {self.LIST_ORDERS[sort]} LIMIT ? OFFSET ?",
+                           [*params, limit, offset])
         return rows_to_entries(rows, self.name)
+
+    def count_matching(self, filters: Filters | None = None, since: float | None = None) -> int:
+        """How many entries :meth:`list_entries` would page through."""
+        where, params = filter_sql(filters) if filters else ("", [])
+        if since is not None:
+            where += " AND e.updated_at >= ?"
+            params = [*params, float(since)]
+        rows = self._query(f"SELECT count(*) FROM entries e WHERE 1 = 1{where}", params)
+        return rows[0][0] if rows else 0
+
+    def vocabulary(self) -> dict[str, dict[str, int]]:
+        """{"domains": {domain: n}, "types": {type: n}, "severities": {..}, "tags": {tag: n}}
+        over this tier (tags counted per entry; the caller ranks them)."""
+        from collections import Counter
+
+        out: dict[str, dict[str, int]] = {}
+        for key, column in (("domains", "domain"), ("types", "type"), ("severities", "severity")):
+            out[key] = dict(self._query(f"SELECT {column}, count(*) FROM entries "
+                                        f"GROUP BY {column} ORDER BY count(*) DESC, {column}"))
+        tags: Counter[str] = Counter()
+        for (text,) in self._query("SELECT tags FROM entries WHERE tags != ''"):
+            tags.update(text.split())
+        out["tags"] = dict(tags)
+        return out
 
     def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
         """Every entry, streamed in rowid order (for export)."""

@@ -27,7 +27,30 @@ _COMMAND_MODULES = (
     "tiervault.cli.serve_cmds",
     "tiervault.cli.ui_cmd",
     "tiervault.cli.server_tier_cmds",  # after vault_cmds: extends its `init`
+    "tiervault.cli.edit_cmds",
+    "tiervault.cli.status_cmd",
 )
+
+_CONFIG_HELP = ("agent.yaml to use (default: the first agent.yaml in the current folder or a "
+                "parent, else $TIERVAULT_CONFIG, else the home default); also accepted after "
+                "the subcommand")
+
+
+def _accept_global_options(parser: argparse.ArgumentParser) -> None:
+    """Let ``--config`` and ``-v`` also follow the subcommand (``tiervault search q --config
+    x.yaml``), in every nested subcommand too. SUPPRESS keeps a value given before the
+    subcommand when none is given after it."""
+    for action in parser._actions:  # argparse keeps its sub-parsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                options = child._option_string_actions
+                if "--config" not in options:
+                    child.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                                       help=_CONFIG_HELP)
+                if "-v" not in options and "--verbose" not in options:
+                    child.add_argument("-v", "--verbose", action="store_true",
+                                       default=argparse.SUPPRESS, help="log details to stderr")
+                _accept_global_options(child)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,9 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="tiervault", description="A tiered knowledge vault for AI agents.")
-    parser.add_argument("--config", metavar="PATH",
-                        help="agent.yaml to use (default: $TIERVAULT_CONFIG, else ./agent.yaml)")
+    from tiervault import __version__
+
+    parser.add_argument("--config", metavar="PATH", help=_CONFIG_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    parser.add_argument("--version", action="version", version=f"tiervault {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
         try:
@@ -47,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _accept_global_options(parser)
     return parser
 
 

@@ -15,10 +15,33 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace, **overrides: Any) -> Any:
-    """Settings from --config / $TIERVAULT_CONFIG / ./agent.yaml, plus CLI overrides."""
+    """Settings from --config, else agent.yaml in the current folder or a parent, else
+    $TIERVAULT_CONFIG, else defaults; plus CLI overrides. When the file in force is not
+    ./agent.yaml, one line on stderr says which one is used (once per process)."""
     from tiervault.config import load_settings
 
-    return load_settings(args.config, overrides={k: v for k, v in overrides.items() if v is not None})
+    settings = load_settings(getattr(args, "config", None),
+                             overrides={k: v for k, v in overrides.items() if v is not None})
+    _say_which_config(settings)
+    return settings
+
+
+_told: list[str] = []
+
+
+def _say_which_config(settings: Any) -> None:
+    source = settings.config_source
+    if source in ("argument", "cwd") or _told:
+        return
+    if source == "default":
+        agent = settings.tier("agent")
+        line = (f"no agent.yaml in this folder or its parents; using the home default vault "
+                f"({agent.path if agent else '~/.tiervault'}). `tiervault init` writes one here")
+    else:
+        how = "found in a parent folder" if source == "parent" else "from $TIERVAULT_CONFIG"
+        line = f"using {settings.config_path} ({how})"
+    _told.append(line)
+    print(f"tiervault: {line}", file=sys.stderr)
 
 
 def manager_from(args: argparse.Namespace) -> Any:

@@ -34,8 +34,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     if not settings.embedding_enabled:
-        raise ConfigError("embeddings are off: add an `embedding:` block (provider, model) and "
-                          "`features: [embedding-enabled]` to agent.yaml", key="embedding")
+        raise ConfigError(
+            "embeddings are off: add to agent.yaml an `embedding:` block and the feature flag, "
+            "e.g.\n  embedding:\n    provider: local        # or openai, voyage, ollama, http, "
+            "hash\n  features:\n    embedding-enabled: true", key="embedding")
     totals = {"embedded": 0, "skipped": 0, "failed": 0, "pending": 0}
     with VaultManager.from_settings(settings) as manager:
         runtime = attach_embeddings(manager, settings, strict=True)

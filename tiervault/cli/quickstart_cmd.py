@@ -49,6 +49,9 @@ def register(sub: Any) -> None:
     p.add_argument("--dir", default=".", help="project directory (default: .)")
     p.add_argument("--agent-id", default="default", help="agent id written to a new agent.yaml")
     p.add_argument("--query", default=SAMPLE_QUERY, help="the sample query to run")
+    p.add_argument("--tier", help="tier to import the starter pack into (default: team when "
+                   "its file is inside the project folder, else project; a tier shared "
+                   "outside the project is used only when named here)")
     add_json(p)
     p.set_defaults(handler=cmd_quickstart)
 
@@ -165,34 +168,70 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
     config_path, wrote = _ensure_config(args)
     settings = load_settings(config_path)
-    if settings.tier("team") is None:
-        raise ConfigError("has no team tier for the starter pack; add `tiers: {team: "
-                          ".tiervault/team.db}` or run quickstart in another --dir",
-                          file=str(config_path))
+    tier, why = _pack_tier(settings, config_path, args.tier)
     created = _create_tier_files(settings)
     with Brain.open(settings) as brain:
-        report = import_lines(brain.manager, "team", starter_pack_lines(), strict=True)
+        report = import_lines(brain.manager, tier, starter_pack_lines(), strict=True)
         scan = brain.search_intelligent(args.query, mode="scan", limit=5)
         top = [row["id"] for row in scan[:2]]
         full = brain.load_entries(top)
     if args.json:
         print_json({"config": str(config_path), "configWritten": wrote, "tiersCreated": created,
-                    "starterPack": {"written": report.written, "unchanged": report.unchanged,
-                                    "links": report.links},
+                    "starterPack": {"tier": tier, "written": report.written,
+                                    "unchanged": report.unchanged, "links": report.links,
+                                    "note": why},
                     "query": args.query, "scan": scan, "full": full})
         return 0
-    _print_quickstart(args, config_path, wrote, created, report, scan, full)
+    _print_quickstart(args, config_path, wrote, created, report, scan, full, tier, why)
     return 0
+
+
+def _inside(path: Any, folder: Path) -> bool:
+    try:
+        Path(path).resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _pack_tier(settings: Any, config_path: Path, asked: str | None) -> tuple[str, str]:
+    """(tier for the starter pack, a note on why when it is not the team tier).
+
+    The pack never goes silently into a tier shared outside this project (such as
+    the ``~/.tiervault/team.db`` that ``tiervault init`` configures): the team tier
+    is used when its file is inside the project folder, else the project tier
+    (and the output says so); a shared tier only when named with ``--tier``.
+    """
+    writable = [t.name for t in settings.tiers if not t.read_only]
+    if asked is not None:
+        if asked not in writable:
+            raise ConfigError(f"--tier {asked!r} is not a writable tier here; writable tiers: "
+                              f"{', '.join(writable)}", file=str(config_path))
+        return asked, ""
+    folder = config_path.parent
+    team, project = settings.tier("team"), settings.tier("project")
+    if team is not None and _inside(team.path, folder):
+        return "team", ""
+    if project is not None and _inside(project.path, folder):
+        shared = f" ({team.path} is shared outside this project)" if team else ""
+        return "project", (f"imported into the project tier instead of the team tier{shared}; "
+                           "pass --tier team to import it there")
+    raise ConfigError("no tier of this agent.yaml lives inside the project folder, so the "
+                      "starter pack (210 entries) would land in a shared tier; name one with "
+                      f"--tier ({', '.join(writable)}) or run quickstart in an empty --dir",
+                      file=str(config_path))
 
 
 def _print_quickstart(args: argparse.Namespace, config_path: Path, wrote: bool,
                       created: list[str], report: Any, scan: list[dict[str, Any]],
-                      full: list[dict[str, Any]]) -> None:
+                      full: list[dict[str, Any]], tier: str, why: str) -> None:
     print(f"{'wrote' if wrote else 'using existing'} {config_path}")
     if created:
         print(f"created tiers: {', '.join(created)}")
+    if why:
+        print(f"starter pack: {why}")
     if report.written:
-        print(f"starter pack: {report.written} entries imported into the team tier")
+        print(f"starter pack: {report.written} entries imported into the {tier} tier")
     else:
         print(f"starter pack: already present ({report.unchanged} entries), nothing imported")
     print()

@@ -14,23 +14,30 @@ import sys
 from typing import Any, Sequence
 
 from tiervault.cli.common import add_json, print_json, settings_from, split_list
+from tiervault.cli.vault_cmds import print_links, print_memory
 
-__all__ = ["register"]
+MAX_LIMIT = 1000  # tiervault.brain.MAX_LIMIT, without importing the Brain at parse time
+
+__all__ = ["register", "table"]
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("search", help="search every tier, ranked by the Brain")
-    p.add_argument("query", help="natural-language query; #tag words count as query tags")
+    p.add_argument("query", nargs="?", default="",
+                   help="natural-language query; #tag words count as query tags. Empty (\"\") "
+                   "with a filter lists the newest matching entries")
     p.add_argument("--mode", choices=("scan", "full"), default="scan",
                    help="scan: light rows (default); full: complete entries with score breakdown")
-    p.add_argument("--limit", type=int, default=None, help="rows to return (default 10 scan / 20 full)")
+    p.add_argument("--limit", type=_limit, default=None,
+                   help="at most this many rows, 1-1000 (default 10 scan / 20 full)")
     p.add_argument("--domain", help="only entries of this domain (also the domain-match signal)")
     p.add_argument("--type", dest="entry_type", help="only entries of this type (comma list)")
     p.add_argument("--severity", help="only entries of this severity (comma list)")
     p.add_argument("--tags", help="comma-separated tags: entries with any of them; feeds tag overlap")
     p.add_argument("--tier", help="comma-separated tiers to search (default: all)")
     p.add_argument("--memories", action="store_true", help="also search session memories")
-    p.add_argument("--explain", action="store_true", help="add how each score was made")
+    p.add_argument("--explain", action="store_true",
+                   help="show how each score was made (per-signal breakdown)")
     add_json(p)
     p.set_defaults(handler=cmd_search)
 
@@ -51,6 +58,17 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_stats)
 
 
+def _limit(text: str) -> int:
+    """argparse type: an integer 1..1000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_LIMIT}")
+    return value
+
+
 def _brain(args: argparse.Namespace) -> Any:
     from tiervault.brain import Brain
 
@@ -58,23 +76,58 @@ def _brain(args: argparse.Namespace) -> Any:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    # Human --explain shows each row's per-signal breakdown, which only full rows carry.
+    mode = "full" if args.explain and not args.json else args.mode
     with _brain(args) as brain:
         rows = brain.search_intelligent(
-            args.query, mode=args.mode, limit=args.limit, domain=args.domain,
+            args.query, mode=mode, limit=args.limit, domain=args.domain,
             type=args.entry_type, severity=args.severity, tags=split_list(args.tags),
             tiers=split_list(args.tier), include_memories=args.memories, explain=args.explain)
+    if getattr(rows, "widened", False):
+        print(f"tiervault: small vault: returning all {len(rows)} matches (more than the "
+              "default limit); pass --limit N to cap the rows", file=sys.stderr)
     if args.json:
         print_json(rows)
     elif not rows:
         print("no results", file=sys.stderr)
+    elif args.explain:
+        for r in rows:
+            if args.mode == "full":
+                _print_full(r)
+            else:
+                e = r["entry"]
+                print(f"{r['score']:.3f}  {e['id']}  [{r['tier']}]  {e['type']} / "
+                      f"{e.get('severity', '')}  {e.get('title') or e.get('summary', '')}")
+                b = r["breakdown"]
+                print("  breakdown: " + " ".join(f"{k}={v:.3f}" for k, v in b.items()
+                                                 if k != "total"))
+            _print_explain(r.get("explain"))
+            print()
     elif args.mode == "scan":
-        _table(["score", "id", "tier", "type", "severity", "tokens", "title"],
-               [[f"{r['score']:.3f}", r["id"], r["tier"], r["type"], r["severity"],
-                 str(r["tokenEstimate"]), r["title"]] for r in rows])
+        table(["score", "id", "tier", "type", "severity", "tokens", "title"],
+              [[f"{r['score']:.3f}", r["id"], r["tier"], r["type"], r["severity"],
+                str(r["tokenEstimate"]), r["title"]] for r in rows])
     else:
         for r in rows:
             _print_full(r)
     return 0
+
+
+def _print_explain(explain: dict[str, Any] | None) -> None:
+    """The --explain lines of one row: how its score was made."""
+    if not explain:
+        return
+    print(f"  score = tierWeight {explain.get('tierWeight', 0):.2f} x weightedSum "
+          f"{explain.get('weightedSum', 0):.4f} + feedback {explain.get('feedback', 0):+.4f}"
+          f"  (lexical {explain.get('lexical', 0):.4f}, tfidf {explain.get('tfidf', 0):.4f}, "
+          f"via {explain.get('via', '?')})"
+          + (f"; also in {', '.join(explain['alsoIn'])}" if explain.get("alsoIn") else "")
+          + (f"; contradicts {', '.join(explain['contradicts'])}"
+             if explain.get("contradicts") else ""))
+    weights = explain.get("weights") or {}
+    if weights:
+        print(f"  weights ({explain.get('weightSet', '?')}): "
+              + " ".join(f"{k}={v:.3f}" for k, v in weights.items()))
 
 
 def cmd_load(args: argparse.Namespace) -> int:
@@ -85,8 +138,11 @@ def cmd_load(args: argparse.Namespace) -> int:
         print_json(rows)
     else:
         for r in rows:
-            if r["found"]:
-                _print_entry(r["entry"], r["tier"])
+            if r["found"] and r["entry"].get("type") == "memory":
+                print_memory(r["entry"], r["tier"])
+                print()
+            elif r["found"]:
+                _print_entry(r["entry"], r["tier"], r.get("links", []))
     for r in missing:
         print(f"tiervault: {r['error']}", file=sys.stderr)
     return 1 if missing else 0
@@ -116,16 +172,22 @@ def cmd_stats(args: argparse.Namespace) -> int:
                          f"{t['weight']:g}", t["path"]])
         else:
             rows.append([name, "-", "-", "-", f"{t['weight']:g}", f"{t['path']} ({t.get('problem')})"])
-    _table(["tier", "entries", "links", "memories", "weight", "path"], rows)
+    table(["tier", "entries", "links", "memories", "weight", "path"], rows)
+    vocab = out.get("vocabulary") or {}
+    for key in ("domains", "types", "severities", "tags"):
+        if vocab.get(key):
+            more = (f" (top {len(vocab['tags'])} of {vocab['tagCount']})"
+                    if key == "tags" and vocab.get("tagCount", 0) > len(vocab["tags"]) else "")
+            print(f"\n{key}{more}: " + ", ".join(f"{w} {n}" for w, n in vocab[key].items()))
     state = "adapted by feedback" if out["adapted"] else "base"
     print(f"\nweights ({out['weightSet']}, {state}):")
-    _table(["signal", "weight"], [[k, f"{v:.4f}"] for k, v in out["weights"].items()])
+    table(["signal", "weight"], [[k, f"{v:.4f}"] for k, v in out["weights"].items()])
     print("\nfeedback: " + ", ".join(f"{k} {v}" for k, v in out["feedback"].items()))
     return 0
 
 
 # -- human output ------------------------------------------------------------------------
-def _table(headers: Sequence[str], rows: list[list[str]]) -> None:
+def table(headers: Sequence[str], rows: list[list[str]]) -> None:
     """A compact left-aligned table; the last column is cut to the terminal width."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
@@ -137,7 +199,7 @@ def _table(headers: Sequence[str], rows: list[list[str]]) -> None:
         print("  ".join(cells).rstrip())
 
 
-def _print_entry(entry: dict[str, Any], tier: str) -> None:
+def _print_entry(entry: dict[str, Any], tier: str, links: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
     print(f"{entry['id']}  [{tier}]  {entry.get('type', '')} / {entry.get('severity', '')} "
           f"/ {entry.get('domain', '')}")
     print(f"  {entry.get('title') or entry.get('summary', '')}")
@@ -146,6 +208,7 @@ def _print_entry(entry: dict[str, Any], tier: str) -> None:
             print(f"  {key}: {entry[key]}")
     if entry.get("tags"):
         print(f"  tags: {', '.join(entry['tags'])}")
+    print_links(list(links), indent="  ")
     print()
 
 
