@@ -239,3 +239,30 @@ def test_eight_writer_processes_and_two_searchers(pg_tier, pg_server, tmp_path):
     for r in seen:
         assert r["searches"] > 0 and r["errors"] == [] and r["last_seen"] == 8 * n
     assert store.integrity_problems() == []
+
+
+def test_browse_vocabulary_and_memories_match_the_sqlite_tier(pg_tier, tmp_path):
+    """list_entries (sort, since, filters), count_matching, vocabulary, get/list_memories:
+    the same answers from both backends (issue 11: list, stats vocabulary, memories)."""
+    pg = pg_tier()
+    sq = TierStore(tmp_path / "t.db", name="team")
+    data = [e.with_times(1_000.0 + i, 2_000.0 + (i * 37) % 50) for i, e in enumerate(_entries(30))]
+    for store in (pg, sq):
+        store.capture_many(data)
+    f = Filters.build(domain="db", include_expired=True, include_future=True)
+    for sort in ("updated", "created", "rowid"):
+        for since in (None, 2_020.0):
+            a = [e.id for e in pg.list_entries(filters=f, sort=sort, since=since, limit=7, offset=2)]
+            b = [e.id for e in sq.list_entries(filters=f, sort=sort, since=since, limit=7, offset=2)]
+            assert a == b and a
+            assert pg.count_matching(f, since) == sq.count_matching(f, since)
+    assert pg.vocabulary() == sq.vocabulary()
+    assert sq.vocabulary()["domains"] == {"db": 15, "net": 15}
+    ids = [s.add_memory("deploy went fine", topics=["deploy"], project="p", created_at=5.0)
+           for s in (pg, sq)]
+    for store, mid in zip((pg, sq), ids):
+        store.add_memory("other", project="q", created_at=6.0)
+        assert store.get_memories([mid, "mem-nope"])[mid].summary == "deploy went fine"
+        assert [m.summary for m in store.list_memories()] == ["other", "deploy went fine"]
+        assert [m.project for m in store.list_memories(project="p")] == ["p"]
+    sq.close()

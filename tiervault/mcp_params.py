@@ -144,8 +144,8 @@ def normalize_arguments(tool: str, arguments: dict[str, Any] | None,
     if unknown:
         close = difflib.get_close_matches(unknown[0], allowed, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValidationError(unknown[0], f"is not an argument of {tool}{hint}; allowed "
-                              f"arguments: {', '.join(allowed) or 'none'}")
+        raise ValidationError("arguments", f"{unknown[0]!r} is not an argument of {tool}{hint}; "
+                              f"allowed arguments: {', '.join(allowed) or 'none'}")
     for name in LIST_PARAMS.get(tool, ()):
         value = arguments.get(name)
         if isinstance(value, str):

@@ -27,6 +27,7 @@ import numpy as np
 from tiervault.errors import ConfigError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
+from tiervault.vault.journal import Memory
 from tiervault.vault.rows import (
     Changes,
     EmbeddingStatus,
@@ -120,9 +121,19 @@ class TierBackend(Protocol):
         """Scan-path rows of the ids held here (unknown ids absent)."""
         ...
 
-    def list_entries(self, *, offset: int = 0, limit: int = 100,
-                     filters: Filters | None = None) -> list[Entry]:
-        """A page of entries in insertion order; filters are applied before offset/limit."""
+    def list_entries(self, *, offset: int = 0, limit: int = 100, filters: Filters | None = None,
+                     sort: str = "rowid", since: float | None = None) -> list[Entry]:
+        """A page of entries; filters (and ``since``: updated_at >= since) are applied
+        before offset/limit. ``sort``: "rowid" (insertion order), "updated" or "created"
+        (newest first, ties: latest inserted first)."""
+        ...
+
+    def count_matching(self, filters: Filters | None = None, since: float | None = None) -> int:
+        """How many entries :meth:`list_entries` pages through with these filters."""
+        ...
+
+    def vocabulary(self) -> dict[str, dict[str, int]]:
+        """{"domains" | "types" | "severities" | "tags": {value: entry count}}."""
         ...
 
     def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
@@ -208,6 +219,15 @@ class TierBackend(Protocol):
 
     def search_memories(self, terms: Sequence[str], limit: int) -> list[MemoryHit]:
         """Memories matching any term, best BM25 first (at most ``limit``)."""
+        ...
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """Memories held here by id; unknown ids are absent."""
+        ...
+
+    def list_memories(self, *, limit: int = 20, offset: int = 0,
+                      project: str | None = None) -> list[Memory]:
+        """Memories newest first (ties: latest inserted first), optionally of one project."""
         ...
 
     def memory_count(self) -> int:

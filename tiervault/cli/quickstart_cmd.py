@@ -216,8 +216,12 @@ def _pack_tier(settings: Any, config_path: Path, asked: str | None) -> tuple[str
         shared = f" ({team.path} is shared outside this project)" if team else ""
         return "project", (f"imported into the project tier instead of the team tier{shared}; "
                            "pass --tier team to import it there")
-    raise ConfigError("no tier of this agent.yaml lives inside the project folder, so the "
-                      "starter pack (210 entries) would land in a shared tier; name one with "
+    if team is None and project is None:
+        raise ConfigError("has no team or project tier for the starter pack; add `tiers: {team: "
+                          ".tiervault/team.db}`, pass --tier agent, or run quickstart in "
+                          "another --dir", file=str(config_path))
+    raise ConfigError("no team or project tier of this agent.yaml lives inside the project "
+                      "folder, so the starter pack (210 entries) would land in a shared tier; name one with "
                       f"--tier ({', '.join(writable)}) or run quickstart in an empty --dir",
                       file=str(config_path))
 

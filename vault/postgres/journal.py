@@ -15,11 +15,14 @@ import numpy as np
 
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
+from tiervault.vault.journal import Memory
 from tiervault.vault.rows import FeedbackCounts, FeedbackRow, MemoryHit
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
 from tiervault.vault.query import MAX_QUERY_CHARS
 
 __all__ = ["PgJournal"]
+
+_MEMORY_COLUMNS = "id, summary, context, topics, project, created_at"
 
 
 class PgJournal:
@@ -65,6 +68,20 @@ class PgJournal:
                            total / n_rows if n_rows else 1.0)
         order = np.lexsort((np.arange(len(rows)), -scores))[:limit]
         return [MemoryHit(*rows[i], float(scores[i])) for i in order]
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)",
+                           (list(ids),))
+        return {r[0]: Memory(*r) for r in rows}
+
+    def list_memories(self, *, limit: int = 20, offset: int = 0,
+                      project: str | None = None) -> list[Memory]:
+        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (%s::text IS NULL OR "
+                           "project = %s) ORDER BY created_at DESC, rowid DESC LIMIT %s OFFSET %s",
+                           (project, project, limit, offset))
+        return [Memory(*r) for r in rows]
 
     def memory_count(self) -> int:
         return self._query("SELECT count(*) FROM memories")[0][0]

@@ -286,12 +286,41 @@ class PgEntryStore(PgJournal):
     def count(self) -> int:
         return self._query("SELECT count(*) FROM entries")[0][0]
 
-    def list_entries(self, *, offset: int = 0, limit: int = 100,
-                     filters: Filters | None = None) -> list[Entry]:
+    #: Orders :meth:`list_entries` accepts (as the SQLite tier's).
+    LIST_ORDERS = {"updated": "e.updated_at DESC, e.rowid DESC",
+                   "created": "e.created_at DESC, e.rowid DESC", "rowid": "e.rowid"}
+
+    def _list_where(self, filters: Filters | None, since: float | None) -> tuple[str, list[Any]]:
         where, params = pg_filter_sql(filters) if filters else ("", [])
+        if since is not None:
+            where += " AND e.updated_at >= %s"
+            params = [*params, float(since)]
+        return where, params
+
+    def list_entries(self, *, offset: int = 0, limit: int = 100, filters: Filters | None = None,
+                     sort: str = "rowid", since: float | None = None) -> list[Entry]:
+        if sort not in self.LIST_ORDERS:
+            raise ValidationError("sort", f"{sort!r} is not one of {', '.join(self.LIST_ORDERS)}")
+        where, params = self._list_where(filters, since)
         rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE true{where} "
-                           "ORDER BY e.rowid LIMIT %s OFFSET %s", [*params, limit, offset])
+                           f"ORDER BY {self.LIST_ORDERS[sort]} LIMIT %s OFFSET %s",
+                           [*params, limit, offset])
         return [row_to_entry(r) for r in rows]
+
+    def count_matching(self, filters: Filters | None = None, since: float | None = None) -> int:
+        where, params = self._list_where(filters, since)
+        return self._query(f"SELECT count(*) FROM entries e WHERE true{where}", params)[0][0]
+
+    def vocabulary(self) -> dict[str, dict[str, int]]:
+        """Domains, types, severities and tags with their entry counts."""
+        out: dict[str, dict[str, int]] = {}
+        for key, column in (("domains", "domain"), ("types", "type"), ("severities", "severity")):
+            out[key] = dict(self._query(f"SELECT {column}, count(*) FROM entries "
+                                        f"GROUP BY {column} ORDER BY count(*) DESC, {column}"))
+        out["tags"] = dict(self._query(
+            "SELECT t, count(*) FROM entries, unnest(string_to_array(tags, ' ')) AS t "
+            "WHERE t <> '' GROUP BY t"))
+        return out
 
     def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
         """Every entry, streamed in rowid order."""
