@@ -27,7 +27,6 @@ import numpy as np
 from tiervault.errors import ConfigError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.journal import Memory
 from tiervault.vault.rows import (
     Changes,
     EmbeddingStatus,
@@ -35,6 +34,7 @@ from tiervault.vault.rows import (
     FeedbackRow,
     LexicalHit,
     LightRow,
+    Memory,
     Link,
     MemoryHit,
     TermStats,

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
 from tiervault.vault.query import MAX_QUERY_CHARS, match_expression
+from tiervault.vault.rows import Memory
 
 __all__ = ["JournalMixin", "MemoryHit", "Memory"]
 
@@ -29,26 +30,6 @@ class MemoryHit:
     project: str
     created_at: float
     score: float
-
-
-@dataclass(frozen=True, slots=True)
-class Memory:
-    """One stored session memory."""
-
-    id: str
-    summary: str
-    context: str
-    topics: str
-    project: str
-    created_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape (the same ``entry`` shape a full search row gives a memory)."""
-        from tiervault.vault.entry import format_timestamp
-
-        return {"id": self.id, "type": "memory", "summary": self.summary,
-                "context": self.context, "topics": self.topics.split(), "project": self.project,
-                "created_at": format_timestamp(self.created_at)}
 
 
 _MEMORY_COLUMNS = "id, summary, context, topics, project, created_at"

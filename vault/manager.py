@@ -28,8 +28,8 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import query_terms
 from tiervault.vault.scoring import bm25_upper_bound, fts5_idf, top_k
-from tiervault.vault.journal import Memory
 from tiervault.vault.patch import UpdateResult, apply_patch
+from tiervault.vault.rows import Memory
 from tiervault.vault.store import Link, MemoryHit, TierStore
 from tiervault.vault.tokenizer import STEMMER
 

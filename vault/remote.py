@@ -276,9 +276,18 @@ class RemoteTier:
     def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, Any]:
         return self._call("light_rows", ids=list(ids), snippet_chars=snippet_chars) if ids else {}
 
-    def list_entries(self, *, offset: int = 0, limit: int = 100,
-                     filters: Filters | None = None) -> list[Entry]:
-        return self._call("list_entries", offset=offset, limit=limit, filters=filters)
+    def list_entries(self, *, offset: int = 0, limit: int = 100, filters: Filters | None = None,
+                     sort: str = "rowid", since: float | None = None) -> list[Entry]:
+        if sort == "rowid" and since is None:  # also what a server of the first contract takes
+            return self._call("list_entries", offset=offset, limit=limit, filters=filters)
+        return self._call("list_entries", offset=offset, limit=limit, filters=filters, sort=sort,
+                          since=since)
+
+    def count_matching(self, filters: Filters | None = None, since: float | None = None) -> int:
+        return int(self._call("count_matching", filters=filters, since=since))
+
+    def vocabulary(self) -> dict[str, dict[str, int]]:
+        return self._call("vocabulary")
 
     def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
         offset = 0
@@ -351,6 +360,13 @@ class RemoteTier:
 
     def search_memories(self, terms: Sequence[str], limit: int) -> list[Any]:
         return self._call("search_memories", terms=list(terms), limit=limit) if terms else []
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Any]:
+        return self._call("get_memories", ids=list(ids)) if ids else {}
+
+    def list_memories(self, *, limit: int = 20, offset: int = 0,
+                      project: str | None = None) -> list[Any]:
+        return self._call("list_memories", limit=limit, offset=offset, project=project)
 
     def memory_count(self) -> int:
         return int(self._call("memory_count"))

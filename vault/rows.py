@@ -10,7 +10,7 @@ field name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -22,6 +22,7 @@ __all__ = [
     "LexicalHit",
     "Link",
     "MemoryHit",
+    "Memory",
     "FeedbackCounts",
     "FeedbackRow",
     "VectorRow",
@@ -178,6 +179,26 @@ class MemoryHit:
     project: str
     created_at: float
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One stored session memory (``list_memories`` / ``get_memories``)."""
+
+    id: str
+    summary: str
+    context: str
+    topics: str
+    project: str
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape (the ``entry`` shape a full search row gives a memory)."""
+        from tiervault.vault.entry import format_timestamp
+
+        return {"id": self.id, "type": "memory", "summary": self.summary,
+                "context": self.context, "topics": self.topics.split(), "project": self.project,
+                "created_at": format_timestamp(self.created_at)}
 
 
 class FeedbackCounts(TypedDict):

@@ -37,7 +37,7 @@ READ_METHODS = frozenset({
     "text_similarity", "links_touching", "link_count", "search_memories", "memory_count",
     "feedback_counts", "feedback_for", "vectors_for", "vector_input_hashes",
     "vector_changes_since", "vector_search", "embedding_backlog", "embedding_counts",
-    "embedding_status",
+    "embedding_status", "count_matching", "vocabulary", "get_memories", "list_memories",
 })
 WRITE_METHODS = frozenset({
     "capture", "capture_many", "delete", "link", "unlink", "add_memory", "add_feedback",

@@ -15,8 +15,7 @@ import numpy as np
 
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
-from tiervault.vault.journal import Memory
-from tiervault.vault.rows import FeedbackCounts, FeedbackRow, MemoryHit
+from tiervault.vault.rows import FeedbackCounts, FeedbackRow, Memory, MemoryHit
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
 from tiervault.vault.query import MAX_QUERY_CHARS
 
