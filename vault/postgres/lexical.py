@@ -18,7 +18,10 @@ import numpy as np
 from tiervault.vault.scoring import bm25_term, fts5_idf
 from tiervault.vault.tokenizer import STEMMER, split_words
 
-__all__ = ["row_terms", "query_stems", "bm25_rows", "tsquery_of"]
+__all__ = ["row_terms", "batch_terms", "query_stems", "bm25_rows", "tsquery_of", "tsvector_text"]
+
+#: Lexemes longer than this are left out of a tsvector (PostgreSQL's limit is 2,047 bytes).
+MAX_LEXEME_BYTES = 2_000
 
 
 def row_terms(fields: Sequence[str]) -> tuple[list[str], int]:
@@ -27,6 +30,27 @@ def row_terms(fields: Sequence[str]) -> tuple[list[str], int]:
     stems = STEMMER.stems(words)
     kept = [stems[w] for w in words if stems[w]]
     return sorted(set(kept)), len(kept)
+
+
+def tsvector_text(stems: Sequence[str]) -> str:
+    """A tsvector literal of distinct ``stems`` (quoted; cast with ``::tsvector``, no parsing).
+
+    Stems are letters and digits only (``split_words``), so quoting needs no escapes.
+    """
+    kept = [t for t in stems if len(t) <= MAX_LEXEME_BYTES // 4 or len(t.encode()) <= MAX_LEXEME_BYTES]
+    return "'" + "' '".join(kept) + "'" if kept else ""
+
+
+def batch_terms(rows: Sequence[Sequence[str]]) -> list[tuple[str, int]]:
+    """(tsvector literal, token count) per row; the words of all rows are stemmed at once."""
+    words_of = [[w for f in fields for w in split_words(f or "")] for fields in rows]
+    stems = STEMMER.stems(w for words in words_of for w in words)
+    out = []
+    for words in words_of:
+        kept = [stems[w] for w in words]
+        kept = [t for t in kept if t]
+        out.append((tsvector_text(sorted(set(kept))), len(kept)))
+    return out
 
 
 def query_stems(terms: Sequence[str]) -> list[str]:

@@ -36,7 +36,7 @@ from tiervault.vault.postgres.connection import open_connection
 from tiervault.vault.boundary import map_errors
 from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
-from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
+from tiervault.vault.postgres.lexical import batch_terms, bm25_rows, query_stems, tsquery_of
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.schema import FTS_WEIGHTS
 from tiervault.vault.rows import LightRow, Link
@@ -55,12 +55,10 @@ _STAGE_TABLE = (
     "applies_to text, severity text, origin text, valid_from double precision, "
     "valid_until double precision, created_at double precision, updated_at double precision, "
     "content_hash text, given_created double precision, existing boolean, doclen integer, "
-    "stems text[]) ON COMMIT DELETE ROWS")
+    "stems text) ON COMMIT DELETE ROWS")
 _SET = ", ".join(f"{c} = s.{c}" for c in ENTRY_COLUMNS if c not in ("id", "created_at"))
 _MIRROR = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, valid_until, "
            "title, description, context, tags")
-#: Lexemes longer than this are left out of the tsvector (PostgreSQL's limit is 2,047 bytes).
-_MAX_LEXEME_BYTES = 2_000
 
 
 def pg_filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
@@ -85,16 +83,16 @@ def pg_filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     return "".join(" AND " + p for p in parts), params
 
 
-def _stage_row(entry: Entry, existing: bool, now: float) -> tuple:
-    stems, doclen = row_terms((entry.id, entry.title, entry.description, entry.context,
-                               entry.tag_text))
-    stems = [s for s in stems if len(s.encode()) <= _MAX_LEXEME_BYTES]
-    return (entry.id, entry.type, entry.domain, entry.title, entry.description, entry.context,
-            entry.example, entry.counter_example, entry.why, entry.tag_text,
-            json.dumps(list(entry.applies_to)), entry.severity, entry.origin, entry.valid_from,
-            entry.valid_until, entry.created_at if entry.created_at is not None else now,
-            entry.updated_at if entry.updated_at is not None else now,
-            entry.content_hash or entry.compute_hash(), entry.created_at, existing, doclen, stems)
+def _stage_rows(entries: Sequence[Entry], stored: dict[str, Any], now: float) -> list[tuple]:
+    """Staging rows (``_STAGE_COLUMNS``) of a batch; terms of every entry stemmed at once."""
+    terms = batch_terms([(e.id, e.title, e.description, e.context, e.tag_text) for e in entries])
+    return [(e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
+             e.counter_example, e.why, e.tag_text, json.dumps(list(e.applies_to)), e.severity,
+             e.origin, e.valid_from, e.valid_until,
+             e.created_at if e.created_at is not None else now,
+             e.updated_at if e.updated_at is not None else now,
+             e.content_hash or e.compute_hash(), e.created_at, e.id in stored, doclen, tsv)
+            for e, (tsv, doclen) in zip(entries, terms)]
 
 
 class PgEntryStore(PgJournal):
@@ -241,16 +239,16 @@ class PgEntryStore(PgJournal):
                 return 0
             conn.execute(_STAGE_TABLE)
             with conn.cursor().copy(f"COPY tv_stage ({', '.join(_STAGE_COLUMNS)}) FROM STDIN") as copy:
-                for entry in todo:
-                    copy.write_row(_stage_row(entry, entry.id in stored, now))
+                for row in _stage_rows(todo, stored, now):
+                    copy.write_row(row)
             conn.execute(
                 f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen, doclen, terms) "
-                f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, array_to_tsvector(stems) "
+                f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, stems::tsvector "
                 "FROM tv_stage WHERE NOT existing", (gen,))
             if len(todo) > len([e for e in todo if e.id not in stored]):
                 conn.execute(
                     f"UPDATE entries SET {_SET}, created_at = COALESCE(s.given_created, entries.created_at), "
-                    "gen = %s, doclen = s.doclen, terms = array_to_tsvector(s.stems) "
+                    "gen = %s, doclen = s.doclen, terms = s.stems::tsvector "
                     "FROM tv_stage s WHERE s.existing AND entries.id = s.id", (gen,))
         self._sync_postings()
         return len(todo)
