@@ -42,12 +42,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
-from tiervault.errors import StorageError, TierVaultError, ValidationError
+from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
 from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.filters import Filters
 from tiervault.vault.vectors import TierVectors
 
-__all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths"]
+__all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -234,33 +234,17 @@ class VectorRecall:
         ids_path, base = cache_paths(store, self.model_key)
         if not ids_path.exists():
             return False
-        uid, current = store.uid(), store.generation()  # the tier's own failures propagate
         try:
-            with open(ids_path, "r", encoding="utf-8") as fh:
-                header = json.loads(fh.readline())
-                body = fh.read()
-            if not isinstance(header, dict):
-                raise ValueError("the header is not a JSON object")
-            gen = int(header["gen"])
-            if (header.get("version") != CACHE_VERSION or header.get("model") != self.model_key
-                    or header.get("tier_uid") != uid or gen > current
-                    or header.get("epoch") != _epoch(store, gen)):
+            cached = read_cache(store, ids_path, self.model_key)
+            if cached is None:
                 return False
-            n, dim = int(header["n"]), int(header["dim"])
-            name = header["matrix"]
-            # Only a matrix file of this cache, in this folder (never any other path).
-            if (not isinstance(name, str) or Path(name).name != name
-                    or not name.startswith(Path(base).name + "-") or not name.endswith(".npy")):
-                raise ValueError(f"the header names {str(name)[:80]!r}, not a matrix file of "
-                                 "this cache in its own folder")
-            ids = body.split("\n") if body else []
-            matrix = np.load(ids_path.parent / name, mmap_mode="r", allow_pickle=False)
-            if (matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape != (n, dim)
-                    or len(ids) != n or (n and dim < 1)):
-                raise ValueError(f"shape {matrix.shape} / {len(ids)} ids do not match the header ({n}, {dim})")
+            header, ids, matrix = cached
+            n, gen = int(header["n"]), int(header["gen"])
             index = self._build(store, ids, matrix) if n else None
         except (KeyboardInterrupt, SystemExit):
             raise
+        except (StorageError, TierError):
+            raise  # the tier itself failed, not its cache
         except Exception as exc:  # noqa: BLE001 -- a damaged cache must never break search
             log.warning("ignoring the vector cache %s of tier %r (%s: %s); rebuilding from the tier",
                         ids_path, store.name, type(exc).__name__, str(exc)[:200])
@@ -300,6 +284,43 @@ class VectorRecall:
             return
         state.saved_rows = 0
         _remove_stale_matrices(ids_path, base, matrix_path)
+
+
+def read_cache(store: Any, ids_path: Path, model_key: str | None = None
+               ) -> tuple[dict[str, Any], list[str], np.ndarray] | None:
+    """(header, ids, memory-mapped matrix) of the vector cache ``ids_path`` of ``store``.
+
+    None when the cache belongs to another tier, model (``model_key``; None: the one
+    its header names), version or history; any damage raises (ValueError, OSError...).
+    A header may only name a matrix file of this cache in its own folder.
+    """
+    uid, current = store.uid(), store.generation()  # the tier's own failures propagate
+    with open(ids_path, "r", encoding="utf-8") as fh:
+        header = json.loads(fh.readline())
+        body = fh.read()
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    gen = int(header["gen"])
+    model = header.get("model") if model_key is None else model_key
+    if not isinstance(model, str) or cache_paths(store, model)[0] != ids_path:
+        raise ValueError("the header names a model this file is not the cache of")
+    if (header.get("version") != CACHE_VERSION or header.get("model") != model
+            or header.get("tier_uid") != uid or gen > current
+            or header.get("epoch") != _epoch(store, gen)):
+        return None
+    n, dim = int(header["n"]), int(header["dim"])
+    name = header["matrix"]
+    base = cache_paths(store, model)[1]
+    if (not isinstance(name, str) or Path(name).name != name
+            or not name.startswith(Path(base).name + "-") or not name.endswith(".npy")):
+        raise ValueError(f"the header names {str(name)[:80]!r}, not a matrix file of this "
+                         "cache in its own folder")
+    ids = body.split("\n") if body else []
+    matrix = np.load(ids_path.parent / name, mmap_mode="r", allow_pickle=False)
+    if (matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape != (n, dim)
+            or len(ids) != n or (n and dim < 1)):
+        raise ValueError(f"shape {matrix.shape} / {len(ids)} ids do not match the header ({n}, {dim})")
+    return header, ids, matrix
 
 
 def _epoch(store: Any, gen: int) -> str | None:

@@ -18,7 +18,7 @@ from typing import Iterator
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from tiervault.errors import StorageError, TierUnavailable
-from tiervault.vault.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
+from tiervault.vault.schema import APPLICATION_ID, READABLE_FROM, SCHEMA_VERSION, migrate
 
 __all__ = ["open_tier_connection", "check_tier_path", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS",
            "EPOCH_WINDOW", "epoch_key"]
@@ -146,7 +146,7 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")
-        if version < SCHEMA_VERSION:
+        if version < SCHEMA_VERSION and not (read_only and version >= READABLE_FROM):
             if read_only:
                 raise TierUnavailable(
                     name, str(path),

@@ -120,7 +120,7 @@ class Postings:
         """
         path = cls.cache_path(store)
         try:
-            cached = cls._load_cache(store)
+            cached = cls.load_cache(store)
             if cached is not None:
                 cached.catch_up(store)
                 return cached
@@ -457,9 +457,9 @@ class Postings:
             log.warning("could not cache the search mirror of tier %r at %s: %s", store.name, path, exc)
 
     @classmethod
-    def _load_cache(cls, store: Any) -> "Postings | None":
-        """The cached mirror if it belongs to this tier's history, else None; a damaged
-        file raises (see :meth:`build`)."""
+    def load_cache(cls, store: Any) -> "Postings | None":
+        """The cached mirror if it belongs to this tier's history, else None (no cache,
+        another tier's, another history's); a damaged file raises (see :meth:`build`)."""
         path = cls.cache_path(store)
         if not path.exists():
             return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
+__all__ = ["SCHEMA_VERSION", "READABLE_FROM", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
 
 #: Written to ``PRAGMA application_id`` so a random SQLite file is not taken for a tier.
 APPLICATION_ID = 0x54565431  # "TVT1"
@@ -148,9 +148,29 @@ _V2 = [
     "DROP TRIGGER entries_au",
 ]
 
+_V3 = [
+    # The FTS update trigger again, for UPDATEs made outside tiervault (a direct SQL
+    # fix): v2 dropped it because the store maintains FTS set-wise. Every store write
+    # moves the row to the new generation (gen = excluded.gen), so "gen unchanged"
+    # singles out outside updates: their FTS rows are replaced and the row moves to
+    # a new generation, so in-memory mirrors and caches see the change.
+    """CREATE TRIGGER entries_au AFTER UPDATE ON entries WHEN new.gen = old.gen BEGIN
+        INSERT INTO entries_fts(entries_fts, rowid, id, title, description, context, tags)
+        VALUES ('delete', old.rowid, old.id, old.title, old.description, old.context, old.tags);
+        INSERT INTO entries_fts(rowid, id, title, description, context, tags)
+        VALUES (new.rowid, new.id, new.title, new.description, new.context, new.tags);
+        UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'gen';
+        UPDATE entries SET gen = (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen')
+        WHERE rowid = new.rowid;
+    END""",
+]
+
 #: MIGRATIONS[k] brings a tier from version k to k+1.
-MIGRATIONS: list[list[str]] = [_V1, _V2]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
+#: Oldest schema a read-only connection can read as is (v3 only added a trigger,
+#: which matters to writers): read-only media holding a v2 tier stay readable.
+READABLE_FROM = 2
 
 
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:

@@ -29,6 +29,7 @@ from tiervault.vault.entry import (LINK_TYPES, MAX_ID_CHARS, MAX_TIMESTAMP, MIN_
                                    check_text, valid_timestamp)
 from tiervault.vault.filters import Filters
 from tiervault.vault.journal import JournalMixin, MemoryHit
+from tiervault.vault.maintenance import MaintenanceMixin
 from tiervault.vault.query import match_expression
 from tiervault.vault.schema import FTS_WEIGHTS
 
@@ -170,7 +171,7 @@ def filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     return "".join(" AND " + p for p in parts), params
 
 
-class TierStore(JournalMixin):
+class TierStore(JournalMixin, MaintenanceMixin):
     """One tier file. Thread-safe; every write is one atomic transaction.
 
     A missing file is an empty tier until the first write creates it
@@ -512,25 +513,6 @@ class TierStore(JournalMixin):
         return rows[0][0] if rows else 0
 
     # -- maintenance ----------------------------------------------------------------
-    def integrity_problems(self) -> list[str]:
-        """Empty when both SQLite's and FTS5's integrity checks pass."""
-        conn = self._reader()
-        if conn is None:
-            return []
-        try:
-            problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
-        except sqlite3.DatabaseError as exc:  # so damaged the check itself cannot run
-            problems = [f"integrity_check: {exc}"]
-        for table in ("entries_fts", "memories_fts"):
-            try:
-                # rank = 1: also compare the index with its external content table
-                # (entries / memories); without it FTS5 only checks the index's own
-                # structure and an index missing or holding stale rows passes.
-                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-            except sqlite3.DatabaseError as exc:
-                problems.append(f"{table}: {exc}")
-        return problems
-
     def file_size(self) -> int:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"))
                    if p.exists())

@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "tiervault.cli.embed_cmds",
     "tiervault.cli.mcp_cmd",
     "tiervault.cli.quickstart_cmd",
+    "tiervault.cli.check_cmd",
     "tiervault.cli.serve_cmds",
     "tiervault.cli.ui_cmd",
     "tiervault.cli.server_tier_cmds",  # after vault_cmds: extends its `init`
