@@ -37,14 +37,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tiervault.brain import signals
-from tiervault.brain.feedback import entry_nudges, record_feedback
+from tiervault.brain.adaptation import Adaptation, context_from_rows
+from tiervault.brain.feedback import MAX_NUDGE_EVENTS, check_feedback, entry_nudges, record_feedback
 from tiervault.brain.graph import graph_hops
 from tiervault.brain.memories import memory_signals
 from tiervault.brain.pool import Pool
 from tiervault.brain.rows import EntryRows, MemoryRows
 from tiervault.brain.shapes import SIGNALS, LoadedRow, StatsReport
 from tiervault.brain.vectors import VectorSource
-from tiervault.brain.weights import WeightSet, adapt, base_weights
+from tiervault.brain.learning import query_profile
+from tiervault.brain.weights import WeightSet, base_weights
 from tiervault.errors import EmbeddingError, EntryNotFound, QueryError
 from tiervault.vault.filters import Filters
 from tiervault.vault.query import hashtags
@@ -61,6 +63,8 @@ MAX_LIMIT = 1_000
 SEEDS = 5  # graph seeds: top candidates by pass-1 score with semantic > 0
 SMALL_CORPUS = 50  # the small-corpus guard applies below this many FTS results
 MAX_GRAPH_ADDITIONS = 50
+STATS_HISTORY = 20  # refits shown by stats()
+FEEDBACK_CONTEXT_DEPTH = 30  # feedback re-ranks its query this deep to record the signals
 _SEM, _VEC, _GRAPH = (SIGNALS.index(k) for k in ("semantic", "vector", "graphProximity"))
 
 
@@ -79,6 +83,7 @@ class Brain:
         # Validate overrides now: a bad brain.weights block fails at open, not mid-search.
         base_weights(False, self.config.weights)
         base_weights(True, self.config.weights)
+        self.adaptation = Adaptation(manager, self.config, getattr(settings, "agent_id", "default"))
 
     @classmethod
     def open(cls, settings: Any = None, *, vectors: VectorSource | None = None) -> "Brain":
@@ -128,8 +133,7 @@ class Brain:
         if hybrid is None:
             hybrid = self.vectors is not None
         base = base_weights(hybrid, self.config.weights)
-        values, rate, adapted = adapt(base, self.feedback_counts(), self.config.feedback_threshold)
-        return WeightSet(tuple(float(v) for v in values), "hybrid" if hybrid else "fts", adapted, rate)
+        return self.adaptation.weights(base, "hybrid" if hybrid else "fts")
 
     # -- search ---------------------------------------------------------------------------
     def search_intelligent(
@@ -209,7 +213,7 @@ class Brain:
         hops = np.array([graph.hops.get(e, -1) for e in pool.ids], dtype=np.int64)
         values[:, _GRAPH] = signals.graph_proximity(hops)
         weighted = values @ weight_arr
-        nudge = self._nudges(query, pool.ids, now)
+        nudge = self._nudges(query, pool.ids, values, now)
         score = tier_w * weighted + nudge
         if fusion == "rrf":
             score = _rrf_scores(pool, values[:, _VEC] if qvec is not None else None, tier_w)
@@ -263,11 +267,12 @@ class Brain:
         values[:, 5] = signals.domain_match(query_domain, pool.column("domain"))
         return values
 
-    def _nudges(self, query: str, ids: list[str], now: float) -> np.ndarray:
-        store = self._agent_store()
-        if store is None or not ids:
+    def _nudges(self, query: str, ids: list[str], values: np.ndarray, now: float) -> np.ndarray:
+        events = self.adaptation.nudge_events(ids, MAX_NUDGE_EVENTS)
+        if not events:
             return np.zeros(len(ids))
-        return entry_nudges(query, ids, store.feedback_for(ids), now)
+        profile = query_profile(ids, values[:, _SEM] + values[:, _VEC])
+        return entry_nudges(query, ids, events, profile, now)
 
     def _memory_rows(self, query: str, lq: Any, query_tags: list[str], weights: WeightSet,
                      now: float, limit: int, explain: bool, filters: Filters) -> list[tuple]:
@@ -321,19 +326,36 @@ class Brain:
         return out
 
     def feedback(self, query: str, entry_id: str, action: str) -> dict[str, Any]:
-        """Record feedback in the agent tier; returns the new counts and weights."""
-        tier = record_feedback(self.manager, query, entry_id, action)
+        """Record feedback in the agent tier (and the team tier when pooling); returns
+        the new counts and weights.
+
+        The signal values the learner needs are recomputed here by ranking ``query``
+        again (:data:`FEEDBACK_CONTEXT_DEPTH` rows): the CLI's search and feedback
+        are separate processes, so nothing of the search survives to this call, and
+        the vault as it is now is what the agent judged."""
+        check_feedback(self.manager, query, entry_id, action)
+        context = context_from_rows(
+            self.search_intelligent(query, mode="full", limit=FEEDBACK_CONTEXT_DEPTH), entry_id)
+        tier = record_feedback(self.manager, query, entry_id, action, context=context,
+                               agent=self.adaptation.agent_id, tiers=self.adaptation.record_tiers)
+        self.adaptation.after_feedback({"fts": base_weights(False, self.config.weights),
+                                        "hybrid": base_weights(True, self.config.weights)})
         ws = self.weights()
         return {"entryId": entry_id, "action": action, "tier": tier, "recordedIn": "agent",
                 "feedback": self.feedback_counts(), "weights": ws.as_dict(), "adapted": ws.adapted}
 
     def stats(self) -> StatsReport:
         """Entries per tier, the vocabulary (domains, types, severities and the most used
-        tags, with counts), the weights in force, and the feedback counts."""
+        tags, with counts), the weights in force (how adapted, on how many feedback
+        events, and their recent history), and the feedback counts."""
         ws = self.weights()
+        history = self.adaptation.history(STATS_HISTORY)
         return {"tiers": self.manager.stats(), "vocabulary": self.manager.vocabulary(),
                 "weights": ws.as_dict(), "weightSet": ws.name, "adapted": ws.adapted,
-                "feedback": self.feedback_counts()}
+                "feedback": self.feedback_counts(),
+                "adaptation": self.config.adaptation, "feedbackPool": self.config.feedback_pool,
+                "weightEvents": history[-1].events if ws.adapted and history else 0,
+                "weightHistory": [h.as_dict() for h in history]}
 
 
 def type_name(value: object) -> str:

@@ -99,3 +99,7 @@ class StatsReport(TypedDict):
     weightSet: str
     adapted: bool
     feedback: dict[str, int]
+    adaptation: str                    # "seed" | "learned" (brain.adaptation)
+    feedbackPool: str                  # "agent" | "team" (brain.feedbackPool)
+    weightEvents: int                  # feedback actions the weights in force rest on
+    weightHistory: list[dict[str, Any]]  # the newest refits, oldest first

@@ -20,11 +20,13 @@ import yaml
 
 from tiervault.config import fields as chk
 from tiervault.config.settings import (
+    ADAPTATIONS,
     BRAIN_WEIGHT_KEYS,
     DEFAULT_EMBEDDING_MODELS,
     DEFAULT_TIER_WEIGHTS,
     EMBEDDING_PROVIDERS,
     FEATURE_EMBEDDING,
+    FEEDBACK_POOLS,
     TIER_NAMES,
     BrainConfig,
     EmbeddingConfig,
@@ -46,7 +48,8 @@ TIER_KEYS = ("path", "url", "schema", "token")
 DEFAULT_SOURCE_WEIGHT = 0.5
 EMBEDDING_KEYS = ("provider", "model", "apiKey", "baseUrl", "batchSize", "inputType", "dim",
                   "timeout", "maxInputChars", "modelPath")
-BRAIN_KEYS = ("halfLifeDays", "feedbackThreshold", "weights", "smallCorpusGuard")
+BRAIN_KEYS = ("halfLifeDays", "feedbackThreshold", "weights", "smallCorpusGuard", "adaptation",
+              "feedbackPool", "refitEvery")
 FEATURES = (FEATURE_EMBEDDING,)
 INPUT_TYPES = ("document", "query")
 # Flat names shared by the environment (TIERVAULT_<NAME>) and CLI overrides; the
@@ -129,6 +132,13 @@ def _apply_yaml(st: _State, data: Any, o: chk.Origin, env: Mapping[str, str]) ->
     if "smallCorpusGuard" in brain:
         st.brain["small_corpus_guard"] = chk.boolean(o, "brain.smallCorpusGuard",
                                                      brain["smallCorpusGuard"])
+    if "adaptation" in brain:
+        st.brain["adaptation"] = chk.text(o, "brain.adaptation", brain["adaptation"], ADAPTATIONS)
+    if "feedbackPool" in brain:
+        st.brain["feedback_pool"] = chk.text(o, "brain.feedbackPool", brain["feedbackPool"],
+                                             FEEDBACK_POOLS)
+    if "refitEvery" in brain:
+        st.brain["refit_every"] = chk.integer(o, "brain.refitEvery", brain["refitEvery"], 1)
     if brain.get("weights") is not None:
         weights = chk.mapping(o, "brain.weights", brain["weights"], BRAIN_WEIGHT_KEYS)
         st.brain["weights"] = MappingProxyType(

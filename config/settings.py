@@ -24,6 +24,8 @@ __all__ = [
     "DEFAULT_EMBEDDING_MODELS",
     "EMBEDDING_PROVIDERS",
     "BRAIN_WEIGHT_KEYS",
+    "ADAPTATIONS",
+    "FEEDBACK_POOLS",
     "TIER_NAMES",
     "FEATURE_EMBEDDING",
 ]
@@ -44,6 +46,11 @@ DEFAULT_EMBEDDING_MODELS: Mapping[str, str] = MappingProxyType(
     }
 )
 # The seven brain signals, spelled as in the seed's score breakdown.
+#: ``brain.adaptation``: how feedback moves the signal weights (tiervault.brain.weights).
+ADAPTATIONS = ("seed", "learned")
+#: ``brain.feedbackPool``: whose feedback teaches this agent (tiervault.brain.learning).
+FEEDBACK_POOLS = ("agent", "team")
+
 BRAIN_WEIGHT_KEYS = (
     "semantic",
     "vector",
@@ -159,6 +166,9 @@ class BrainConfig:
     feedback_threshold: int = 30
     weights: Mapping[str, float] | None = None
     small_corpus_guard: bool = True
+    adaptation: str = "learned"
+    feedback_pool: str = "agent"
+    refit_every: int = 10
 
 
 @dataclass(frozen=True, slots=True)

@@ -313,8 +313,9 @@ def test_feedback_validation_and_storage_in_agent_tier(manager):
 
 
 def test_weights_adapt_at_the_30th_non_failed_feedback(manager):
+    """The seed's rule (brain.adaptation: seed), exactly as the reference design has it."""
     manager.capture_many(filler(5))
-    b = brain(manager)
+    b = brain(manager, adaptation="seed")
     base = b.weights()
     assert sum(base.values) == pytest.approx(1.0) and not base.adapted
     for _ in range(10):
@@ -351,12 +352,14 @@ def test_feedback_nudges_the_entry_for_similar_queries(manager):
     after = by_id(rows)
     assert after["twin-a"]["explain"]["feedback"] < 0 < after["twin-b"]["explain"]["feedback"]
     assert abs(after["twin-a"]["explain"]["feedback"]) <= 0.1
-    # a query sharing 1 of the 3 stems gets a third of the (age-decayed) push
-    (_, _, _, at), = manager.store("agent").feedback_for(["twin-a"])
+    # a query sharing 1 of the 3 stems but retrieving the same entries (the same
+    # relevance profile, cosine 1) gets the whole (age-decayed) acceptance; the
+    # dismissal counts only through the other entry (cosine 0.5 < 0.7): nothing
+    (_, _, _, at), = manager.store("agent").feedback_for(["twin-b"])
     decay = math.exp(-math.log(2) * (NOW - at) / DAY / 90)
     other = by_id(b.search_intelligent("sizing", explain=True))
-    assert other["twin-a"]["explain"]["feedback"] == pytest.approx(
-        -0.1 * math.tanh(decay / 3), abs=1e-6)
+    assert other["twin-b"]["explain"]["feedback"] == pytest.approx(0.1 * math.tanh(decay), abs=1e-4)
+    assert other["twin-a"]["explain"]["feedback"] == 0.0
 
 
 # -- vectors ----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from tiervault.vault.rows import (
     Changes,
     EmbeddingStatus,
     FeedbackCounts,
+    FeedbackEvent,
     FeedbackRow,
     LexicalHit,
     LightRow,
@@ -42,6 +43,7 @@ from tiervault.vault.rows import (
     VectorChanges,
     VectorHit,
     VectorRow,
+    WeightRecord,
 )
 
 if TYPE_CHECKING:
@@ -234,8 +236,10 @@ class TierBackend(Protocol):
         ...
 
     # -- feedback ---------------------------------------------------------------------
-    def add_feedback(self, query: str, entry_id: str, action: str) -> None:
-        """Record one action; its counter updates in the same transaction."""
+    def add_feedback(self, query: str, entry_id: str, action: str, *, agent: str = "",
+                     context: str = "") -> None:
+        """Record one action (with who gave it and the Brain's JSON context); its
+        counter updates in the same transaction."""
         ...
 
     def feedback_counts(self) -> FeedbackCounts:
@@ -243,6 +247,23 @@ class TierBackend(Protocol):
 
     def feedback_for(self, entry_ids: Sequence[str]) -> list[FeedbackRow]:
         """Every feedback row recorded for these entries (unspecified order)."""
+        ...
+
+    def feedback_events(self, limit: int) -> list[FeedbackEvent]:
+        """The newest ``limit`` actions, oldest first (``seq`` increasing)."""
+        ...
+
+    def feedback_events_for(self, entry_ids: Sequence[str], limit: int) -> list[FeedbackEvent]:
+        """The newest ``limit`` actions on these entries, oldest first."""
+        ...
+
+    def add_weight_record(self, events: int, pairs: int, weights: str,
+                          created_at: float | None = None) -> None:
+        """Append one refit of the learned weights; keeps the newest 200 records."""
+        ...
+
+    def weight_history(self, limit: int = 20) -> list[WeightRecord]:
+        """The newest ``limit`` weight records, oldest first."""
         ...
 
     # -- vectors ----------------------------------------------------------------------

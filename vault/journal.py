@@ -14,9 +14,12 @@ from typing import Any, Sequence
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
 from tiervault.vault.query import MAX_QUERY_CHARS, match_expression
-from tiervault.vault.rows import Memory
+from tiervault.vault.rows import FeedbackEvent, Memory, WeightRecord
 
-__all__ = ["JournalMixin", "MemoryHit", "Memory"]
+__all__ = ["JournalMixin", "MemoryHit", "Memory", "MAX_WEIGHT_RECORDS"]
+
+#: weight_history keeps this many newest rows (older refits are dropped on write).
+MAX_WEIGHT_RECORDS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +102,12 @@ class JournalMixin:
         return rows[0][0] if rows else 0
 
     # -- feedback -------------------------------------------------------------------
-    def add_feedback(self, query: str, entry_id: str, action: str) -> None:
-        """Record one accept/modify/dismiss/fail; counters update in the same transaction."""
+    def add_feedback(self, query: str, entry_id: str, action: str, *, agent: str = "",
+                     context: str = "") -> None:
+        """Record one accept/modify/dismiss/fail; counters update in the same transaction.
+
+        ``agent`` names who gave it (pooled team feedback); ``context`` is a JSON
+        text the Brain attaches (what the ranking looked like)."""
         if action not in FEEDBACK_ACTIONS:
             raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
         check_text("query", query, MAX_QUERY_CHARS)
@@ -109,8 +116,10 @@ class JournalMixin:
         with self._write():
             conn = self._conn
             assert conn is not None
-            conn.execute("INSERT INTO feedback(query, entry_id, action, created_at) VALUES (?, ?, ?, ?)",
-                         (query, entry_id, action, time.time()))
+            conn.execute("INSERT INTO feedback(query, entry_id, action, created_at, agent, context) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         (query, entry_id, action, time.time(), check_text("agent", agent),
+                          check_text("context", context)))
             conn.execute("INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE "
                          "SET value = CAST(value AS INTEGER) + 1", (f"feedback:{action}",))
 
@@ -128,3 +137,52 @@ class JournalMixin:
         return self._query(
             "SELECT entry_id, query, action, created_at FROM feedback "
             "WHERE entry_id IN (SELECT value FROM json_each(?))", (json.dumps(list(entry_ids)),))
+
+    def _event_columns(self) -> str:
+        """The FeedbackEvent columns; a read-only tier older than schema v4 (readable
+        without migrating) has no agent/context yet: they read as ''."""
+        if self._feedback_context_version():
+            return "seq, query, entry_id, action, created_at, agent, context"
+        return "seq, query, entry_id, action, created_at, '', ''"
+
+    def _feedback_context_version(self) -> bool:
+        from tiervault.vault.schema import FEEDBACK_CONTEXT_FROM
+
+        rows = self._query("PRAGMA user_version")
+        return bool(rows) and rows[0][0] >= FEEDBACK_CONTEXT_FROM
+
+    def feedback_events(self, limit: int) -> list[FeedbackEvent]:
+        """The newest ``limit`` feedback actions, oldest first (a bounded read)."""
+        rows = self._query(f"SELECT {self._event_columns()} FROM feedback ORDER BY seq DESC LIMIT ?",
+                           (int(limit),))
+        return [FeedbackEvent(*r) for r in reversed(rows)]
+
+    def feedback_events_for(self, entry_ids: Sequence[str], limit: int) -> list[FeedbackEvent]:
+        """The newest ``limit`` feedback actions on these entries, oldest first."""
+        if not entry_ids:
+            return []
+        rows = self._query(
+            f"SELECT {self._event_columns()} FROM feedback WHERE entry_id IN "
+            "(SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT ?",
+            (json.dumps(list(entry_ids)), int(limit)))
+        return [FeedbackEvent(*r) for r in reversed(rows)]
+
+    def add_weight_record(self, events: int, pairs: int, weights: str,
+                          created_at: float | None = None) -> None:
+        """Append one refit to weight_history, keeping the newest MAX_WEIGHT_RECORDS rows."""
+        with self._write():
+            conn = self._conn
+            assert conn is not None
+            conn.execute("INSERT INTO weight_history(created_at, events, pairs, weights) "
+                         "VALUES (?, ?, ?, ?)",
+                         (created_at or time.time(), int(events), int(pairs), weights))
+            conn.execute("DELETE FROM weight_history WHERE seq <= "
+                         "(SELECT max(seq) FROM weight_history) - ?", (MAX_WEIGHT_RECORDS,))
+
+    def weight_history(self, limit: int = 20) -> list[WeightRecord]:
+        """The newest ``limit`` refits, oldest first (none on a tier older than v4)."""
+        if not self._feedback_context_version():
+            return []
+        rows = self._query("SELECT seq, created_at, events, pairs, weights FROM weight_history "
+                           "ORDER BY seq DESC LIMIT ?", (int(limit),))
+        return [WeightRecord(*r) for r in reversed(rows)]

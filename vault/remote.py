@@ -371,14 +371,32 @@ class RemoteTier:
     def memory_count(self) -> int:
         return int(self._call("memory_count"))
 
-    def add_feedback(self, query: str, entry_id: str, action: str) -> None:
-        self._call("add_feedback", True, query=query, entry_id=entry_id, action=action)
+    def add_feedback(self, query: str, entry_id: str, action: str, *, agent: str = "",
+                     context: str = "") -> None:
+        self._call("add_feedback", True, query=query, entry_id=entry_id, action=action,
+                   agent=agent, context=context)
 
     def feedback_counts(self) -> Any:
         return self._call("feedback_counts")
 
     def feedback_for(self, entry_ids: Sequence[str]) -> list[Any]:
         return self._call("feedback_for", entry_ids=list(entry_ids)) if entry_ids else []
+
+    def feedback_events(self, limit: int) -> list[Any]:
+        return self._call("feedback_events", limit=int(limit))
+
+    def feedback_events_for(self, entry_ids: Sequence[str], limit: int) -> list[Any]:
+        if not entry_ids:
+            return []
+        return self._call("feedback_events_for", entry_ids=list(entry_ids), limit=int(limit))
+
+    def add_weight_record(self, events: int, pairs: int, weights: str,
+                          created_at: float | None = None) -> None:
+        self._call("add_weight_record", True, events=int(events), pairs=int(pairs), weights=weights,
+                   created_at=created_at)
+
+    def weight_history(self, limit: int = 20) -> list[Any]:
+        return self._call("weight_history", limit=int(limit))
 
     # -- vectors ----------------------------------------------------------------------
     def put_vectors(self, model: str, rows: Iterable[Any]) -> int:

@@ -25,6 +25,8 @@ __all__ = [
     "Memory",
     "FeedbackCounts",
     "FeedbackRow",
+    "FeedbackEvent",
+    "WeightRecord",
     "VectorRow",
     "VectorChanges",
     "VectorHit",
@@ -217,6 +219,33 @@ class FeedbackRow(NamedTuple):
     query: str
     action: str
     created_at: float
+
+
+class FeedbackEvent(NamedTuple):
+    """One recorded feedback action with who gave it and the Brain's context.
+
+    ``agent`` is the agent id ('' for rows recorded before it was kept);
+    ``context`` is the JSON text the Brain attached (the entry's signal values
+    and the query's relevance profile, tiervault.brain.learning), '' if none."""
+
+    seq: int
+    query: str
+    entry_id: str
+    action: str
+    created_at: float
+    agent: str
+    context: str
+
+
+class WeightRecord(NamedTuple):
+    """One refit of the learned signal weights: when, on how many feedback events /
+    preference pairs, and the weights (JSON text written by tiervault.brain.adaptation)."""
+
+    seq: int
+    created_at: float
+    events: int
+    pairs: int
+    weights: str
 
 
 class VectorRow(NamedTuple):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["SCHEMA_VERSION", "READABLE_FROM", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
+__all__ = ["SCHEMA_VERSION", "READABLE_FROM", "FEEDBACK_CONTEXT_FROM", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
 
 #: Written to ``PRAGMA application_id`` so a random SQLite file is not taken for a tier.
 APPLICATION_ID = 0x54565431  # "TVT1"
@@ -165,12 +165,32 @@ _V3 = [
     END""",
 ]
 
+_V4 = [
+    # Feedback that teaches (tiervault.brain.learning): who gave it (pooled team
+    # feedback), and what the ranking looked like for that query when it was given
+    # (JSON: the entry's seven signal values and the query's relevance profile).
+    "ALTER TABLE feedback ADD COLUMN agent TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE feedback ADD COLUMN context TEXT NOT NULL DEFAULT ''",
+    # The learned weights after each refit: the weights in force are the last row.
+    """CREATE TABLE weight_history (
+        seq INTEGER PRIMARY KEY,
+        created_at REAL NOT NULL,
+        events INTEGER NOT NULL,
+        pairs INTEGER NOT NULL,
+        weights TEXT NOT NULL
+    )""",
+]
+
 #: MIGRATIONS[k] brings a tier from version k to k+1.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: Oldest schema a read-only connection can read as is (v3 only added a trigger,
-#: which matters to writers): read-only media holding a v2 tier stay readable.
+#: which matters to writers; v4 added feedback columns and weight_history, which
+#: the journal reads as empty on an older tier): read-only media holding a v2 tier
+#: stay readable.
 READABLE_FROM = 2
+#: First version whose feedback rows carry agent/context and that has weight_history.
+FEEDBACK_CONTEXT_FROM = 4
 
 
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:

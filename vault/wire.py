@@ -35,13 +35,14 @@ READ_METHODS = frozenset({
     "get", "get_many", "light_rows", "list_entries", "entries_after", "ids_by_hash", "count",
     "changes_since", "term_stats", "lexical_top_k", "lexical_scores", "lexical_count",
     "text_similarity", "links_touching", "link_count", "search_memories", "memory_count",
-    "feedback_counts", "feedback_for", "vectors_for", "vector_input_hashes",
+    "feedback_counts", "feedback_for", "feedback_events", "feedback_events_for",
+    "weight_history", "vectors_for", "vector_input_hashes",
     "vector_changes_since", "vector_search", "embedding_backlog", "embedding_counts",
     "embedding_status", "count_matching", "vocabulary", "get_memories", "list_memories",
 })
 WRITE_METHODS = frozenset({
     "capture", "capture_many", "delete", "link", "unlink", "add_memory", "add_feedback",
-    "put_vectors", "mark_embedding",
+    "add_weight_record", "put_vectors", "mark_embedding",
 })
 METHODS = READ_METHODS | WRITE_METHODS
 

@@ -179,10 +179,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
             more = (f" (top {len(vocab['tags'])} of {vocab['tagCount']})"
                     if key == "tags" and vocab.get("tagCount", 0) > len(vocab["tags"]) else "")
             print(f"\n{key}{more}: " + ", ".join(f"{w} {n}" for w, n in vocab[key].items()))
-    state = "adapted by feedback" if out["adapted"] else "base"
-    print(f"\nweights ({out['weightSet']}, {state}):")
+    if not out["adapted"]:
+        state = "base"
+    elif out["adaptation"] == "learned":
+        state = f"learned from {out['weightEvents']} feedback actions"
+    else:
+        state = "seed rule (accept rate)"
+    print(f"\nweights ({out['weightSet']}, {state}; brain.adaptation {out['adaptation']}, "
+          f"feedback pool {out['feedbackPool']}):")
     table(["signal", "weight"], [[k, f"{v:.4f}"] for k, v in out["weights"].items()])
     print("\nfeedback: " + ", ".join(f"{k} {v}" for k, v in out["feedback"].items()))
+    history = out["weightHistory"][-5:]
+    if history:
+        print("\nweight history (newest last):")
+        short = {"semantic": "sem", "vector": "vec", "severity": "sev", "temporalDecay": "decay",
+                 "tagOverlap": "tags", "domainMatch": "domain", "graphProximity": "graph"}
+        table(["events", "pairs", "rule", *short.values()],
+               [[str(h["events"]), str(h["pairs"]), h["adaptation"],
+                 *(f"{h['weights'].get(out['weightSet'], {}).get(k, 0.0):.3f}" for k in short)]
+                for h in history])
     return 0
 
 

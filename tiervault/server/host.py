@@ -39,7 +39,7 @@ T = TypeVar("T")
 
 #: The tier-store methods that change a tier; a read-only view refuses them.
 WRITE_METHODS = frozenset({"capture", "capture_many", "delete", "link", "unlink", "add_memory",
-                           "add_feedback", "update"})
+                           "add_feedback", "add_weight_record", "update"})
 
 
 class ReadOnlyView:

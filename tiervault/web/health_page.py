@@ -76,6 +76,9 @@ def health(call: Call) -> Response:
         signals=SIGNALS,
         weights_chart=bar_chart("Weights in force", weights),
         adapted=stats.get("adapted", False), weight_set=stats.get("weightSet", ""),
+        adaptation=stats.get("adaptation", ""), weight_events=stats.get("weightEvents", 0),
+        history=list(reversed(stats.get("weightHistory", [])[-10:])),
         extra={k: v for k, v in stats.items()
-               if k not in ("tiers", "weights", "weightSet", "adapted", "feedback")},
+               if k not in ("tiers", "weights", "weightSet", "adapted", "feedback", "adaptation",
+                            "weightEvents", "weightHistory")},
         embedding=_embedding(call, readable), problems=problems, check=check, integrity=integrity)

@@ -15,7 +15,8 @@ import numpy as np
 
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
-from tiervault.vault.rows import FeedbackCounts, FeedbackRow, Memory, MemoryHit
+from tiervault.vault.rows import (FeedbackCounts, FeedbackEvent, FeedbackRow, Memory, MemoryHit,
+                                  WeightRecord)
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
 from tiervault.vault.query import MAX_QUERY_CHARS
 
@@ -85,16 +86,21 @@ class PgJournal:
     def memory_count(self) -> int:
         return self._query("SELECT count(*) FROM memories")[0][0]
 
-    def add_feedback(self, query: str, entry_id: str, action: str) -> None:
-        """Record one accept/modify/dismiss/fail; counters update in the same transaction."""
+    def add_feedback(self, query: str, entry_id: str, action: str, *, agent: str = "",
+                     context: str = "") -> None:
+        """Record one accept/modify/dismiss/fail (with who gave it and the Brain's JSON
+        context); counters update in the same transaction."""
         if action not in FEEDBACK_ACTIONS:
             raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
         check_text("query", query, MAX_QUERY_CHARS)
         if not check_text("entry_id", entry_id, MAX_ID_CHARS):
             raise ValidationError("entry_id", "is required")
+        check_text("agent", agent)
+        check_text("context", context)
         with self._write("record feedback") as (conn, _gen):
-            conn.execute("INSERT INTO feedback (query, entry_id, action, created_at) "
-                         "VALUES (%s, %s, %s, %s)", (query, entry_id, action, time.time()))
+            conn.execute("INSERT INTO feedback (query, entry_id, action, created_at, agent, context) "
+                         "VALUES (%s, %s, %s, %s, %s, %s)",
+                         (query, entry_id, action, time.time(), agent, context))
             conn.execute("INSERT INTO meta (key, value) VALUES (%s, '1') ON CONFLICT (key) DO UPDATE "
                          "SET value = (meta.value::bigint + 1)::text", (f"feedback:{action}",))
 
@@ -109,3 +115,38 @@ class PgJournal:
             return []
         return [FeedbackRow(*r) for r in self._query("SELECT entry_id, query, action, created_at FROM feedback "
                            "WHERE entry_id = ANY(%s) ORDER BY seq", (list(entry_ids),))]
+
+    _EVENT_COLUMNS = "seq, query, entry_id, action, created_at, agent, context"
+
+    def feedback_events(self, limit: int) -> list[FeedbackEvent]:
+        """The newest ``limit`` feedback actions, oldest first."""
+        rows = self._query(f"SELECT {self._EVENT_COLUMNS} FROM feedback ORDER BY seq DESC LIMIT %s",
+                           (int(limit),))
+        return [FeedbackEvent(*r) for r in reversed(rows)]
+
+    def feedback_events_for(self, entry_ids: Sequence[str], limit: int) -> list[FeedbackEvent]:
+        """The newest ``limit`` feedback actions on these entries, oldest first."""
+        if not entry_ids:
+            return []
+        rows = self._query(f"SELECT {self._EVENT_COLUMNS} FROM feedback WHERE entry_id = ANY(%s) "
+                           "ORDER BY seq DESC LIMIT %s", (list(entry_ids), int(limit)))
+        return [FeedbackEvent(*r) for r in reversed(rows)]
+
+    def add_weight_record(self, events: int, pairs: int, weights: str,
+                          created_at: float | None = None) -> None:
+        """Append one refit to weight_history, keeping the newest 200 rows."""
+        from tiervault.vault.journal import MAX_WEIGHT_RECORDS
+
+        check_text("weights", weights)
+        with self._write("record learned weights") as (conn, _gen):
+            conn.execute("INSERT INTO weight_history (created_at, events, pairs, weights) "
+                         "VALUES (%s, %s, %s, %s)",
+                         (created_at or time.time(), int(events), int(pairs), weights))
+            conn.execute("DELETE FROM weight_history WHERE seq <= "
+                         "(SELECT max(seq) FROM weight_history) - %s", (MAX_WEIGHT_RECORDS,))
+
+    def weight_history(self, limit: int = 20) -> list[WeightRecord]:
+        """The newest ``limit`` refits, oldest first."""
+        rows = self._query("SELECT seq, created_at, events, pairs, weights FROM weight_history "
+                           "ORDER BY seq DESC LIMIT %s", (int(limit),))
+        return [WeightRecord(*r) for r in reversed(rows)]

@@ -1,0 +1,198 @@
+"""Adaptation: which feedback teaches the Brain, the weights in force, and their history.
+
+``brain.adaptation`` chooses the rule:
+
+- ``seed`` — the reference design's rule (:func:`tiervault.brain.weights.adapt`):
+  after 30 non-failed actions the semantic weight moves with the accept rate.
+  O(1) from the tier's counters; kept as the documented baseline.
+- ``learned`` (default) — pairwise weights fitted to the feedback
+  (:mod:`tiervault.brain.learning`): refitted after every ``brain.refitEvery``
+  (10) actions once ``brain.feedbackThreshold`` (30) are stored, from the newest
+  :data:`MAX_EVENTS` actions (bounded time and memory); each refit is appended to
+  the tier's ``weight_history`` and the weights in force are its last row.
+
+Measured on the starter-pack agent set (``eval/feedback_sim.py``, see
+eval/README.md): ``learned`` beats ``seed`` on held-out queries; the figures are
+in ``eval/results/feedback_sim.json``.
+
+``brain.feedbackPool`` chooses whose feedback: ``agent`` (default) learns from
+this agent's tier only; ``team`` also records every action in the team tier
+(with the agent's id) and learns from everything the team's agents recorded
+there, each agent capped at :data:`~tiervault.brain.learning.MAX_PAIRS_PER_AGENT`
+pairs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from tiervault.brain import learning
+from tiervault.brain.shapes import SIGNALS
+from tiervault.brain.weights import WeightSet, accept_rate, adapt
+from tiervault.errors import ConfigError
+from tiervault.vault.rows import FeedbackEvent
+
+__all__ = ["Adaptation", "WeightHistoryRow", "MAX_EVENTS", "context_from_rows"]
+
+#: A refit reads at most this many newest feedback actions.
+MAX_EVENTS = 2_000
+_SEM, _VEC = SIGNALS.index("semantic"), SIGNALS.index("vector")
+
+
+@dataclass(frozen=True, slots=True)
+class WeightHistoryRow:
+    """One refit as shown by ``stats``: when, the rule, on how much feedback, the weights."""
+
+    at: float
+    adaptation: str
+    events: int
+    pairs: int
+    weights: dict[str, dict[str, float]]  # weight set name -> signal -> weight
+    bases: dict[str, dict[str, float]]    # the base each set was fitted against
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"at": self.at, "adaptation": self.adaptation, "events": self.events,
+                "pairs": self.pairs, "weights": self.weights}
+
+
+def context_from_rows(rows: Sequence[Mapping[str, Any]], entry_id: str) -> learning.FeedbackContext:
+    """The feedback context from a query's full rows (``search_intelligent(mode="full")``):
+    the entry's breakdown as its signal values (None when it is not in the rows) and
+    the query's relevance profile from every row's semantic + vector signals."""
+    ids, rel, signals = [], [], None
+    for row in rows:
+        b = row.get("breakdown") or {}
+        eid = row["entry"]["id"]
+        ids.append(eid)
+        rel.append(float(b.get("semantic", 0.0)) + float(b.get("vector", 0.0)))
+        if eid == entry_id and signals is None and row["entry"].get("type") != "memory":
+            signals = tuple(float(b.get(k, 0.0)) for k in SIGNALS)
+    return learning.FeedbackContext(signals, learning.query_profile(ids, np.asarray(rel)))
+
+
+class Adaptation:
+    """Feedback storage choices and the weights they give, for one Brain."""
+
+    def __init__(self, manager: Any, config: Any, agent_id: str) -> None:
+        self.manager = manager
+        self.config = config
+        self.agent_id = agent_id
+        if config.feedback_pool == "team" and "team" not in manager.tiers:
+            raise ConfigError("brain.feedbackPool: team needs a team tier; add tiers.team or use "
+                              "feedbackPool: agent", key="brain.feedbackPool")
+
+    # -- where feedback lives -----------------------------------------------------------------
+    @property
+    def record_tiers(self) -> tuple[str, ...]:
+        """Tiers each action is written to: the agent's own, and the team's when pooling."""
+        return ("agent", "team") if self.config.feedback_pool == "team" else ("agent",)
+
+    def store(self) -> Any | None:
+        """The tier store the Brain learns from (team when pooling, else agent)."""
+        name = "team" if self.config.feedback_pool == "team" else "agent"
+        tier = self.manager.tiers.get(name)
+        return tier.store if tier is not None else None
+
+    def counts(self) -> dict[str, int]:
+        store = self.store()
+        if store is None:
+            return {"accepted": 0, "modified": 0, "dismissed": 0, "failed": 0}
+        return store.feedback_counts()
+
+    def nudge_events(self, entry_ids: Sequence[str], limit: int) -> list[FeedbackEvent]:
+        store = self.store()
+        return store.feedback_events_for(entry_ids, limit) if store is not None and entry_ids else []
+
+    # -- weights in force ---------------------------------------------------------------------
+    def _last(self) -> WeightHistoryRow | None:
+        store = self.store()
+        rows = store.weight_history(1) if store is not None else []
+        return _parse(rows[0]) if rows else None
+
+    def weights(self, base: np.ndarray, name: str) -> WeightSet:
+        """The weights in force for the weight set ``name`` ("fts" | "hybrid") over ``base``."""
+        counts = self.counts()
+        if self.config.adaptation == "seed":
+            values, rate, adapted = adapt(base, counts, self.config.feedback_threshold)
+            return WeightSet(tuple(float(v) for v in values), name, adapted, rate)
+        rate, _ = accept_rate(counts)
+        last = self._last()
+        if last is None or last.adaptation != "learned" or name not in last.weights:
+            return WeightSet(tuple(float(v) for v in base), name, False, rate)
+        values = _rebase(last, name, base)
+        return WeightSet(tuple(float(v) for v in values), name, True, rate)
+
+    # -- refits -------------------------------------------------------------------------------
+    def after_feedback(self, bases: Mapping[str, np.ndarray]) -> None:
+        """Refit when ``refitEvery`` actions arrived since the last refit (and at least
+        ``feedbackThreshold`` are stored); ``bases`` maps weight set name -> base."""
+        store = self.store()
+        if store is None:
+            return
+        _, total = accept_rate(self.counts())
+        last = self._last()
+        if total < self.config.feedback_threshold:
+            return
+        if last is not None and last.adaptation == self.config.adaptation \
+                and total - last.events < self.config.refit_every:
+            return
+        self.refit(bases, total, last)
+
+    def refit(self, bases: Mapping[str, np.ndarray], total: int,
+              last: WeightHistoryRow | None) -> WeightHistoryRow:
+        """Fit (``learned``) or apply the seed's rule (``seed``) and append the result
+        to ``weight_history``."""
+        store = self.store()
+        assert store is not None
+        out: dict[str, dict[str, Any]] = {}
+        n_pairs = 0
+        if self.config.adaptation == "learned":
+            pairs = learning.pairs_from_events(store.feedback_events(MAX_EVENTS))
+            n_pairs = len(pairs)
+            for name, base in bases.items():
+                target = learning.fit_pairwise(pairs, base, learning.DEFAULT_C)
+                prev = base  # the first refit steps from the base, like every later one
+                if last is not None and last.adaptation == "learned" and name in last.weights:
+                    prev = _rebase(last, name, base)
+                w = learning.bounded(target, base, prev)
+                out[name] = _pack(w, base)
+        else:
+            for name, base in bases.items():
+                w, _, _ = adapt(base, self.counts(), self.config.feedback_threshold)
+                out[name] = _pack(w, base)
+        payload = json.dumps({"adaptation": self.config.adaptation, "sets": out})
+        store.add_weight_record(total, n_pairs, payload)
+        return self._last()  # type: ignore[return-value]
+
+    def history(self, limit: int = 20) -> list[WeightHistoryRow]:
+        store = self.store()
+        return [r for r in (_parse(x) for x in store.weight_history(limit))] if store is not None else []
+
+
+def _pack(weights: np.ndarray, base: np.ndarray) -> dict[str, Any]:
+    return {"weights": dict(zip(SIGNALS, (round(float(v), 6) for v in weights))),
+            "base": dict(zip(SIGNALS, (round(float(v), 6) for v in base)))}
+
+
+def _parse(record: Any) -> WeightHistoryRow:
+    data = json.loads(record.weights)
+    sets = data.get("sets", {})
+    return WeightHistoryRow(record.created_at, data.get("adaptation", "learned"), record.events,
+                            record.pairs, {n: s["weights"] for n, s in sets.items()},
+                            {n: s["base"] for n, s in sets.items()})
+
+
+def _rebase(row: WeightHistoryRow, name: str, base: np.ndarray) -> np.ndarray:
+    """Learned weights moved onto the current base: w = clip(base + (learned - base_then), 0),
+    normalised — so changing ``brain.weights`` after learning keeps what was learned as a
+    deviation, and a signal the current base sets to 0 stays 0."""
+    learned = np.array([float(row.weights[name][k]) for k in SIGNALS])
+    then = np.array([float(row.bases[name][k]) for k in SIGNALS])
+    w = np.clip(base + (learned - then), 0.0, None)
+    w[np.asarray(base) <= 0] = 0.0
+    total = float(w.sum())
+    return np.asarray(base, dtype=np.float64) if total <= 1e-12 else w / total
