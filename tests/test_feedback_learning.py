@@ -305,6 +305,11 @@ def test_config_keys_and_migration(tmp_path):
     migrate(conn, target=2)
     conn.execute("INSERT INTO feedback(query, entry_id, action, created_at) VALUES ('q', 'x', 'accepted', 1)")
     conn.close()
+    old = TierStore(path, read_only=True)  # readable as is (not migrated): no context, no history
+    assert old.feedback_events(5) == [FeedbackEvent(1, "q", "x", "accepted", 1.0, "", "")]
+    assert old.feedback_events_for(["x"], 5)[0].context == "" and old.weight_history() == []
+    old.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
     store = TierStore(path)
     assert store.feedback_events(5) == [FeedbackEvent(1, "q", "x", "accepted", 1.0, "", "")]
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
