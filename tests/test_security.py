@@ -64,7 +64,7 @@ NON_PATH_ARGUMENTS = {"id", "ids", "query", "source", "target", "action", "title
                       "link_type", "tier", "agent_id", "mode", "limit", "entry_type", "memories",
                       "explain", "json", "force", "strict", "rebuild", "read_only", "prune",
                       "verbose", "help", "add_tags", "remove_tags", "since", "sort", "offset",
-                      "version", "repair"}
+                      "version", "repair", "port", "open"}
 
 
 def test_the_only_path_arguments_are_data_files():

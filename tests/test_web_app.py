@@ -123,6 +123,9 @@ def test_edit_reports_every_bad_field_and_refuses_a_stale_form(brain):
     r = c.post("/entry/use-jwt-key-rotation/edit",
                data={**form, "valid_from": "2026-02-01T00:00:00Z", "valid_until": "2026-01-01T00:00:00Z"})
     assert "must be later than valid_from" in r.text and r.status_code == 400
+    r = c.post("/entry/use-jwt-key-rotation/edit", data=form, follow_redirects=True)
+    assert "Nothing changed" in r.text  # the same values: nothing is written
+    assert brain.manager.store("agent").get("use-jwt-key-rotation").updated_at == original.updated_at
     r = c.post("/entry/use-jwt-key-rotation/edit", data={**form, "version": "1.0"})
     assert r.status_code == 400 and "changed this entry after you opened" in r.text
     r = c.post("/entry/use-jwt-key-rotation/edit",

@@ -5,8 +5,9 @@ them (:mod:`tiervault.web.editing`); with any error the form comes back (400)
 with the message next to its field and nothing is written. A form opened
 before someone else changed the entry is refused (the entry's
 ``updated_at`` travels in the form) rather than overwriting their change.
-Saving is an upsert of the validated entry into the same tier (id, origin and
-creation time kept), so FTS, the in-memory mirror and embed-on-write follow.
+Saving goes through ``VaultManager.update`` (a patch of the form's fields into the
+same tier; id, origin and creation time kept; nothing written when nothing
+changed), so FTS, the in-memory mirror and embed-on-write follow.
 
 Delete: a GET shows what will be removed and asks; only the POST deletes.
 Both refuse (403) a principal without write rights on the tier, whatever the
@@ -58,12 +59,11 @@ def edit(call: Call) -> Response:
             errors["form"] = ("Someone changed this entry after you opened the form; nothing was "
                               "saved. Open it again to see their change.")
         if not errors and result.entry is not None:
-            if result.entry.content_hash == item.content_hash and \
-                    result.entry.valid_from == item.valid_from and \
-                    result.entry.valid_until == item.valid_until:
-                return call.redirect(f"/entry/{item.id}", {"tier": tier, "done": "unchanged"})
-            call.manager.capture(result.entry, tier)
-            return call.redirect(f"/entry/{item.id}", {"tier": tier, "done": "saved"})
+            # The vault's own partial update: validated again the way a capture is, and
+            # nothing is written when no field changed.
+            update = call.manager.update(item.id, result.values, tier=tier)
+            done = "saved" if update.changed else "unchanged"
+            return call.redirect(f"/entry/{item.id}", {"tier": tier, "done": done})
         status = 400
     return call.render("edit.html", status=status, entry=item, tier=tier, values=values,
                        errors=errors, fields=EDITABLE_FIELDS, long_fields=LONG_FIELDS,
