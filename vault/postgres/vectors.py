@@ -9,8 +9,8 @@ plus :meth:`PgVectors.search`, answered by the server:
 - from there on, an HNSW index made for that (model, dim) only: a partial
   expression index on ``vector::vector(dim)`` -- or ``halfvec(dim)`` beyond
   2,000 dimensions, pgvector's limit for indexing ``vector``;
-- the ANN returns a pool (``max(4k, 40)``) that is re-scored exactly with the
-  full-precision stored vectors before the top k is taken;
+- the ANN returns a pool (``max(10k, 100)``, ``ef_search`` >= 200) that is
+  re-scored exactly with the full-precision stored vectors before the top k is taken;
 - filters are joined inside the SQL, before the limit (with pgvector's
   iterative index scan, so a selective filter still yields k rows).
 """
@@ -36,6 +36,12 @@ EMBEDDING_STATES = ("pending", "ok", "error")
 HNSW_MIN_ROWS = 10_000
 #: pgvector indexes ``vector`` up to 2,000 dimensions; beyond, the index is on ``halfvec``.
 HALFVEC_ABOVE_DIM = 2_000
+#: The ANN pool re-scored exactly: max(POOL_FACTOR * k, POOL_MIN) candidates, searched with
+#: ``hnsw.ef_search`` = max(pool, EF_SEARCH_MIN). Measured (bench/postgres.py, 100K x 384,
+#: hash-embedder vectors): see bench/README.md; ef 40 (pgvector's default) lost recall.
+POOL_FACTOR = 10
+POOL_MIN = 100
+EF_SEARCH_MIN = 200
 
 
 def _literal(vec: np.ndarray) -> str:
@@ -122,7 +128,7 @@ class PgVectors:
         kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
         with self.store._mapped("create a vector index") as conn:  # noqa: SLF001
             conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON entry_vectors USING hnsw "
-                         f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) "
+                         f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) WITH (m = 16, ef_construction = 128) "
                          f"WHERE model = {_quote(model)} AND dim = {int(dim)}")
         return True
 
@@ -153,7 +159,7 @@ class PgVectors:
         pred = f"v.model = {_quote(model)} AND v.dim = {dim}"
         if self._has_index(name):
             kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
-            size = pool or max(4 * k, 40)
+            size = pool or max(POOL_FACTOR * k, POOL_MIN)
             sql = (f"SELECT id, 1 - (vector <=> %s::vector) AS s FROM ("
                    f"SELECT e.id, v.vector FROM entry_vectors v JOIN entries e ON e.id = v.entry_id "
                    f"WHERE {pred}{where} ORDER BY v.vector::{kind}({dim}) <=> %s::{kind}({dim}) "
@@ -162,7 +168,7 @@ class PgVectors:
             with self.store._mapped("search vectors") as conn:  # noqa: SLF001
                 with conn.transaction():
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {max(size, 40)}")
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(size, EF_SEARCH_MIN), 1000)}")
                     rows = conn.execute(sql, args).fetchall()
         else:
             rows = self._query(
