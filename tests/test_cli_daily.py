@@ -146,6 +146,13 @@ def test_links_in_get_and_load_and_unknown_get_json(proj):
     assert r.returncode == 1
     assert json.loads(r.stdout) == {"error": "not_found", "id": "nope",
                                     "message": "no entry with id 'nope' in any connected tier"}
+    # The class, not the example: every --json command answers a failure with JSON.
+    r = run(["update", "src", "--severity", "high", "--json"], root, home)
+    assert r.returncode == 2
+    assert json.loads(r.stdout) == {"error": "invalid", "field": "severity", "message":
+                                    "severity: 'high' is not one of critical, warning, suggestion"}
+    r = run(["delete", "nope", "--json"], root, home)
+    assert r.returncode == 1 and json.loads(r.stdout)["error"] == "not_found"
 
 
 def test_memories_add_list_and_load_by_id(proj):

@@ -87,15 +87,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except EntryNotFound as exc:
         print(f"tiervault: {exc}", file=sys.stderr)
+        _json_error(args, exc)
         return 1
     except TierVaultError as exc:
         print(f"tiervault: error: {exc}", file=sys.stderr)
+        _json_error(args, exc)
         return 2
     except KeyboardInterrupt:
         print("tiervault: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _json_error(args: argparse.Namespace, exc: TierVaultError) -> None:
+    """With ``--json``, a failure is also one JSON object on stdout (what a script parses):
+    ``{"error": "not_found" | "invalid" | "config" | "tier" | "error", "message", ...}``
+    plus ``id`` (not found), ``field`` (invalid value), ``file``/``line`` (configuration)."""
+    if not getattr(args, "json", False):
+        return
+    from tiervault.cli.common import print_json
+    from tiervault.errors import ConfigError, TierError, ValidationError
+
+    out: dict[str, object] = {"error": "error", "message": str(exc)}
+    if isinstance(exc, EntryNotFound):
+        out.update(error="not_found", id=exc.entry_id)
+    elif isinstance(exc, ValidationError):
+        out.update(error="invalid", field=exc.field)
+    elif isinstance(exc, ConfigError):
+        out.update(error="config", file=exc.file, line=exc.line)
+    elif isinstance(exc, TierError):
+        out.update(error="tier", tier=exc.tier)
+    print_json(out)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,7 +36,7 @@ def _say_which_config(settings: Any) -> None:
     if source == "default":
         agent = settings.tier("agent")
         line = (f"no agent.yaml in this folder or its parents; using the home default vault "
-                f"({agent.path if agent else '~/.tiervault'}). `tiervault init` writes one here")
+                f"({agent.location if agent else '~/.tiervault'}). `tiervault init` writes one here")
     else:
         how = "found in a parent folder" if source == "parent" else "from $TIERVAULT_CONFIG"
         line = f"using {settings.config_path} ({how})"

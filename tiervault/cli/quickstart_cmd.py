@@ -154,7 +154,7 @@ def _create_tier_files(settings: Any) -> list[str]:
 
     created = []
     for tier in settings.tiers:
-        if tier.read_only or tier.path.exists():
+        if tier.read_only or tier.path is None or tier.path.exists():  # a URL tier: nothing to create
             continue
         open_tier_connection(tier.name, tier.path, read_only=False, create=True).close()
         created.append(tier.name)
@@ -187,6 +187,9 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def _inside(path: Any, folder: Path) -> bool:
+    """True when ``path`` (an SQLite file; None for a tier at a URL) is inside ``folder``."""
+    if path is None:
+        return False
     try:
         Path(path).resolve().relative_to(folder.resolve())
         return True
@@ -213,7 +216,7 @@ def _pack_tier(settings: Any, config_path: Path, asked: str | None) -> tuple[str
     if team is not None and _inside(team.path, folder):
         return "team", ""
     if project is not None and _inside(project.path, folder):
-        shared = f" ({team.path} is shared outside this project)" if team else ""
+        shared = f" ({team.location} is shared outside this project)" if team else ""
         return "project", (f"imported into the project tier instead of the team tier{shared}; "
                            "pass --tier team to import it there")
     if team is None and project is None:

@@ -28,6 +28,7 @@ def register(sub: Any) -> None:
 
 
 def _report(settings: Any) -> dict[str, Any]:
+    from tiervault.vault.backend import backend_kind
     from tiervault.vault.manager import VaultManager
 
     problems: list[str] = []
@@ -36,10 +37,7 @@ def _report(settings: Any) -> dict[str, Any]:
         stats = manager.stats()
         for cfg in settings.tiers:
             info = stats.get(cfg.name, {})
-            location = str(cfg.path)
-            backend = "postgresql" if location.startswith(("postgres://", "postgresql://")) \
-                else "sqlite"
-            row = {"name": cfg.name, "location": location, "backend": backend,
+            row = {"name": cfg.name, "location": cfg.location, "backend": backend_kind(cfg),
                    "weight": cfg.weight, "readOnly": cfg.read_only,
                    "exists": bool(info.get("exists")), "entries": info.get("entries"),
                    "memories": info.get("memories"), "problem": info.get("problem")}

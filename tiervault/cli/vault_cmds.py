@@ -264,10 +264,7 @@ def cmd_get(args: argparse.Namespace) -> int:
                 else:
                     print_memory(memory.to_dict(), tier)
                 return 0
-            if args.json:
-                print_json({"error": "not_found", "id": args.id, "message": str(exc)})
-                return 1
-            raise
+            raise  # with --json, main prints the JSON error object
         links = manager.links_of([entry.id])[entry.id]
     if args.json:
         print_json({"entry": entry.to_dict(), "tier": tier, "links": links})
