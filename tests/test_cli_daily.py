@@ -118,6 +118,8 @@ def test_delete_list_and_filter_only_search(proj):
     rows = json.loads(ok(run(["search", "--domain", "db", "--limit", "1", "--json"], root,
                              home)).stdout)
     assert [r["id"] for r in rows] == ["e3"]
+    r = run(["search"], root, home)
+    assert r.returncode == 2 and "--domain" in r.stderr  # neither words nor a filter
 
     r = ok(run(["delete", "e3", "--json"], root, home))
     assert json.loads(r.stdout) == {"id": "e3", "tier": "agent", "deleted": True, "stillIn": []}

@@ -100,7 +100,8 @@ def test_failed_embeddings_are_kept_and_picked_up_when_the_provider_recovers(
 def test_embed_without_embeddings_configured_is_a_clear_error(root: Path):
     write_config(root, None)
     r = run(["embed", "--json"], root)
-    assert r.returncode == 2 and "embedding-enabled" in r.stderr and r.stdout == ""
+    assert r.returncode == 2 and "embedding-enabled: true" in r.stderr
+    assert json.loads(r.stdout)["error"] == "config"  # --json: the failure as a JSON object
     write_config(root, "http://127.0.0.1:9/v1")
     r = run(["embed", "--tier", "nope"], root)
     assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr

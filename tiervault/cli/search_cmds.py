@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from tiervault.cli.common import add_json, print_json, settings_from, split_list
 from tiervault.cli.vault_cmds import print_links, print_memory
+from tiervault.errors import ValidationError
 
 MAX_LIMIT = 1000  # tiervault.brain.MAX_LIMIT, without importing the Brain at parse time
 
@@ -78,6 +79,10 @@ def _brain(args: argparse.Namespace) -> Any:
 def cmd_search(args: argparse.Namespace) -> int:
     # Human --explain shows each row's per-signal breakdown, which only full rows carry.
     mode = "full" if args.explain and not args.json else args.mode
+    if not args.query.strip() and not (args.domain or args.entry_type or args.severity
+                                       or args.tags):
+        raise ValidationError("query", "give words to search for, or a filter (--domain, "
+                              "--type, --severity, --tags) to list the newest matching entries")
     with _brain(args) as brain:
         rows = brain.search_intelligent(
             args.query, mode=mode, limit=args.limit, domain=args.domain,
