@@ -287,7 +287,7 @@ def test_random_feedback_costs_little_on_unseen_queries():
     before, after = run["curve"][0], run["curve"][-1]
     assert after["events"] == 100
     assert before["unseen"] - after["unseen"] <= 0.02
-    assert after["fed"] < before["fed"]  # the feedback did change the fed queries' ranking
+    assert after["fed"] != before["fed"]  # the feedback did reach the fed queries' ranking
 
 
 def test_config_keys_and_migration(tmp_path):
