@@ -67,8 +67,9 @@ def test_every_accepted_id_round_trips_and_prune_deletes_nothing(base, ids, time
     import-md --prune reports every entry unchanged and prunes nothing; re-export
     writes nothing (sub-microsecond timestamps included)."""
     root = fresh(base)
+    stamps = [times[k % len(times)] for k in range(len(ids))]  # one per id (zip would drop ids)
     lines = [json.dumps({"id": i, "title": f"T {i}", "description": "d",
-                         "created_at": t, "updated_at": t + 1}) for i, t in zip(ids, times)]
+                         "created_at": t, "updated_at": t + 1}) for i, t in zip(ids, stamps)]
     r = run(["import", "-"], root, stdin="\n".join(lines))
     assert r.returncode == 0, r.stderr
     r = run(["export-md", "md", "--tier", "agent", "--json"], root)
