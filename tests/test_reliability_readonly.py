@@ -161,3 +161,41 @@ def test_only_regular_files_are_tiers(tmp_path, kind):
     assert journal.exists() == existed
     if kind == "fifo":
         assert Path(bad).exists() and not Path(bad + "-journal").exists()
+
+
+def test_mcp_bad_timestamps_fail_alone_and_a_damaged_row_never_breaks_load(tmp_path):
+    """Over MCP: a NaN / 1e20 / year-10000 timestamp fails only its own entry (naming the
+    field); a row damaged on disk is skipped by load_entries and search, the rest answer."""
+    root = tmp_path
+    (root / "home").mkdir()
+    (root / "agent.yaml").write_text("tiers:\n  agent: .tv/agent.db\n  project: .tv/project.db\n"
+                                     "  team: .tv/team.db\n")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tiervault", "mcp"],
+                                   cwd=str(root), env={"HOME": str(root / "home")})
+    entries = [{"id": "good-1", "title": "Good walrus", "description": "d"},
+               {"id": "bad-nan", "title": "Bad", "description": "d", "created_at": "nan"},
+               {"id": "bad-big", "title": "Bad", "description": "d", "updated_at": 1e20},
+               {"id": "bad-year", "title": "Bad", "description": "d",
+                "valid_until": "9999-12-31T23:59:59-01:00"},
+               {"id": "good-2", "title": "Good walrus two", "description": "d"}]
+
+    async def call(*calls):
+        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                return [await s.call_tool(name, args) for name, args in calls]
+
+    (captured,) = anyio.run(call, ("capture_knowledge", {"entries": entries}))
+    out = json.loads(captured.content[0].text)
+    assert out["written"] == ["good-1", "good-2"], out
+    assert sorted((f["id"], f["error"].split(":")[0]) for f in out["failed"]) == \
+        [("bad-big", "updated_at"), ("bad-nan", "created_at"), ("bad-year", "valid_until")]
+    with sqlite3.connect(root / ".tv" / "agent.db") as conn:
+        conn.execute("UPDATE entries SET valid_until = 253402304399.0 WHERE id = 'good-2'")
+    conn.close()
+    loaded, found = anyio.run(call, ("load_entries", {"ids": ["good-1", "good-2"]}),
+                              ("search_intelligent", {"query": "walrus", "mode": "full"}))
+    assert not loaded.is_error and not found.is_error, loaded.content[0].text
+    rows = json.loads(loaded.content[0].text)["entries"]
+    assert [(r["id"], r["found"]) for r in rows] == [("good-1", True), ("good-2", False)]
+    assert [r["entry"]["id"] for r in json.loads(found.content[0].text)["results"]] == ["good-1"]
