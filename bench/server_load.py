@@ -165,6 +165,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=500, help="requests per client")
     parser.add_argument("--entries", type=int, default=5000, help="synthetic team entries")
+    parser.add_argument("--solo", type=int, default=300,
+                        help="requests of one client alone first (HTTP overhead without queueing)")
+    parser.add_argument("--rate", type=float, help="server --rate (default: the server's)")
     parser.add_argument("--json", type=Path, help="write {'server': ...} here")
     args = parser.parse_args()
 
@@ -178,8 +181,11 @@ def main() -> int:
         run_cli(root, "import", str(jsonl), "--tier", "team")
         run_cli(root, "import", str(PACK), "--tier", "team")
         queries = corpus.queries(300, seed=7)
-        tokens = [create_token(root, f"c{i:02d}", "team:rw") for i in range(args.clients)]
-        with ServeProcess(root) as srv:
+        tokens = [create_token(root, f"c{i:02d}", "team:rw") for i in range(args.clients + 1)]
+        extra = ("--rate", str(args.rate)) if args.rate is not None else ()
+        with ServeProcess(root, *extra) as srv:
+            solo = Client(args.clients, srv.url, tokens[-1], queries, args.solo, seed=100)
+            solo.run()
             clients = [Client(i, srv.url, tokens[i], queries, args.requests, seed=i)
                        for i in range(args.clients)]
             t0 = time.perf_counter()
@@ -188,7 +194,7 @@ def main() -> int:
             for c in clients:
                 c.join()
             wall = time.perf_counter() - t0
-            lost = lost_writes(srv.url, tokens, clients)
+            lost = lost_writes(srv.url, tokens, clients + [solo])
         baseline = in_process(root, queries, 400)
 
     ops = {}
@@ -196,15 +202,16 @@ def main() -> int:
         ops[op] = {**percentiles([x for c in clients for x in c.latency[op]]),
                    "inproc": baseline[op]}
     total = sum(len(v) for c in clients for v in c.latency.values())
-    errors = [e for c in clients for e in c.errors]
+    errors = [e for c in clients + [solo] for e in c.errors]
     result = {"server": {
         "clients": args.clients, "requests_per_client": args.requests,
         "team_entries": team_entries + 210, "requests_completed": total,
         "errors": len(errors), "error_samples": errors[:5],
         "rate_limited_429": sum(c.throttled for c in clients),
-        "acknowledged_writes": sum(len(c.acked) for c in clients), "lost_writes": lost,
+        "acknowledged_writes": sum(len(c.acked) for c in clients + [solo]), "lost_writes": lost,
         "wall_s": round(wall, 2), "throughput_rps": round(total / wall, 1),
-        "ops": ops, "rate_limit": "default: 50 requests/s per token, burst 100",
+        "ops": ops, "solo_client": {op: percentiles(solo.latency[op]) for op in solo.latency},
+        "rate_limit": f"{args.rate if args.rate is not None else 50:g} requests/s per token, burst 100",
         "machine": machine_info(), "loopback": True,
     }}
     text = json.dumps(result, indent=2)

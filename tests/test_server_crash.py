@@ -7,13 +7,15 @@ import threading
 
 import httpx
 
-from serve_process import ServeProcess, create_token
+from serve_process import ServeProcess
+from tiervault.server.tokens import TokenStore, parse_allow
 
 
 def test_acknowledged_writes_survive_sigkill(tmp_path):
     (tmp_path / "home").mkdir()
     (tmp_path / "agent.yaml").write_text("tiers:\n  team: team.db\n")
-    tokens = [create_token(tmp_path, f"w{i}", "team:rw") for i in range(4)]
+    store = TokenStore(tmp_path / ".tiervault-server" / "tokens.json")  # where serve looks
+    tokens = [store.create(f"w{i}", parse_allow("team:rw"))[0] for i in range(4)]
     acked: list[tuple[int, str, str]] = []  # (writer, tier, id)
     lock = threading.Lock()
     enough = threading.Event()
@@ -47,11 +49,14 @@ def test_acknowledged_writes_survive_sigkill(tmp_path):
     assert len(acked) >= 120
     with ServeProcess(tmp_path, "--rate", "0", port=srv.port) as again:
         missing = []
-        for n, tier, eid in acked:
+        for n in range(4):
             with again.client(tokens[n]) as c:
-                r = c.get(f"/api/v1/entries/{eid}")
-                if r.status_code != 200 or r.json()["tier"] != tier:
-                    missing.append((tier, eid, r.status_code))
+                for writer, tier, eid in acked:
+                    if writer != n:
+                        continue
+                    r = c.get(f"/api/v1/entries/{eid}")
+                    if r.status_code != 200 or r.json()["tier"] != tier:
+                        missing.append((tier, eid, r.status_code))
         assert missing == []
         with again.client(tokens[0]) as c:  # the tier files are healthy after the kill
             assert c.post("/api/v1/search", json={"query": "crash test"}).json()["problems"] == []
