@@ -60,6 +60,7 @@ class ServeProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log = root / f"serve-{self.port}.log"
+        self.health_verify: Any = True  # an SSLContext trusting a TLS server's self-signed cert
 
     def start(self) -> "ServeProcess":
         (self.root / "home").mkdir(exist_ok=True)
@@ -72,7 +73,8 @@ class ServeProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"serve exited with {self.proc.returncode}: {self.output()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/healthz", timeout=1,
+                             verify=self.health_verify).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
@@ -105,7 +107,7 @@ class ServeProcess:
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+        return httpx.Client(base_url=self.url, headers=headers, **{"timeout": 30, **kwargs})
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:

@@ -48,6 +48,8 @@ def register(sub: Any) -> None:
                    help=f"requests per second per token, 0 = unlimited (default {d.rate_per_s:g})")
     p.add_argument("--burst", type=int, default=d.burst, metavar="N",
                    help=f"burst above the rate per token (default {d.burst})")
+    p.add_argument("--body-timeout", type=float, default=d.body_timeout_s, metavar="S",
+                   help=f"seconds a client may take to send its body (default {d.body_timeout_s:g})")
     p.set_defaults(handler=cmd_serve)
 
     t = sub.add_parser("token", help="create, list or revoke the server's access tokens")
@@ -93,7 +95,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     logging.getLogger("tiervault").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     limits = Limits(max_body_bytes=args.max_body, max_query_chars=args.max_query,
-                    max_ids=args.max_ids, rate_per_s=args.rate, burst=args.burst)
+                    max_ids=args.max_ids, rate_per_s=args.rate, burst=args.burst,
+                    body_timeout_s=args.body_timeout)
     serve(settings_from(args), host=args.host, port=args.port, state_dir=args.state_dir,
           limits=limits, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
     return 0
