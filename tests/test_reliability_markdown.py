@@ -128,7 +128,16 @@ def _folder_bad_file(md: Path) -> None:
     (md / "e2.md").write_text("---\nid: e2\ntags: [x\n---\n# E 2\n\nd\n")
 
 
+def _folder_linked(md: Path) -> None:
+    (md / "e0.md").write_text("---\nid: e0\n---\n# E 0\n\nd\n")
+    elsewhere = md.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "e1.md").write_text("---\nid: e1\n---\n# E 1\n\nd\n")
+    (md / "team").symlink_to(elsewhere)
+
+
 @pytest.mark.parametrize("make, kept", [
+    (_folder_linked, 3),
     (_folder_empty, 3), (_folder_readme_only, 3), (_folder_upper_case, 3),
     (_folder_dangling, 3), (_folder_hidden, 3), (_folder_bad_file, 3),
 ])

@@ -7,7 +7,8 @@ Which files are considered (:func:`scan_folder`), recursively:
   ignored, and never a name the exporter writes (see :func:`markdown.file_name`);
 * a ``.md`` file that is hidden or inside a hidden folder, a dangling symlink,
   anything that is not a regular file, or a file over ``MAX_FILE_BYTES`` is a
-  *skipped* candidate: reported as a problem, never read.
+  *skipped* candidate: reported as a problem, never read; so is a linked folder
+  (not entered: links may loop).
 
 Import. Every file is compared with the stored entry and only what changed is
 written. ``prune`` (delete entries with no file) runs only when every candidate
@@ -66,7 +67,14 @@ def scan_folder(directory: str | Path) -> FolderScan:
     for folder, dirs, files in os.walk(root, onerror=failed):
         dirs.sort()
         base = Path(folder)
-        for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+        for name in [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            # os.walk does not enter linked folders (they may loop): say so, since
+            # entry files in there would otherwise look orphaned to a prune.
+            rel = (base / name).relative_to(root)
+            if not any(p.startswith(".") for p in rel.parts):
+                scan.skipped.append(f"{rel}: a linked folder, not read (copy it in or "
+                                    "import it on its own)")
+        for name in sorted(files):
             if not name.lower().endswith(".md"):
                 continue
             path = base / name

@@ -35,6 +35,7 @@ from tiervault.errors import TierVaultError
 from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
 from tiervault.vault.filters import Filters
+from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.schema import FTS_WEIGHTS
 from tiervault.vault.scoring import bm25_term, tfidf_rows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
@@ -492,7 +493,7 @@ class Postings:
                                 shape=(base_rows, z["T_indptr"].size - 1))
             m.idf = z["idf"]
             stop_words = _split(z["stop_words"])
-        _validate(m, indptr, tag_slots, len(tag_names))
+        validate_mirror(m, indptr, tag_slots, len(tag_names))
         m.tags = {t: tag_slots[indptr[i]:indptr[i + 1]].tolist() for i, t in enumerate(tag_names)}
         STOP_WORDS.prime(stop_words)
         live = np.flatnonzero(m.alive).tolist()
@@ -517,37 +518,3 @@ def _epoch(store: Any, gen: int) -> str | None:
     """The tier's epoch at ``gen`` (None for a backend that keeps none)."""
     epoch_at = getattr(store, "epoch_at", None)
     return epoch_at(gen) if epoch_at is not None else None
-
-
-def _validate(m: Postings, tag_indptr: np.ndarray, tag_slots: np.ndarray, n_tags: int) -> None:
-    """Raise ValueError unless every array of a loaded mirror is consistent: lengths,
-    dtypes, index ranges (a damaged or hand-edited cache must fail here, not in a query)."""
-    n = m.base_rows
-    if n < 0 or m.gen < 0 or not 0 <= m.tfidf_terms <= len(m.terms):
-        raise ValueError("bad header")
-    if len(m.ids) != n or len(m.hashes) != n:
-        raise ValueError(f"{len(m.ids)} ids / {len(m.hashes)} hashes for {n} rows")
-    kinds = {"rowids": "i", "alive": "b", "doclen": "f", "type_code": "i", "severity_code": "i",
-             "origin_code": "i", "domain_code": "i", "valid_from": "f", "valid_until": "f"}
-    for name, kind in kinds.items():
-        arr = getattr(m, name)
-        if arr.ndim != 1 or arr.shape[0] != n or arr.dtype.kind != kind:
-            raise ValueError(f"array {name} has shape {arr.shape} / dtype {arr.dtype}, expected ({n},)")
-    for name, limit in (("type_code", len(ENTRY_TYPES)), ("severity_code", len(SEVERITIES)),
-                        ("origin_code", len(ORIGINS)), ("domain_code", len(m.domains))):
-        arr = getattr(m, name)
-        if arr.size and (arr.min() < 0 or arr.max() >= limit):
-            raise ValueError(f"array {name} holds codes outside 0..{limit - 1}")
-    for matrix in (m.W, m.T):
-        matrix.check_format(full_check=True)  # indices inside the shape, indptr monotone
-        if matrix.data.dtype.kind != "f":
-            raise ValueError("matrix data is not floating point")
-    if m.T.shape[1] > len(m.terms) or m.idf.ndim != 1 or m.idf.shape[0] != m.tfidf_terms:
-        raise ValueError("TF-IDF model does not match the vocabulary")
-    if tag_indptr.ndim != 1 or tag_indptr.shape[0] != n_tags + 1 or tag_indptr.dtype.kind != "i":
-        raise ValueError("tag index has the wrong length")
-    if tag_indptr.size and (tag_indptr[0] != 0 or tag_indptr[-1] != tag_slots.size
-                            or np.any(np.diff(tag_indptr) < 0)):
-        raise ValueError("tag index is not monotone")
-    if tag_slots.size and (tag_slots.dtype.kind != "i" or tag_slots.min() < 0 or tag_slots.max() >= n):
-        raise ValueError("tag slots point outside the rows")

@@ -25,15 +25,17 @@ import numpy as np
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, TierUnavailable, ValidationError
 from tiervault.vault.connection import (check_tier_path, epoch_key, open_tier_connection,
                                         write_transaction)
-from tiervault.vault.entry import (LINK_TYPES, MAX_ID_CHARS, MAX_TIMESTAMP, MIN_TIMESTAMP, Entry,
-                                   check_text, valid_timestamp)
+from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
 from tiervault.vault.filters import Filters
 from tiervault.vault.journal import JournalMixin, MemoryHit
+from tiervault.vault.entry_rows import SANE_TIMES as _SANE_TIMES
+from tiervault.vault.entry_rows import row_to_entry, rows_to_entries
 from tiervault.vault.maintenance import MaintenanceMixin
 from tiervault.vault.query import match_expression
 from tiervault.vault.schema import FTS_WEIGHTS
 
-__all__ = ["TierStore", "Link", "TierHits", "MemoryHit", "ENTRY_COLUMNS", "rows_to_entries"]
+__all__ = ["TierStore", "Link", "TierHits", "MemoryHit", "ENTRY_COLUMNS", "row_to_entry",
+           "rows_to_entries"]
 
 log = logging.getLogger(__name__)
 
@@ -89,49 +91,6 @@ class TierHits:
     @classmethod
     def empty(cls) -> "TierHits":
         return cls([], np.zeros(0, dtype=np.float64))
-
-
-def row_to_entry(row: Sequence[Any]) -> Entry:
-    """A row in ENTRY_COLUMNS order -> Entry (validated on the way in; only the
-    timestamps are re-checked, as a file written by older code may hold one that
-    cannot be written out: ValidationError then)."""
-    (eid, etype, domain, title, desc, ctx, example, counter, why, tags, applies,
-     severity, origin, vfrom, vuntil, created, updated, chash) = row
-    for name, ts in (("valid_from", vfrom), ("valid_until", vuntil), ("created_at", created),
-                     ("updated_at", updated)):
-        if ts is not None and not valid_timestamp(ts):
-            raise ValidationError(name, f"entry {eid!r} holds {str(ts)[:40]}, not a timestamp "
-                                  "of years 1-9999 (fix it with `tiervault check --repair`)")
-    return Entry(id=eid, type=etype, domain=domain, title=title, description=desc, context=ctx,
-                 example=example, counter_example=counter, why=why,
-                 tags=tuple(tags.split()) if tags else (), applies_to=tuple(json.loads(applies)),
-                 severity=severity, origin=origin, valid_from=vfrom, valid_until=vuntil,
-                 created_at=created, updated_at=updated, content_hash=chash)
-
-
-def rows_to_entries(rows: Iterable[Sequence[Any]], tier: str) -> list[Entry]:
-    """Entries of ``rows``; a row that cannot be one (see :func:`row_to_entry`) is
-    reported once on the log and skipped, so one bad row never takes a read down."""
-    out = []
-    for row in rows:
-        try:
-            out.append(row_to_entry(row))
-        except ValidationError as exc:
-            if (tier, row[0]) not in _REPORTED:
-                _REPORTED.add((tier, row[0]))
-                log.warning("tier %r: skipped a damaged entry: %s", tier, exc)
-    return out
-
-
-_REPORTED: set[tuple[str, str]] = set()
-
-# A row whose timestamps the model would refuse (written by older code) is left out of
-# search answers, as rows_to_entries leaves it out of reads. NaN is stored as NULL.
-_SANE_TIMES = " AND ".join(
-    f"({c} IS NULL OR {c} BETWEEN {MIN_TIMESTAMP!r} AND {MAX_TIMESTAMP!r})" if nullable
-    else f"(e.{c.split('.')[-1]} BETWEEN {MIN_TIMESTAMP!r} AND {MAX_TIMESTAMP!r})"
-    for c, nullable in (("e.valid_from", True), ("e.valid_until", True),
-                        ("created_at", False), ("updated_at", False)))
 
 
 def _params(entry: Entry, gen: int, now: float) -> dict[str, Any]:
