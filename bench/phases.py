@@ -280,7 +280,7 @@ FTS5_NOTE = "3 tier files, LIMIT 30 each, no filters, OR of the query terms"
 def fts5_baseline(workdir: Path) -> tuple[Callable[[dict[str, Any]], Any], Callable[[], None]]:
     """(query function, close): one raw ``bm25()`` statement per tier file, plain sqlite3."""
     from tiervault.vault.query import match_expression, query_terms
-    from tiervault.vault.schema import FTS_WEIGHTS
+    from tiervault.vault.scoring import FTS_WEIGHTS
 
     sql = BASELINE_SQL.format(w=", ".join(f"{w:g}" for w in FTS_WEIGHTS))
     conns = [sqlite3.connect(f"file:{p}?mode=ro", uri=True) for p in tier_paths(workdir).values()]

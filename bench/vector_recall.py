@@ -27,7 +27,6 @@ from tiervault.embeddings.recall import CACHE_VERSION, VectorRecall, cache_paths
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.manager import VaultManager
-from tiervault.vault.vectors import TierVectors
 
 MODEL = "bench:random"
 
@@ -58,10 +57,9 @@ def part_a(workdir: Path, n: int, dim: int, repeat: int) -> dict:
         t0 = time.perf_counter()
         store.capture_many(Entry.create(id=f"e{i:07d}", title=f"t {i}", description="d",
                                         domain="rare" if i % 100 == 0 else "common") for i in range(n))
-        vecs = TierVectors(store)
         for s in range(0, n, 20_000):
             ids = [f"e{i:07d}" for i in range(s, min(s + 20_000, n))]
-            vecs.put(MODEL, zip(ids, ["h"] * len(ids), unit(rng, len(ids), dim)))
+            store.put_vectors(MODEL, zip(ids, ["h"] * len(ids), unit(rng, len(ids), dim)))
         setup_s = time.perf_counter() - t0
         store.postings()  # the BM25 mirror the filters use (built by search anyway)
         t0 = time.perf_counter()

@@ -185,7 +185,7 @@ class Brain:
         cands = self.manager.search(query, filters=filters, limit=fetch, tiers=tiers)
         complete = len(cands) < fetch  # every matching entry is in the candidate set
         if not complete and fetch < SMALL_CORPUS and self.config.small_corpus_guard:
-            total = _matching_count(cands.query, filters)
+            total = self.manager.count_matches(cands.query, filters, SMALL_CORPUS)
             if total < SMALL_CORPUS:
                 cands = self.manager.search(query, filters=filters, limit=max(total, 1), tiers=tiers)
                 complete = True
@@ -281,7 +281,8 @@ class Brain:
             hits = [h for h in hits if set(filters.tags) & set(h[0].topics.split())]
         if not hits:
             return []
-        ms = memory_signals(hits, lq, now=now, half_life_days=self.config.half_life_days,
+        ms = memory_signals(hits, lq, manager=self.manager, now=now,
+                            half_life_days=self.config.half_life_days,
                             query_tags=query_tags)
         tier_w = np.array([self.manager.tiers[t].weight for _, t in hits])
         weighted = ms.values @ weights.array
@@ -360,39 +361,6 @@ class Brain:
 
 def type_name(value: object) -> str:
     return type(value).__name__
-
-
-def _matching_count(lq: Any, filters: Filters, cap: int = SMALL_CORPUS) -> int:
-    """Entries matching the query and the filters over the searched tiers (duplicates
-    included), counted exactly only up to ``cap``: any answer >= cap means "many".
-
-    Cheap on the common path: matches are counted first; validity is checked on
-    the matching slots only; the full filter mask is built only for category
-    filters (type, domain, severity, origin, tags) and only when it could matter.
-    """
-    hits = {name: np.flatnonzero(lq.bm25[name] > 0) for name in lq.postings}
-    total = sum(h.size for h in hits.values())
-    if total < cap:
-        return total
-    category = filters.types or filters.domains or filters.severities or filters.origins or filters.tags
-    now = filters.moment
-    total = 0
-    for name, p in lq.postings.items():
-        slots = hits[name]
-        if category:
-            slots = slots[p.mask(filters)[slots]]
-        else:
-            with np.errstate(invalid="ignore"):
-                keep = np.ones(slots.size, dtype=bool)
-                if not filters.include_expired:
-                    keep &= ~(p.valid_until[slots] <= now)
-                if not filters.include_future:
-                    keep &= ~(p.valid_from[slots] > now)
-            slots = slots[keep]
-        total += slots.size
-        if total >= cap:
-            return total
-    return total
 
 
 def _rrf_scores(pool: Pool, cosines: np.ndarray | None, tier_w: np.ndarray) -> np.ndarray:

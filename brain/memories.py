@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from typing import Any
+
 import numpy as np
-import scipy.sparse as sp
 
 from tiervault.brain import signals
-from tiervault.vault.schema import FTS_WEIGHTS
-from tiervault.vault.scoring import bm25_term, fts5_idf
-from tiervault.vault.store import MemoryHit
+from tiervault.vault.rows import MemoryHit
+from tiervault.vault.scoring import FTS_WEIGHTS, bm25_term
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["MemorySignals", "memory_signals", "MEMORY_COLUMN_WEIGHTS"]
@@ -56,25 +56,22 @@ class MemorySignals:
 
 
 def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_life_days: float,
-                   query_tags: Sequence[str]) -> MemorySignals:
+                   query_tags: Sequence[str], manager: Any) -> MemorySignals:
     """Signals of each (memory, tier) hit on the entries' scale (see the module docstring)."""
     n = len(hits)
     lexical = np.zeros(n)
     tfidf = np.zeros(n)
     content = np.zeros(n, dtype=bool)
-    mirrors = lq.postings
-    if n and lq.stems and mirrors:
-        n_rows = sum(p.n_alive for p in mirrors.values())
-        total_len = sum(p.total_len for p in mirrors.values())
-        df = sum((p.matches(lq.stems).df for p in mirrors.values()), np.zeros(len(lq.stems)))
-        idf = fts5_idf(n_rows, df) if n_rows else np.ones(len(lq.stems))
-        avglen = total_len / n_rows if n_rows else 1.0
+    if n and lq.stems and lq.tiers:
+        # The entries' federated statistics (the memory is scored as one more entry row).
+        idf = lq.stats.idf() if lq.stats.n_docs else np.ones(len(lq.stems))
+        avglen = lq.stats.avg_len
         bound = lq.bound if lq.bound > 0 else float(np.sum(idf) * 2.2)
         stem_pos = {s: i for i, s in enumerate(lq.stems)}
         query_stem = STEMMER.stems(lq.words)
         stop_words = STOP_WORDS.get()
         content_stems = {query_stem[w] for w in lq.words if w not in stop_words}
-        qvecs: dict[str, sp.csr_matrix | None] = {}
+        documents: dict[str, list[tuple[int, list[str]]]] = {}
         for i, (hit, tier) in enumerate(hits):
             fields = {"summary": hit.summary, "context": hit.context, "topics": hit.topics,
                       "project": hit.project}
@@ -94,16 +91,13 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
             for j in np.flatnonzero(wtf):
                 score += float(bm25_term(np.array([wtf[j]]), np.array([doclen]), avglen, float(idf[j]))[0])
             lexical[i] = score / bound if bound > 0 else 0.0
-            p = mirrors.get(tier)
-            if p is None or p.tfidf_terms == 0:
-                continue
-            if tier not in qvecs:
-                qvecs[tier] = p.tfidf_vector(lq.words)
-            qv = qvecs[tier]
-            memory_vec = p.tfidf_vector(all_words) if qv is not None else None
-            if memory_vec is None:
-                continue
-            tfidf[i] = float(memory_vec.multiply(qv).sum())
+            if tier in lq.tiers:
+                documents.setdefault(tier, []).append((i, all_words))
+        for tier, docs in documents.items():
+            # TF-IDF cosine under the model of the memory's tier (fitted on its entries).
+            sims = manager.store(tier).text_similarity(lq.words, [words for _, words in docs])
+            for (i, _), sim in zip(docs, sims):
+                tfidf[i] = sim
     created = np.array([h.created_at for h, _ in hits], dtype=np.float64)
     nan = np.full(n, np.nan)
     values = np.zeros((n, 7))

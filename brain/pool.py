@@ -1,9 +1,11 @@
 """The candidate pool of one query: federated search hits plus graph / vector additions.
 
-Parallel per-candidate lists, filled cheaply: scoring fields come from
-``TierStore.light_rows`` (no full entries), lexical evidence from the query's
-:class:`~tiervault.vault.manager.LexicalQuery` (which scores ANY entry of a
-searched tier, so neighbours pulled in later get the same lexical signals).
+Parallel per-candidate lists, filled cheaply: scoring fields come from the
+backends' ``light_rows`` (:class:`~tiervault.vault.rows.LightRow`, no full
+entries), lexical evidence from the query's
+:class:`~tiervault.vault.manager.LexicalQuery` (``VaultManager.lexical_scores``
+scores ANY entry of a searched tier, so neighbours pulled in later get the same
+lexical signals).
 """
 
 from __future__ import annotations
@@ -14,27 +16,23 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.vault.filters import Filters
+from tiervault.vault.rows import LIGHT_FIELDS, LightRow
 
-__all__ = ["Pool", "passes_filters", "LIGHT"]
-
-# Positions in TierStore.light_rows rows.
-LIGHT = {name: i for i, name in enumerate(
-    ("id", "type", "domain", "severity", "title", "snippet", "tags", "created_at", "updated_at",
-     "valid_from", "valid_until", "content_hash", "chars"))}
+__all__ = ["Pool", "passes_filters"]
 
 
-def passes_filters(filters: Filters, row: Sequence[Any]) -> bool:
+def passes_filters(filters: Filters, row: LightRow) -> bool:
     """The same rules as ``Filters`` applied in SQL / by mask, on one light row."""
-    if filters.types and row[LIGHT["type"]] not in filters.types:
+    if filters.types and row.type not in filters.types:
         return False
-    if filters.domains and row[LIGHT["domain"]] not in filters.domains:
+    if filters.domains and row.domain not in filters.domains:
         return False
-    if filters.severities and row[LIGHT["severity"]] not in filters.severities:
+    if filters.severities and row.severity not in filters.severities:
         return False
-    if filters.tags and not set(filters.tags) & set((row[LIGHT["tags"]] or "").split()):
+    if filters.tags and not set(filters.tags) & set((row.tags or "").split()):
         return False
     now = filters.moment
-    until, start = row[LIGHT["valid_until"]], row[LIGHT["valid_from"]]
+    until, start = row.valid_until, row.valid_from
     if not filters.include_expired and until is not None and until <= now:
         return False
     if not filters.include_future and start is not None and start > now:
@@ -53,7 +51,7 @@ class Pool:
     lexical: list[float] = field(default_factory=list)
     tfidf: list[float] = field(default_factory=list)
     tier_weight: list[float] = field(default_factory=list)
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[LightRow] = field(default_factory=list)
     _index: dict[str, int] = field(default_factory=dict)
     _hashes: set[str] = field(default_factory=set)
 
@@ -80,9 +78,9 @@ class Pool:
         return pool
 
     def _append(self, eid: str, tier: str, via: str, also_in: tuple[str, ...], lexical: float,
-                tfidf: float, weight: float, row: tuple) -> None:
+                tfidf: float, weight: float, row: LightRow) -> None:
         self._index[eid] = len(self.ids)
-        self._hashes.add(row[LIGHT["content_hash"]])
+        self._hashes.add(row.content_hash)
         self.ids.append(eid)
         self.tiers.append(tier)
         self.via.append(via)
@@ -101,37 +99,42 @@ class Pool:
         content hash). Lexical evidence comes from ``lq``. Returns how many joined.
         """
         wanted = [i for i in dict.fromkeys(ids) if i not in self._index]
-        added = 0
-        found: dict[str, tuple[str, float, tuple]] = {}
+        found: dict[str, tuple[str, float, LightRow]] = {}
         for tier in manager.ordered(tiers):
             missing = [i for i in wanted if i not in found]
             if not missing:
                 break
             for eid, row in tier.store.light_rows(missing).items():
                 found[eid] = (tier.name, tier.weight, row)
+        joining: list[tuple[str, str, float, LightRow]] = []
+        hashes = set(self._hashes)
         for eid in wanted:
-            if added >= limit:
+            if len(joining) >= limit:
                 break
             hit = found.get(eid)
             if hit is None:
                 continue
             tier, weight, row = hit
-            if row[LIGHT["content_hash"]] in self._hashes or not passes_filters(filters, row):
+            if row.content_hash in hashes or not passes_filters(filters, row):
                 continue
-            lexical, tfidf = lq.scores(tier, eid)
+            hashes.add(row.content_hash)
+            joining.append((eid, tier, weight, row))
+        scores: dict[str, dict[str, tuple[float, float]]] = {}
+        for tier in dict.fromkeys(t for _, t, _, _ in joining):
+            scores[tier] = manager.lexical_scores(lq, tier, [e for e, t, _, _ in joining if t == tier])
+        for eid, tier, weight, row in joining:
+            lexical, tfidf = scores[tier].get(eid, (0.0, 0.0))
             self._append(eid, tier, via, (), lexical, tfidf, weight, row)
-            added += 1
-        return added
+        return len(joining)
 
     # -- column views ---------------------------------------------------------------
     def column(self, name: str) -> list[Any]:
-        k = LIGHT[name]
-        return [r[k] for r in self.rows]
+        if name not in LIGHT_FIELDS:
+            raise KeyError(f"{name!r} is not a LightRow field ({', '.join(LIGHT_FIELDS)})")
+        return [getattr(r, name) for r in self.rows]
 
     def times(self, name: str) -> np.ndarray:
-        k = LIGHT[name]
-        return np.array([np.nan if r[k] is None else r[k] for r in self.rows], dtype=np.float64)
+        return np.array([np.nan if v is None else v for v in self.column(name)], dtype=np.float64)
 
     def tag_lists(self) -> list[list[str]]:
-        k = LIGHT["tags"]
-        return [(r[k] or "").split() for r in self.rows]
+        return [(r.tags or "").split() for r in self.rows]

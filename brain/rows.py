@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tiervault.brain.pool import LIGHT, Pool
+from tiervault.brain.pool import Pool
 from tiervault.brain.shapes import SIGNALS
 from tiervault.brain.weights import WeightSet
 from tiervault.errors import TierVaultError
@@ -38,11 +38,11 @@ class EntryRows:
 
     def scan_row(self, i: int) -> dict[str, Any]:
         row = self.pool.rows[i]
-        out = {"id": row[LIGHT["id"]], "title": row[LIGHT["title"]], "score": _r(self.score[i]),
-               "type": row[LIGHT["type"]], "domain": row[LIGHT["domain"]],
-               "severity": row[LIGHT["severity"]], "tags": (row[LIGHT["tags"]] or "").split(),
-               "snippet": row[LIGHT["snippet"]] or "",
-               "tokenEstimate": int(math.ceil((row[LIGHT["chars"]] or 0) / 4)),
+        out = {"id": row.id, "title": row.title, "score": _r(self.score[i]),
+               "type": row.type, "domain": row.domain,
+               "severity": row.severity, "tags": (row.tags or "").split(),
+               "snippet": row.snippet or "",
+               "tokenEstimate": int(math.ceil((row.chars or 0) / 4)),
                "tier": self.pool.tiers[i]}
         if self.explain:
             out["explain"] = self._explain(i)

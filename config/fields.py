@@ -174,3 +174,4 @@ def url(o: Origin, key: str, value: Any) -> str:
         # The value is not echoed: a URL may carry credentials (https://user:pass@host).
         o.fail(key, "must be an http:// or https:// URL")
     return raw.rstrip("/")
+

@@ -41,7 +41,8 @@ from tiervault.embeddings.base import Embedder
 from tiervault.embeddings.index import l2_normalize
 from tiervault.errors import ConfigError, EmbeddingError
 from tiervault.vault.entry import Entry
-from tiervault.vault.vectors import TierVectors
+from tiervault.vault.backend import TierBackend
+from tiervault.vault.rows import VectorRow
 
 __all__ = [
     "EmbeddingPipeline",
@@ -171,22 +172,21 @@ class EmbeddingPipeline:
         return out
 
     # -- on write ----------------------------------------------------------------------
-    def on_write(self, store: Any, entries: Sequence[Entry]) -> dict[str, int]:
+    def on_write(self, store: TierBackend, entries: Sequence[Entry]) -> dict[str, int]:
         """Embed what changed among ``entries`` just committed to ``store``. Never raises
         for provider problems (states record them); returns the counts of this call."""
         counts = {"embedded": 0, "skipped": 0, "failed": 0, "pending": 0}
         if not entries:
             return counts
-        vectors = TierVectors(store)
         items = self.hashed(entries)
-        todo = self._up_to_date(vectors, items, counts, force=False)
+        todo = self._up_to_date(store, items, counts, force=False)
         if not todo:
             return counts
-        vectors.mark(self.model_key, [(e.id, h) for e, _, h in todo], "pending")
+        store.mark_embedding(self.model_key, [(e.id, h) for e, _, h in todo], "pending")
         if self.provider_down():
             counts["pending"] += len(todo)  # provider failed moments ago: leave it to backfill
             return counts
-        self._embed_all(vectors, todo, counts, stop_after=1)
+        self._embed_all(store, todo, counts, stop_after=1)
         return counts
 
     # The provider's health is shared by writes and queries (see EmbeddingRuntime):
@@ -211,7 +211,7 @@ class EmbeddingPipeline:
         return embed_on_write
 
     # -- backfill ----------------------------------------------------------------------
-    def backfill(self, store: Any, *, rebuild: bool = False, rehash: bool = True,
+    def backfill(self, store: TierBackend, *, rebuild: bool = False, rehash: bool = True,
                  on_progress: Progress | None = None) -> dict[str, int]:
         """Bring every vector of ``store`` up to date for this model.
 
@@ -223,12 +223,11 @@ class EmbeddingPipeline:
         bypassed the write hook). Safe to interrupt and rerun.
         """
         counts = {"embedded": 0, "skipped": 0, "failed": 0, "pending": 0}
-        vectors = TierVectors(store)
         if not store.exists:
             return counts
-        total = store.count() if (rehash or rebuild) else _backlog_size(vectors, self.model_key)
-        fetch = vectors.page if (rehash or rebuild) else (
-            lambda limit, after: vectors.backlog(self.model_key, limit, after=after))
+        total = store.count() if (rehash or rebuild) else _backlog_size(store, self.model_key)
+        fetch = (lambda limit, after: store.entries_after(after, limit)) if (rehash or rebuild) else (
+            lambda limit, after: store.embedding_backlog(self.model_key, limit, after=after))
         after, seen, given_up = "", 0, False
         while True:
             page = fetch(_PAGE, after=after)
@@ -237,38 +236,38 @@ class EmbeddingPipeline:
             after = page[-1].id
             seen += len(page)
             items = self.hashed(page)
-            todo = self._up_to_date(vectors, items, counts, force=rebuild)
+            todo = self._up_to_date(store, items, counts, force=rebuild)
             if given_up:
                 counts["pending"] += len(todo)
             elif todo:
                 # Failures are reported by the caller from the counts and last_error.
-                given_up = not self._embed_all(vectors, todo, counts, stop_after=3, level=logging.INFO,
+                given_up = not self._embed_all(store, todo, counts, stop_after=3, level=logging.INFO,
                                                progress=(on_progress, seen - len(page), total))
             if on_progress:
                 on_progress(min(seen, total) if total else seen, max(total, seen))
-        left = vectors.counts(self.model_key)
+        left = store.embedding_counts(self.model_key)
         counts["pending"] = max(counts["pending"], left["pending"] + left["missing"])
         return counts
 
     # -- internals ---------------------------------------------------------------------
-    def _up_to_date(self, vectors: TierVectors, items: list[tuple[Entry, str, str]],
+    def _up_to_date(self, store: TierBackend, items: list[tuple[Entry, str, str]],
                     counts: dict[str, int], *, force: bool) -> list[tuple[Entry, str, str]]:
         """Items needing a provider call; counts the others as skipped (and marks them
         ok when their stored vector already matches but the state says otherwise)."""
         if force:
             return items
         ids = [e.id for e, _, _ in items]
-        stored = vectors.input_hashes(self.model_key, ids)
+        stored = store.vector_input_hashes(self.model_key, ids)
         same = [(e, t, h) for e, t, h in items if stored.get(e.id) == h]
         if same:
-            states = vectors.errors(self.model_key, [e.id for e, _, _ in same])
-            stale = [(e.id, h) for e, _, h in same if states.get(e.id, ("ok",))[0] != "ok"]
+            states = store.embedding_status(self.model_key, [e.id for e, _, _ in same])
+            stale = [(e.id, h) for e, _, h in same if e.id in states and states[e.id].state != "ok"]
             if stale:  # e.g. an edit that failed to embed was reverted: the vector fits again
-                vectors.mark(self.model_key, stale, "ok")
+                store.mark_embedding(self.model_key, stale, "ok")
             counts["skipped"] += len(same)
         return [(e, t, h) for e, t, h in items if stored.get(e.id) != h]
 
-    def _embed_all(self, vectors: TierVectors, todo: list[tuple[Entry, str, str]],
+    def _embed_all(self, store: TierBackend, todo: list[tuple[Entry, str, str]],
                    counts: dict[str, int], *, stop_after: int,
                    progress: tuple[Progress | None, int, int] | None = None,
                    level: int = logging.WARNING) -> bool:
@@ -283,11 +282,11 @@ class EmbeddingPipeline:
                 # Not raised: the entries are committed; their state says what went wrong.
                 message = _error_text(exc)
                 self.record_failure(message)
-                vectors.mark(self.model_key, [(e.id, h) for e, _, h in batch], "error", message)
+                store.mark_embedding(self.model_key, [(e.id, h) for e, _, h in batch], "error", message)
                 counts["failed"] += len(batch)
                 failures += 1
                 log.log(level, "embedding %d entries of tier %r with %s failed (they are kept; "
-                        "`tiervault embed` retries): %s", len(batch), vectors.store.name,
+                        "`tiervault embed` retries): %s", len(batch), store.name,
                         self.model_key, message)
                 if failures >= stop_after:
                     counts["pending"] += len(todo) - start - len(batch)
@@ -295,8 +294,8 @@ class EmbeddingPipeline:
                 continue
             failures = 0
             self.record_success()
-            counts["embedded"] += vectors.put(
-                self.model_key, [(e.id, h, v) for (e, _, h), v in zip(batch, vecs)])
+            counts["embedded"] += store.put_vectors(
+                self.model_key, [VectorRow(e.id, h, v) for (e, _, h), v in zip(batch, vecs)])
             if progress and progress[0]:
                 progress[0](min(progress[1] + start + len(batch), progress[2]), progress[2])
         return True
@@ -312,6 +311,6 @@ class EmbeddingPipeline:
         return l2_normalize(vecs)
 
 
-def _backlog_size(vectors: TierVectors, model_key: str) -> int:
-    c = vectors.counts(model_key)
+def _backlog_size(store: TierBackend, model_key: str) -> int:
+    c = store.embedding_counts(model_key)
     return c["pending"] + c["error"] + c["missing"]

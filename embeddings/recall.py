@@ -45,7 +45,7 @@ from tiervault.embeddings.index import VectorIndex
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
 from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.filters import Filters
-from tiervault.vault.vectors import TierVectors
+from tiervault.vault.rows import IdMask
 
 __all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache"]
 
@@ -62,9 +62,13 @@ def _slug(model_key: str) -> str:
     return f"{safe}-{hashlib.sha1(model_key.encode()).hexdigest()[:8]}"
 
 
-def cache_paths(store: Any, model_key: str) -> tuple[Path, str]:
-    """(ids file, matrix file prefix) of the persisted index of ``store`` for ``model_key``."""
-    base = f"{store.path}.vec-{_slug(model_key)}"
+def cache_paths(store: Any, model_key: str) -> tuple[Path, str] | None:
+    """(ids file, matrix file prefix) of the persisted index of ``store`` for ``model_key``;
+    None when the backend wants no local cache (``cache_prefix()`` is None)."""
+    prefix = store.cache_prefix()
+    if prefix is None:
+        return None
+    base = f"{prefix}.vec-{_slug(model_key)}"
     return Path(base + ".ids"), base
 
 
@@ -111,14 +115,16 @@ class VectorRecall:
         for rank, tier in enumerate(self.manager.ordered(tiers)):
             if k == 0:
                 break
-            tier.store.postings()  # catch the mirror up first: the index is then never older
             state = self._state(tier.name)
             with state.lock:  # rows move on updates: map ids to rows and search in one go
+                # The filter view first: it catches the tier's mirror up, so the index,
+                # refreshed next, is never older than the view.
+                view = tier.store.filter_mask(filters)
                 index = self.index(tier.name)
                 if index is None or len(index) == 0:
                     continue
                 _check_dim(index, q)
-                allowed = allowed_rows(tier.store, index, filters, state)
+                allowed = allowed_rows(view, index, state)
                 ids, cos = index.search(q, k, allowed=allowed)
             hits.extend((-float(c) * tier.weight, rank, str(i), tier.name, float(c)) for i, c in zip(ids, cos))
         hits.sort(key=lambda h: (h[0], h[1]))
@@ -186,7 +192,6 @@ class VectorRecall:
         current = store.generation()
         if state.gen == current:
             return
-        vectors = TierVectors(store)
         if state.gen >= 0 and (current < state.gen or _epoch(store, state.gen) != state.epoch):
             state.gen = -1  # the tier file was replaced (a restored copy): start over
         if state.gen < 0:
@@ -194,14 +199,16 @@ class VectorRecall:
             if self._open_cache(store, state) and state.gen == current:
                 return
         if state.gen < 0:
-            gen, ids, matrix, _ = vectors.load(self.model_key, -1)
+            ch = store.vector_changes_since(self.model_key, -1)
+            gen, ids, matrix = ch.generation, ch.ids, ch.matrix
             state.index = self._build(store, ids, matrix) if ids else None
             state.gen, state.epoch = gen, _epoch(store, gen)
             if ids:
                 state.saved_rows = len(ids)
                 self._save(store, state)
             return
-        gen, ids, matrix, dead = vectors.load(self.model_key, state.gen)
+        ch = store.vector_changes_since(self.model_key, state.gen)
+        gen, ids, matrix, dead = ch.generation, ch.ids, ch.matrix, ch.deleted
         if state.index is not None and ids and matrix.shape[1] != state.index.dim:
             # Same model key, new dimension (vectors being rebuilt): start over.
             state.index, state.gen = None, -1
@@ -229,9 +236,10 @@ class VectorRecall:
         The cache is disposable: anything wrong with it (unreadable, truncated, wrong
         shape, a matrix name outside its own folder) costs one warning and a rebuild.
         """
-        if not self.persist:
+        paths = cache_paths(store, self.model_key) if self.persist else None
+        if paths is None:
             return False
-        ids_path, base = cache_paths(store, self.model_key)
+        ids_path, base = paths
         if not ids_path.exists():
             return False
         try:
@@ -261,10 +269,11 @@ class VectorRecall:
         """Write the index atomically next to the tier (fsync, rename; temporary files
         never outlive a failure); failure only costs a rebuild. Read-only tiers are
         never written next to."""
-        if not self.persist or state.index is None or state.gen < 0 or store.read_only:
+        paths = cache_paths(store, self.model_key) if self.persist else None
+        if paths is None or state.index is None or state.gen < 0 or store.read_only:
             return
         index = state.index
-        ids_path, base = cache_paths(store, self.model_key)
+        ids_path, base = paths
         matrix_path = Path(f"{base}-{uuid.uuid4().hex[:12]}.npy")
         try:
             # One locked snapshot: ids and rows taken together, so they always match.
@@ -348,25 +357,24 @@ def _remove_stale_matrices(ids_path: Path, base: str, ours: Path) -> None:
             pass
 
 
-def allowed_rows(store: Any, index: VectorIndex, filters: Filters,
+def allowed_rows(view: IdMask, index: VectorIndex,
                  state: _TierState | None = None) -> np.ndarray | None:
     """The pre-filter for ``index``: a boolean row mask, or None when every row passes.
 
-    The tier's postings mask says which entries (slots) pass; the slot -> row map
-    turns it into rows. That map is cached in ``state`` until the mirror or the
-    index changes, so a query costs a few vector operations, not id look-ups.
+    The tier's filter view (``TierBackend.filter_mask``) says which entry positions
+    pass; the position -> row map turns it into rows. That map is cached in
+    ``state`` until the view's positions or the index change, so a query costs a
+    few vector operations, not id look-ups.
     """
-    p = store.postings()
-    key = (id(p), p.gen, len(p.ids), index.version, len(index))
+    key = (view.version, index.version, len(index))
     if state is not None and state.slot_rows_key == key:
         slot_rows = state.slot_rows
     else:
-        slot_rows = index.rows_of(p.ids)
-        slot_rows[~p.alive] = -1  # an updated entry's old slot shares its id
+        slot_rows = index.rows_of(view.ids)
         if state is not None:
             state.slot_rows, state.slot_rows_key = slot_rows, key
     assert slot_rows is not None
-    rows = slot_rows[p.mask(filters)]
+    rows = slot_rows[view.mask]
     rows = rows[rows >= 0]
     if rows.size == len(index):
         return None  # every vector passes (the usual unfiltered query)

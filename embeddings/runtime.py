@@ -143,5 +143,5 @@ def attach_embeddings(manager: Any, settings: Any, *, embedder: Embedder | None 
         return None
     runtime = EmbeddingRuntime(manager, embedder, pipeline, VectorRecall(manager, pipeline.model_key))
     manager.add_write_hook(pipeline.hook(manager))
-    manager.embeddings = runtime
+    manager.attach_embeddings(runtime)
     return runtime

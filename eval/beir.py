@@ -9,7 +9,7 @@ the split and reports nDCG@10, Recall@100 and MRR@10 (trec_eval, eval/metrics.py
 for each method, all retrieving ``--depth`` (100) documents:
 
 * ``bm25``: FTS5 ``bm25()`` alone, the tier's ``search_fts`` (field weights included);
-* ``tfidf``: TF-IDF cosine alone over the search mirror (``LexicalQuery.tfidf``, all docs);
+* ``tfidf``: TF-IDF cosine alone over the search mirror (``Postings.tfidf_scores`` of the SQLite tier, all docs);
 * ``brain_fts``: ``Brain.search_intelligent`` without vectors (scan mode, limit 100);
 * ``vector``: dense retrieval alone (the embeddings runtime's federated vector recall);
 * ``brain_hybrid``: ``search_intelligent`` with the runtime as its vector source;
@@ -109,7 +109,6 @@ def attach_vectors(manager: Any, tier: str, db_path: Path, ids: list[str], embed
     from tiervault.config import load_settings
     from tiervault.embeddings.pipeline import input_hash
     from tiervault.embeddings.runtime import attach_embeddings
-    from tiervault.vault.vectors import TierVectors
 
     config = workdir / "agent.yaml"
     config.write_text(f"tiers:\n  {tier}: {json.dumps(str(db_path))}\n"
@@ -125,9 +124,8 @@ def attach_vectors(manager: Any, tier: str, db_path: Path, ids: list[str], embed
     docs, cached = embed_cached(embedder, texts, "docs", cache_dir)
     embed_s = time.perf_counter() - t0
     key = runtime.model_key
-    vectors = TierVectors(store)
     for i in range(0, len(entries), 2_000):
-        vectors.put(key, [(e.id, input_hash(key, t), v) for e, t, v in
+        store.put_vectors(key, [(e.id, input_hash(key, t), v) for e, t, v in
                           zip(entries[i:i + 2_000], texts[i:i + 2_000], docs[i:i + 2_000])])
     runtime.recall.warm([tier])
     return runtime, {"model_key": key, "dim": int(docs.shape[1]), "doc_embeddings_cached": cached,
@@ -171,11 +169,14 @@ class Runner:
         return self._each("bm25", lambda t: store.search_fts(query_terms(t), everything, self.depth).ids)
 
     def tfidf(self) -> Ranked:
+        from tiervault.vault.query import query_terms
         from tiervault.vault.scoring import top_k
 
+        store = self.manager.store(TIER)  # an SQLite tier: its mirror is read directly
+
         def one(text: str) -> list[str]:
-            lq = self.manager.lexical_query(text, [TIER])
-            scores, p = lq.tfidf[TIER], lq.postings[TIER]
+            p = store.postings()
+            scores = p.tfidf_scores(query_terms(text))
             return [p.ids[i] for i in top_k(scores, self.depth, p.alive & (scores > 0))]
         return self._each("tfidf", one)
 

@@ -194,7 +194,7 @@ def test_sigkill_during_bulk_import_loses_no_acknowledged_batch(tmp_path):
     assert check_tier(db, [{final}] * N, CLI_BATCH, final) == [final] * N
     with TierStore(db, name="project") as store:
         assert store.count() == N
-        hashes = {h for (h,) in store._query("SELECT content_hash FROM entries")}
+        hashes = {h for (h,) in store.db.query("SELECT content_hash FROM entries")}
         assert len(hashes) == N  # no entry stored twice under any id
     print(f"\ncrash: {ROUNDS} SIGKILLs of a {N}-entry import (batches of {BATCH}), "
           f"{interrupted} mid-import, {acked_total} acknowledged entry writes verified; "

@@ -43,7 +43,6 @@ from tiervault.embeddings.runtime import attach_embeddings
 from tiervault.embeddings.transport import DEFAULT_MAX_ATTEMPTS
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
-from tiervault.vault.vectors import TierVectors
 
 PACK = Path(__file__).resolve().parents[1] / "vault" / "packs" / "starter.jsonl"
 KEY = "sk-failing-provider-test"
@@ -116,7 +115,7 @@ def setup(tmp_path):
 
 def test_every_fault_search_answers_fts_only_and_writes_commit(setup):
     server, brain, fts, runtime = setup["server"], setup["brain"], setup["fts"], setup["runtime"]
-    vectors = TierVectors(brain.manager.store("agent"))
+    vectors = brain.manager.store("agent")
     healthy = brain.search_intelligent("retry with backoff", mode="full", explain=True)
     assert healthy and healthy[0]["explain"]["weightSet"] == "hybrid"
     injected = 0
@@ -147,14 +146,14 @@ def test_every_fault_search_answers_fts_only_and_writes_commit(setup):
         injected += len(server.requests) - seen
         assert stored.id == entry.id and len(server.requests) - seen <= ATTEMPTS
         assert [r["id"] for r in brain.search_intelligent(f"marker{n}")] == [entry.id]
-        state = vectors.errors(runtime.model_key, [entry.id])[entry.id][0]
+        state = vectors.embedding_status(runtime.model_key, [entry.id])[entry.id][0]
         assert state in ("pending", "error"), (name, state)
         captured.append(entry.id)
 
     server.state.faults.clear()  # the provider heals; the next `tiervault embed` catches up
     counts = runtime.backfill("agent")
     assert counts["failed"] == 0 and counts["pending"] == 0
-    states = vectors.errors(runtime.model_key, captured)
+    states = vectors.embedding_status(runtime.model_key, captured)
     assert {states[i][0] for i in captured} == {"ok"}
     rows = brain.search_intelligent("captured during the provider failure", explain=True)
     assert rows[0]["explain"]["weightSet"] == "hybrid"
@@ -174,7 +173,7 @@ def test_refused_connection(setup, tmp_path):
     stored = brain.manager.capture(Entry.from_dict({"id": "refused", "title": "Refused provider",
                                                     "description": "still committed"}), "agent")
     assert brain.manager.get("refused")[0] == stored
-    state = TierVectors(brain.manager.store("agent")).errors(runtime.model_key, ["refused"])
+    state = brain.manager.store("agent").embedding_status(runtime.model_key, ["refused"])
     assert state["refused"][0] in ("pending", "error")
     runtime.close()
     brain.close()
@@ -214,15 +213,15 @@ def test_sigkill_during_embed_on_write_leaves_entry_pending_for_the_next_embed(s
     manager = setup["brain"].manager
     runtime = setup["runtime"]
     assert manager.search("zebracrossing").ids == ["killed-mid-embed"]  # committed, in FTS
-    vectors = TierVectors(manager.store("agent"))
-    assert vectors.errors(runtime.model_key, ["killed-mid-embed"])["killed-mid-embed"][0] == "pending"
+    vectors = manager.store("agent")
+    assert vectors.embedding_status(runtime.model_key, ["killed-mid-embed"])["killed-mid-embed"][0] == "pending"
     assert manager.store("agent").integrity_problems() == []
     server.state.faults.clear()
     r = subprocess.run([sys.executable, "-m", "tiervault", "--config", str(config), "embed", "--json"],
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["embedded"] >= 1
-    assert vectors.errors(runtime.model_key, ["killed-mid-embed"])["killed-mid-embed"][0] == "ok"
+    assert vectors.embedding_status(runtime.model_key, ["killed-mid-embed"])["killed-mid-embed"][0] == "ok"
 
 
 def test_searches_right_after_a_provider_failure_do_not_wait_on_it_again(setup):

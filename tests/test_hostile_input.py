@@ -337,7 +337,7 @@ def test_injection_strings_are_just_values(tmp_path):
         assert [e.id for e in store.list_entries(filters=filters)] == ["target"]
     assert store.get("target") == target
     assert store.count() == total  # nothing deleted, every table still there
-    names = {r[0] for r in store._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    names = {r[0] for r in store.db.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"entries", "links", "feedback", "meta", "memories"} <= names
     assert store.integrity_problems() == []
     m.close()

@@ -25,7 +25,6 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.manager import VaultManager
 from tiervault.vault.store import TierStore
-from tiervault.vault.vectors import TierVectors
 
 KEY = "sk-secret-do-not-print-4242"
 FAST = {"backoff_base_s": 0.001, "backoff_max_s": 0.002}
@@ -118,7 +117,7 @@ def test_capture_embeds_once_and_unchanged_input_makes_no_request(vault, embeddi
     for e, vec in zip(entries, want):
         assert rows[e.id][0] == input_hash(pipe.model_key, pipe.text(e))
         np.testing.assert_allclose(rows[e.id][1], vec, rtol=1e-6)
-    assert TierVectors(store).counts(pipe.model_key) == {"pending": 0, "ok": 5, "error": 0, "missing": 0}
+    assert store.embedding_counts(pipe.model_key) == {"pending": 0, "ok": 5, "error": 0, "missing": 0}
 
     before = len(srv.requests)
     vault.capture_many(entries, "agent")  # identical
@@ -173,8 +172,10 @@ def test_model_switch_reembeds_and_keeps_vectors_apart(vault, embeddings_server)
     srv.clear()
     assert second.backfill(store)["skipped"] == 6 and first.backfill(store)["skipped"] == 6
     assert srv.requests == []
-    _, ids_a, m_a, _ = TierVectors(store).load(first.model_key)
-    _, ids_b, m_b, _ = TierVectors(store).load(second.model_key)
+    _ch = store.vector_changes_since(first.model_key, -1)
+    ids_a, m_a = _ch.ids, _ch.matrix
+    _ch = store.vector_changes_since(second.model_key, -1)
+    ids_b, m_b = _ch.ids, _ch.matrix
     assert m_a.shape == (6, 8) and m_b.shape == (6, 12)
 
 
@@ -189,27 +190,27 @@ def test_failing_provider_never_loses_the_write_and_records_the_error(vault, emb
     assert len(srv.requests) == 3  # the provider's own retries, then given up
     hits = vault.search("number", filters=Filters())
     assert hits.ids == [e.id]  # lexical search still answers
-    vectors = TierVectors(vault.store("agent"))
-    state, error, retries = vectors.errors(pipe.model_key, [e.id])[e.id]
+    vectors = vault.store("agent")
+    state, error, retries = vectors.embedding_status(pipe.model_key, [e.id])[e.id]
     assert state == "error" and retries == 1 and "500" in error and KEY not in error
 
     # Within the cool-down the provider is not called again: the next write stays pending.
     vault.capture(entry(2), "agent")
     assert len(srv.requests) == 3
-    assert vectors.errors(pipe.model_key, ["e0002"])["e0002"][0] == "pending"
+    assert vectors.embedding_status(pipe.model_key, ["e0002"])["e0002"][0] == "pending"
 
     # Another failure later bumps the retry count of the entry that failed.
     clock.now += 60
     srv.push(*[Fault("status", status=503)] * 3)
     vault.capture(entry(1, description="edited while the provider is down"), "agent")
-    state, error, retries = vectors.errors(pipe.model_key, ["e0001"])["e0001"]
+    state, error, retries = vectors.embedding_status(pipe.model_key, ["e0001"])["e0001"]
     assert state == "error" and "503" in error and retries == 2
 
     # The provider is back: backfill picks up the errored and the pending entry.
     counts = pipe.backfill(vault.store("agent"))
     assert counts == {"embedded": 2, "skipped": 0, "failed": 0, "pending": 0}
-    assert vectors.counts(pipe.model_key) == {"pending": 0, "ok": 2, "error": 0, "missing": 0}
-    assert vectors.errors(pipe.model_key, ["e0001"])["e0001"] == ("ok", "", 0)
+    assert vectors.embedding_counts(pipe.model_key) == {"pending": 0, "ok": 2, "error": 0, "missing": 0}
+    assert vectors.embedding_status(pipe.model_key, ["e0001"])["e0001"] == ("ok", "", 0)
 
 
 def test_refused_connection_keeps_entries_and_backfill_recovers(vault, embeddings_server):
@@ -219,8 +220,8 @@ def test_refused_connection_keeps_entries_and_backfill_recovers(vault, embedding
     pipe = attach(vault, openai(dead))
     vault.capture_many([entry(i) for i in range(3)], "agent")
     assert vault.store("agent").count() == 3
-    vectors = TierVectors(vault.store("agent"))
-    states = vectors.errors(pipe.model_key, ["e0000", "e0001", "e0002"])
+    vectors = vault.store("agent")
+    states = vectors.embedding_status(pipe.model_key, ["e0000", "e0001", "e0002"])
     assert {s[0] for s in states.values()} == {"error"} and all(s[2] == 1 for s in states.values())
     assert all("Embedding" in s[1] for s in states.values())
     down = EmbeddingPipeline(openai(dead))
@@ -237,10 +238,10 @@ def test_backfill_picks_up_pending_unhooked_and_edited_entries(vault, embeddings
     pipe = EmbeddingPipeline(openai(srv.openai_url))
     store = vault.store("agent")
     store.capture_many([entry(i) for i in range(10)])  # no hook: never embedded
-    vectors = TierVectors(store)
+    vectors = store
     # A process that died after marking its batch pending, before embedding it:
-    vectors.mark(pipe.model_key, [("e0003", "h"), ("e0004", "h")], "pending")
-    assert vectors.counts(pipe.model_key)["pending"] == 2
+    vectors.mark_embedding(pipe.model_key, [("e0003", "h"), ("e0004", "h")], "pending")
+    assert vectors.embedding_counts(pipe.model_key)["pending"] == 2
     assert pipe.backfill(store) == {"embedded": 10, "skipped": 0, "failed": 0, "pending": 0}
     # Edits written without the hook (e.g. markdown import): found by the re-hash pass only.
     store.capture_many([entry(5, title="Renamed five"), entry(7, context="new context")])
@@ -269,7 +270,7 @@ def test_interrupted_backfill_resumes_without_redoing_work(vault, embeddings_ser
     with pytest.raises(KeyboardInterrupt):
         pipe.backfill(store, on_progress=stop_after_first_batch)
     assert seen == [(100, 250)]
-    assert TierVectors(store).counts(pipe.model_key)["ok"] == 100
+    assert store.embedding_counts(pipe.model_key)["ok"] == 100
     counts = pipe.backfill(store)
     assert counts == {"embedded": 150, "skipped": 100, "failed": 0, "pending": 0}
     assert len(inputs_sent(srv)) == 250  # every entry sent exactly once over both runs
@@ -292,8 +293,8 @@ def test_deleted_entry_is_not_resurrected_by_a_late_vector(vault):
     pipe = attach(vault, emb)
     vault.capture(entry(1), "agent")
     vault.delete("e0001", "agent")
-    vectors = TierVectors(vault.store("agent"))
-    assert vectors.counts(pipe.model_key) == {"pending": 0, "ok": 0, "error": 0, "missing": 0}
+    vectors = vault.store("agent")
+    assert vectors.embedding_counts(pipe.model_key) == {"pending": 0, "ok": 0, "error": 0, "missing": 0}
     assert stored(vault.store("agent"), pipe.model_key) == {}
 
 

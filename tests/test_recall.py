@@ -19,7 +19,6 @@ from tiervault.vault.entry import ENTRY_TYPES, Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.manager import VaultManager
 from tiervault.vault.store import TierStore
-from tiervault.vault.vectors import TierVectors
 
 MODEL = "test:random"
 DIM = 24
@@ -42,7 +41,7 @@ def fill(store: TierStore, rng: np.random.Generator, n: int, prefix: str, **pick
         entries.append(Entry.create(**fields))
     store.capture_many(entries)
     vecs = unit(rng, n)
-    TierVectors(store).put(MODEL, [(e.id, "h", v) for e, v in zip(entries, vecs)])
+    store.put_vectors(MODEL, [(e.id, "h", v) for e, v in zip(entries, vecs)])
     return {e.id: v for e, v in zip(entries, vecs)}
 
 
@@ -107,7 +106,7 @@ def test_same_id_in_two_tiers_is_returned_once_from_the_higher_priority_tier(vau
     for name in ("agent", "team"):
         store = vault.store(name)
         store.capture(Entry.create(id="shared", title="shared", description="d"))
-        TierVectors(store).put(MODEL, [("shared", "h", v)])
+        store.put_vectors(MODEL, [("shared", "h", v)])
     ids, tiers, cos = VectorRecall(vault, MODEL).search(v, 5)
     assert ids == ["shared"] and tiers == ["agent"] and cos[0] == pytest.approx(1.0, abs=1e-6)
 
@@ -163,7 +162,7 @@ def test_catch_up_after_writes_and_deletes_by_another_store_instance(vault, tmp_
             del vecs[e]
         changed = "a00001"
         newv = unit(rng, 1)[0]
-        TierVectors(other).put(MODEL, [(changed, "h2", newv)])
+        other.put_vectors(MODEL, [(changed, "h2", newv)])
         vecs[changed] = newv
     finally:
         other.close()
@@ -193,13 +192,13 @@ def test_persisted_index_opens_memory_mapped_and_catches_up(vault, monkeypatch):
     extra = fill(store, rng, 10, "b")
     vecs.update(extra)
     loads: list[int] = []
-    real_load = TierVectors.load
+    real_load = TierStore.vector_changes_since
 
-    def counting_load(self, model, since_gen=-1):
-        loads.append(since_gen)
-        return real_load(self, model, since_gen)
+    def counting_load(self, model, since):
+        loads.append(since)
+        return real_load(self, model, since)
 
-    monkeypatch.setattr(TierVectors, "load", counting_load)
+    monkeypatch.setattr(TierStore, "vector_changes_since", counting_load)
     second = VectorRecall(vault, MODEL)
     check_same(second.search(q, 30), reference(q, [("agent", 1.0, vecs)], 30))
     assert loads and -1 not in loads  # opened from the cache, only the 10 new rows read from SQL
@@ -285,7 +284,7 @@ def test_query_embedding_failure_is_a_typed_error_and_brain_falls_back(tmp_path,
         rt = attach_embeddings(manager, settings, backoff_base_s=0.001, backoff_max_s=0.002)
         assert rt is not None
         manager.capture(Entry.create(id="wal", title="Use WAL mode", description="readers"), "agent")
-        assert TierVectors(manager.store("agent")).counts(rt.model_key)["ok"] == 1
+        assert manager.store("agent").embedding_counts(rt.model_key)["ok"] == 1
         brain = Brain(manager, settings, vectors=rt)
         assert [r["id"] for r in brain.search_intelligent("WAL mode")] == ["wal"]
         srv.push(*[Fault("status", status=500)] * 3)

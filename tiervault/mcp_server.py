@@ -333,7 +333,7 @@ def serve(settings: Any, *, read_only: bool = False) -> None:
     with Brain.open(settings) as brain:
         runtime = brain.vectors
         server = build_server(brain, read_only=read_only)
-        tiers = ", ".join(f"{t.name}={t.path}" for t in settings.tiers)
+        tiers = ", ".join(f"{t.name}={t.location}" for t in settings.tiers)
         log.info("tiervault mcp: serving %s tools over stdio%s; tiers: %s; vectors: %s",
                  len(READ_TOOLS) + (0 if read_only else len(WRITE_TOOLS)),
                  " (read-only)" if read_only else "", tiers,

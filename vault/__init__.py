@@ -4,7 +4,8 @@ from tiervault.vault.backend import TierBackend, open_tier
 from tiervault.vault.entry import ENTRY_TYPES, FEEDBACK_ACTIONS, LINK_TYPES, ORIGINS, SEVERITIES, Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.manager import Candidates, LexicalQuery, Tier, VaultManager
-from tiervault.vault.store import Link, MemoryHit, TierHits, TierStore
+from tiervault.vault.rows import Link, MemoryHit
+from tiervault.vault.store import TierHits, TierStore
 
 __all__ = [
     "Entry",

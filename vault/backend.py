@@ -33,6 +33,7 @@ from tiervault.vault.rows import (
     FeedbackCounts,
     FeedbackEvent,
     FeedbackRow,
+    IdMask,
     LexicalHit,
     LightRow,
     Memory,
@@ -70,6 +71,11 @@ class TierBackend(Protocol):
     @property
     def exists(self) -> bool:
         """False while the tier has never been written (it searches as empty)."""
+        ...
+
+    def create(self) -> bool:
+        """Create the tier's storage if it does not exist yet (schema only, no entries);
+        True when this call created it. ``tiervault init`` / quickstart use it."""
         ...
 
     def uid(self) -> str:
@@ -194,6 +200,11 @@ class TierBackend(Protocol):
     def text_similarity(self, words: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
         """TF-IDF cosine of ``words`` with each document (a list of words) under this
         tier's TF-IDF model; 0.0 each when the backend has no model."""
+        ...
+
+    def filter_mask(self, filters: Filters) -> IdMask:
+        """Which entries pass ``filters``, over the tier's id positions (the vector
+        index's pre-filter, see :class:`~tiervault.vault.rows.IdMask`)."""
         ...
 
     # -- links ------------------------------------------------------------------------

@@ -1,54 +1,35 @@
 """A tier's journal: session memories (with their own FTS5 index) and feedback.
 
-Mixed into :class:`tiervault.vault.store.TierStore`, whose connection, lock and
-write transactions it uses, so the SQL stays inside the tier store.
+Part of the SQLite backend: :class:`Journal` runs its SQL on the tier's
+:class:`~tiervault.vault.sqlite_db.SqliteDb`; :class:`TierStore` exposes it
+through the :class:`~tiervault.vault.backend.TierBackend` methods.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
 from tiervault.vault.query import MAX_QUERY_CHARS, match_expression
-from tiervault.vault.rows import FeedbackEvent, Memory, WeightRecord
+from tiervault.vault.rows import FeedbackCounts, FeedbackEvent, FeedbackRow, Memory, MemoryHit, WeightRecord
+from tiervault.vault.sqlite_db import SqliteDb
 
-__all__ = ["JournalMixin", "MemoryHit", "Memory", "MAX_WEIGHT_RECORDS"]
+__all__ = ["Journal", "MAX_WEIGHT_RECORDS"]
 
 #: weight_history keeps this many newest rows (older refits are dropped on write).
 MAX_WEIGHT_RECORDS = 200
 
-
-@dataclass(frozen=True, slots=True)
-class MemoryHit:
-    """A session memory matched by a query; ``score`` is FTS5 bm25 (higher is better)."""
-
-    id: str
-    summary: str
-    context: str
-    topics: str
-    project: str
-    created_at: float
-    score: float
-
-
 _MEMORY_COLUMNS = "id, summary, context, topics, project, created_at"
 
 
-class JournalMixin:
-    """Memories and feedback of one tier.
+class Journal:
+    """Memories and feedback of one tier file."""
 
-    Uses the host TierStore's ``_write()`` (one write transaction), ``_query()``,
-    ``_reader()`` and ``_conn``.
-    """
-
-    _conn: Any
-    _write: Any
-    _query: Any
-    _reader: Any
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
 
     # -- memories -------------------------------------------------------------------
     def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),
@@ -64,41 +45,42 @@ class JournalMixin:
             topics = " ".join(topics)
         topic_text = check_text("topics", topics)  # a string, or a list of strings
         memory_id = "mem-" + uuid.uuid4().hex[:16]
-        with self._write():
-            self._conn.execute(  # type: ignore[union-attr]
+        with self.db.write("add_memory") as txn:
+            txn.conn.execute(
                 "INSERT INTO memories(id, summary, context, topics, project, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (memory_id, summary, context, topic_text, project, created_at or time.time()))
         return memory_id
 
-    def search_memories(self, terms: list[str], limit: int) -> list[MemoryHit]:
-        if not terms or self._reader() is None:
+    def search_memories(self, terms: Sequence[str], limit: int) -> list[MemoryHit]:
+        if not terms or limit <= 0 or self.db.reader() is None:
             return []
-        rows = self._query(
+        rows = self.db.query(
             "SELECT m.id, m.summary, m.context, m.topics, m.project, m.created_at, "
             "-bm25(memories_fts) AS s FROM memories_fts JOIN memories m "
             "ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?",
-            (match_expression(terms), limit))
-        return [MemoryHit(*r) for r in rows]
+            (match_expression(list(terms)), limit))
+        return [MemoryHit(id=r[0], summary=r[1], context=r[2], topics=r[3], project=r[4],
+                          created_at=r[5], score=r[6]) for r in rows]
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         """Memories by id (unknown ids are absent)."""
         if not ids:
             return {}
-        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories "
-                           "WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
+        rows = self.db.query(f"SELECT {_MEMORY_COLUMNS} FROM memories "
+                             "WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
         return {r[0]: Memory(*r) for r in rows}
 
     def list_memories(self, *, limit: int = 20, offset: int = 0,
                       project: str | None = None) -> list[Memory]:
         """Newest first; ``project`` keeps only that project's memories."""
-        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (?1 IS NULL OR "
-                           "project = ?1) ORDER BY created_at DESC, rowid DESC LIMIT ?2 OFFSET ?3",
-                           (project, limit, offset))
+        rows = self.db.query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (?1 IS NULL OR "
+                             "project = ?1) ORDER BY created_at DESC, rowid DESC LIMIT ?2 OFFSET ?3",
+                             (project, limit, offset))
         return [Memory(*r) for r in rows]
 
     def memory_count(self) -> int:
-        rows = self._query("SELECT count(*) FROM memories")
+        rows = self.db.query("SELECT count(*) FROM memories")
         return rows[0][0] if rows else 0
 
     # -- feedback -------------------------------------------------------------------
@@ -113,30 +95,30 @@ class JournalMixin:
         check_text("query", query, MAX_QUERY_CHARS)
         if not check_text("entry_id", entry_id, MAX_ID_CHARS):
             raise ValidationError("entry_id", "is required")
-        with self._write():
-            conn = self._conn
-            assert conn is not None
+        agent, context = check_text("agent", agent), check_text("context", context)
+        with self.db.write("add_feedback") as txn:
+            conn = txn.conn
             conn.execute("INSERT INTO feedback(query, entry_id, action, created_at, agent, context) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
-                         (query, entry_id, action, time.time(), check_text("agent", agent),
-                          check_text("context", context)))
+                         (query, entry_id, action, time.time(), agent, context))
             conn.execute("INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE "
                          "SET value = CAST(value AS INTEGER) + 1", (f"feedback:{action}",))
 
-    def feedback_counts(self) -> dict[str, int]:
+    def feedback_counts(self) -> FeedbackCounts:
         """{action: count} from running counters (O(1), no table scan)."""
-        rows = self._query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%'")
+        rows = self.db.query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%'")
         counts = {a: 0 for a in FEEDBACK_ACTIONS}
         counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
-        return counts
+        return FeedbackCounts(accepted=counts["accepted"], modified=counts["modified"],
+                              dismissed=counts["dismissed"], failed=counts["failed"])
 
-    def feedback_for(self, entry_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
-        """(entry_id, query, action, created_at) rows for these entries."""
+    def feedback_for(self, entry_ids: Sequence[str]) -> list[FeedbackRow]:
+        """Every feedback row recorded for these entries."""
         if not entry_ids:
             return []
-        return self._query(
+        return [FeedbackRow(*r) for r in self.db.query(
             "SELECT entry_id, query, action, created_at FROM feedback "
-            "WHERE entry_id IN (SELECT value FROM json_each(?))", (json.dumps(list(entry_ids)),))
+            "WHERE entry_id IN (SELECT value FROM json_each(?))", (json.dumps(list(entry_ids)),))]
 
     def _event_columns(self) -> str:
         """The FeedbackEvent columns; a read-only tier older than schema v4 (readable
@@ -148,20 +130,20 @@ class JournalMixin:
     def _feedback_context_version(self) -> bool:
         from tiervault.vault.schema import FEEDBACK_CONTEXT_FROM
 
-        rows = self._query("PRAGMA user_version")
+        rows = self.db.query("PRAGMA user_version")
         return bool(rows) and rows[0][0] >= FEEDBACK_CONTEXT_FROM
 
     def feedback_events(self, limit: int) -> list[FeedbackEvent]:
         """The newest ``limit`` feedback actions, oldest first (a bounded read)."""
-        rows = self._query(f"SELECT {self._event_columns()} FROM feedback ORDER BY seq DESC LIMIT ?",
-                           (int(limit),))
+        rows = self.db.query(f"SELECT {self._event_columns()} FROM feedback ORDER BY seq DESC LIMIT ?",
+                             (int(limit),))
         return [FeedbackEvent(*r) for r in reversed(rows)]
 
     def feedback_events_for(self, entry_ids: Sequence[str], limit: int) -> list[FeedbackEvent]:
         """The newest ``limit`` feedback actions on these entries, oldest first."""
         if not entry_ids:
             return []
-        rows = self._query(
+        rows = self.db.query(
             f"SELECT {self._event_columns()} FROM feedback WHERE entry_id IN "
             "(SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT ?",
             (json.dumps(list(entry_ids)), int(limit)))
@@ -170,19 +152,17 @@ class JournalMixin:
     def add_weight_record(self, events: int, pairs: int, weights: str,
                           created_at: float | None = None) -> None:
         """Append one refit to weight_history, keeping the newest MAX_WEIGHT_RECORDS rows."""
-        with self._write():
-            conn = self._conn
-            assert conn is not None
-            conn.execute("INSERT INTO weight_history(created_at, events, pairs, weights) "
-                         "VALUES (?, ?, ?, ?)",
-                         (created_at or time.time(), int(events), int(pairs), weights))
-            conn.execute("DELETE FROM weight_history WHERE seq <= "
-                         "(SELECT max(seq) FROM weight_history) - ?", (MAX_WEIGHT_RECORDS,))
+        with self.db.write("add_weight_record") as txn:
+            txn.conn.execute("INSERT INTO weight_history(created_at, events, pairs, weights) "
+                             "VALUES (?, ?, ?, ?)",
+                             (created_at or time.time(), int(events), int(pairs), weights))
+            txn.conn.execute("DELETE FROM weight_history WHERE seq <= "
+                             "(SELECT max(seq) FROM weight_history) - ?", (MAX_WEIGHT_RECORDS,))
 
     def weight_history(self, limit: int = 20) -> list[WeightRecord]:
         """The newest ``limit`` refits, oldest first (none on a tier older than v4)."""
         if not self._feedback_context_version():
             return []
-        rows = self._query("SELECT seq, created_at, events, pairs, weights FROM weight_history "
-                           "ORDER BY seq DESC LIMIT ?", (int(limit),))
+        rows = self.db.query("SELECT seq, created_at, events, pairs, weights FROM weight_history "
+                             "ORDER BY seq DESC LIMIT ?", (int(limit),))
         return [WeightRecord(*r) for r in reversed(rows)]

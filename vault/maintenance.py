@@ -1,7 +1,8 @@
 """Integrity checks and repairs of one SQLite tier (``tiervault check [--repair]``).
 
-A mixin of :class:`~tiervault.vault.store.TierStore` (like the journal): it uses the
-host's ``_reader()``, ``_query()`` and ``_write()``. What it checks:
+Part of the SQLite backend: :class:`Maintenance` runs on the tier's
+:class:`~tiervault.vault.sqlite_db.SqliteDb` (like the journal); :class:`TierStore`
+exposes it. What it checks:
 
 * SQLite's ``integrity_check`` and FTS5's ``integrity-check`` (with ``rank = 1``,
   which compares the index with its content table, so an index made stale by a
@@ -22,14 +23,12 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
-from tiervault.errors import StorageError
 from tiervault.vault.entry import MAX_TIMESTAMP, MIN_TIMESTAMP
+from tiervault.vault.sqlite_db import SqliteDb
 
-__all__ = ["MaintenanceMixin", "RepairReport"]
+__all__ = ["Maintenance", "RepairReport"]
 
 _TIME_COLUMNS = ("created_at", "updated_at", "valid_from", "valid_until")
 
@@ -51,22 +50,21 @@ class RepairReport:
     vectors_dropped: int = 0
 
 
-class MaintenanceMixin:
-    """Checks and repairs; see the module docstring."""
+class Maintenance:
+    """Checks and repairs of one tier file; see the module docstring."""
 
-    name: str
-    _reader: Any
-    _query: Any
-    _write: Any
-    _conn: sqlite3.Connection | None
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
 
     def integrity_problems(self) -> list[str]:
         """Empty when both SQLite's and FTS5's integrity checks pass."""
-        conn = self._reader()
+        conn = self.db.reader()
         if conn is None:
             return []
         try:
-            problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+            with self.db.lock:
+                problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()
+                            if r[0] != "ok"]
         except sqlite3.DatabaseError as exc:  # so damaged the check itself cannot run
             problems = [f"integrity_check: {exc}"]
         for table in ("entries_fts", "memories_fts"):
@@ -82,15 +80,15 @@ class MaintenanceMixin:
     def damaged_rows(self) -> list[str]:
         """Ids of entries holding a timestamp the model refuses."""
         where = " OR ".join(_bad(c) for c in _TIME_COLUMNS)
-        return [r[0] for r in self._query(f"SELECT id FROM entries WHERE {where} ORDER BY id")]
+        return [r[0] for r in self.db.query(f"SELECT id FROM entries WHERE {where} ORDER BY id")]
 
     def bad_vectors(self) -> list[tuple[str, str]]:
         """(entry id, model) of stored vectors of the wrong length or with NaN/inf values."""
-        bad = [(r[0], r[1]) for r in self._query(
+        bad = [(r[0], r[1]) for r in self.db.query(
             "SELECT entry_id, model FROM entry_vectors WHERE dim < 1 OR length(vector) != dim * 4")]
         last = ("", "")
         while True:
-            rows = self._query(
+            rows = self.db.query(
                 "SELECT entry_id, model, vector FROM entry_vectors WHERE (entry_id, model) > (?, ?) "
                 "AND length(vector) = dim * 4 AND dim > 0 ORDER BY entry_id, model LIMIT 2000", last)
             if not rows:
@@ -101,33 +99,29 @@ class MaintenanceMixin:
             last = (rows[-1][0], rows[-1][1])
 
     def repair(self, *, fts: bool, rows: bool, vectors: bool) -> RepairReport:
-        """Repair what the flags name, in one write transaction (see the module docstring)."""
+        """Repair what the flags name, in one write transaction (see the module docstring).
+        The caller catches its mirror up afterwards."""
         report = RepairReport()
         damaged = self.damaged_rows() if rows else []
         bad_vectors = self.bad_vectors() if vectors else []
         if not (fts or damaged or bad_vectors):
             return report
         now = round(time.time(), 6)
-        try:
-            with self._write() as gen:
-                conn = self._conn
-                assert conn is not None
-                for column in _TIME_COLUMNS:
-                    fixed = "NULL" if column.startswith("valid_") else repr(now)
-                    conn.execute(f"UPDATE entries SET {column} = {fixed}, gen = ? WHERE {_bad(column)}",
-                                 (gen,))
-                report.rows_fixed = damaged
-                if fts:
-                    conn.execute("INSERT INTO entries_fts(entries_fts) VALUES ('rebuild')")
-                    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
-                    # Every row in a new generation: mirrors and caches rebuild from it.
-                    conn.execute("UPDATE entries SET gen = ?", (gen,))
-                    report.fts_rebuilt = True
-                for eid, model in bad_vectors:
-                    conn.execute("DELETE FROM entry_vectors WHERE entry_id = ? AND model = ?", (eid, model))
-                    conn.execute("DELETE FROM embedding_state WHERE entry_id = ? AND model = ?", (eid, model))
-                report.vectors_dropped = len(bad_vectors)
-        except sqlite3.Error as exc:
-            raise StorageError(f"tier {self.name!r}: repair failed: {exc}") from exc
-        self._sync_postings()  # type: ignore[attr-defined]
+        with self.db.write("repair") as txn:
+            conn, gen = txn.conn, txn.gen
+            for column in _TIME_COLUMNS:
+                fixed = "NULL" if column.startswith("valid_") else repr(now)
+                conn.execute(f"UPDATE entries SET {column} = {fixed}, gen = ? WHERE {_bad(column)}",
+                             (gen,))
+            report.rows_fixed = damaged
+            if fts:
+                conn.execute("INSERT INTO entries_fts(entries_fts) VALUES ('rebuild')")
+                conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+                # Every row in a new generation: mirrors and caches rebuild from it.
+                conn.execute("UPDATE entries SET gen = ?", (gen,))
+                report.fts_rebuilt = True
+            for eid, model in bad_vectors:
+                conn.execute("DELETE FROM entry_vectors WHERE entry_id = ? AND model = ?", (eid, model))
+                conn.execute("DELETE FROM embedding_state WHERE entry_id = ? AND model = ?", (eid, model))
+            report.vectors_dropped = len(bad_vectors)
         return report

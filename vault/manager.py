@@ -22,15 +22,15 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from tiervault.errors import EntryNotFound, QueryError, StorageError, TierUnavailable, ValidationError
+from tiervault.errors import (ConfigError, EntryNotFound, QueryError, StorageError, TierError,
+                              TierUnavailable, ValidationError)
+from tiervault.vault.backend import TierBackend, open_tier
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.postings import Postings
 from tiervault.vault.query import query_terms
-from tiervault.vault.scoring import bm25_upper_bound, fts5_idf, top_k
 from tiervault.vault.patch import UpdateResult, apply_patch
-from tiervault.vault.rows import Memory
-from tiervault.vault.store import Link, MemoryHit, TierStore
+from tiervault.vault.rows import LexicalHit, Link, Memory, MemoryHit, TermStats
+from tiervault.vault.scoring import bm25_upper_bound
 from tiervault.vault.tokenizer import STEMMER
 
 __all__ = ["VaultManager", "Tier", "Candidates", "LexicalQuery", "EntryPage", "DEFAULT_TIER_WEIGHTS"]
@@ -42,36 +42,33 @@ DEFAULT_TIER_WEIGHTS = {"agent": 1.0, "project": 0.8, "team": 0.6}
 
 @dataclass(slots=True)
 class Tier:
-    """A connected tier: its store (None when unavailable), weight and status."""
+    """A connected tier: its backend (None when unavailable), weight and status.
+
+    ``path`` is where the tier lives, safe to print (a path or a redacted URL);
+    ``config`` (a :class:`tiervault.config.TierConfig`) says how to open it; without
+    one, ``path`` is an SQLite file.
+    """
 
     name: str
     path: str
     weight: float
     read_only: bool = False
-    store: TierStore | None = None
+    store: TierBackend | None = None
     problem: str | None = None
+    config: Any = None
 
 
 @dataclass(slots=True)
 class LexicalQuery:
-    """One query's lexical evidence, as dense per-slot arrays for each tier."""
+    """One query's lexical terms and the federated BM25 statistics of the tiers
+    that answered (``tiers``); each tier scores with ``stats`` (see module doc)."""
 
     text: str
     words: list[str]
     stems: list[str]
     bound: float
-    bm25: dict[str, np.ndarray] = field(default_factory=dict)
-    tfidf: dict[str, np.ndarray] = field(default_factory=dict)
-    postings: dict[str, Postings] = field(default_factory=dict)
-
-    def scores(self, tier: str, entry_id: str) -> tuple[float, float]:
-        """(normalised BM25, TF-IDF cosine) of an entry of ``tier`` (0, 0 if unknown)."""
-        p = self.postings.get(tier)
-        slot = p.slot(entry_id) if p is not None else None
-        if slot is None:
-            return 0.0, 0.0
-        lexical = self.bm25[tier][slot] / self.bound if self.bound > 0 else 0.0
-        return float(lexical), float(self.tfidf[tier][slot])
+    stats: TermStats
+    tiers: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -112,21 +109,28 @@ class VaultManager:
     def __init__(self, tiers: Iterable[Tier]) -> None:
         self.tiers: dict[str, Tier] = {}
         self._write_hooks: list[Callable[[str, list[Entry]], None]] = []
+        #: The embedding runtime serving this manager, once attached (see attach_embeddings).
+        self.embeddings: Any = None
         for tier in tiers:
             if tier.name in self.tiers:
                 raise ValidationError("tiers", f"tier {tier.name!r} is configured twice")
             if tier.store is None and tier.problem is None:
                 try:
-                    tier.store = TierStore(tier.path, name=tier.name, read_only=tier.read_only)
-                except TierUnavailable as exc:
+                    tier.store = open_tier(tier.config if tier.config is not None
+                                           else _sqlite_config(tier))
+                except (TierError, ConfigError) as exc:
                     tier.problem = str(exc)
-                    log.warning("skipping %s", exc)
+                    log.warning("skipping tier %r: %s", tier.name, exc)
             self.tiers[tier.name] = tier
 
     @classmethod
     def from_settings(cls, settings: Any) -> "VaultManager":
         """Open the tiers of a :class:`tiervault.config.Settings`."""
-        return cls(Tier(t.name, str(t.path), t.weight, t.read_only) for t in settings.tiers)
+        return cls(Tier(t.name, t.location, t.weight, t.read_only, config=t) for t in settings.tiers)
+
+    def attach_embeddings(self, runtime: Any) -> None:
+        """Record the embedding runtime that serves this manager's tiers."""
+        self.embeddings = runtime
 
     @classmethod
     def at(cls, paths: dict[str, str], weights: dict[str, float] | None = None) -> "VaultManager":
@@ -157,7 +161,7 @@ class VaultManager:
                   if t.store is not None and (names is None or t.name in names)]
         return sorted(chosen, key=lambda t: -t.weight)
 
-    def store(self, name: str) -> TierStore:
+    def store(self, name: str) -> TierBackend:
         """The store of tier ``name`` for writing; clear errors when it cannot be used."""
         tier = self.tiers.get(name)
         if tier is None:
@@ -208,7 +212,7 @@ class VaultManager:
             total += self._commit_batch(store, tier, batch, total, on_batch)
         return total
 
-    def _commit_batch(self, store: TierStore, tier: str, batch: list[Entry], done: int,
+    def _commit_batch(self, store: TierBackend, tier: str, batch: list[Entry], done: int,
                       on_batch: Callable[[int], None] | None) -> int:
         written = store.capture_many(batch, batch_size=len(batch))
         if self._write_hooks:
@@ -249,7 +253,7 @@ class VaultManager:
         return self.store(tier).link(source_id, target_id, link_type, note)
 
     # -- reads ------------------------------------------------------------------------
-    def _each(self, tiers: Sequence[Tier], read: Callable[[TierStore], Any]) -> list[tuple[Tier, Any]]:
+    def _each(self, tiers: Sequence[Tier], read: Callable[[TierBackend], Any]) -> list[tuple[Tier, Any]]:
         """``(tier, read(store))`` per tier. A tier whose file fails underneath (corrupt
         pages, I/O errors: StorageError) is logged, listed in ``problems`` and left out
         of this answer, so one damaged file never takes the other tiers' answers down."""
@@ -369,23 +373,39 @@ class VaultManager:
 
     # -- search -----------------------------------------------------------------------
     def lexical_query(self, query: str, tiers: Sequence[str] | None = None) -> LexicalQuery:
-        """Score ``query`` against every usable tier with federated BM25 statistics."""
+        """The query's terms and the federated BM25 statistics of every usable tier."""
         words = query_terms(query)
         stem_of = STEMMER.stems(words)
         stems = list(dict.fromkeys(stem_of[w] for w in words if stem_of[w]))
-        mirrors = {t.name: p for t, p in self._each(self.ordered(tiers), lambda s: s.postings())}
-        matches = {name: p.matches(stems) for name, p in mirrors.items()}
-        n_rows = sum(p.n_alive for p in mirrors.values())
-        total_len = sum(p.total_len for p in mirrors.values())
-        df = sum((m.df for m in matches.values()), np.zeros(len(stems)))
-        idf = fts5_idf(n_rows, df)
-        avglen = total_len / n_rows if n_rows else 1.0
-        lq = LexicalQuery(query, words, stems, bm25_upper_bound(idf) if stems else 0.0)
-        for name, p in mirrors.items():
-            lq.postings[name] = p
-            lq.bm25[name] = p.bm25(matches[name], idf, avglen)
-            lq.tfidf[name] = p.tfidf_scores(words)
-        return lq
+        answered = self._each(self.ordered(tiers), lambda s: s.term_stats(stems))
+        stats = sum((st for _, st in answered), TermStats.empty(len(stems)))
+        bound = bm25_upper_bound(stats.idf()) if stems else 0.0
+        return LexicalQuery(query, words, stems, bound, stats, [t.name for t, _ in answered])
+
+    def lexical_scores(self, lq: LexicalQuery, tier: str, ids: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """{id: (normalised BM25, TF-IDF cosine)} of entries of ``tier`` under ``lq``
+        (ids not held there are absent; a tier that fails is left out)."""
+        t = self.tiers.get(tier)
+        if t is None or t.store is None or tier not in lq.tiers or not ids:
+            return {}
+        bound = lq.bound if lq.bound > 0 else 1.0
+        out: dict[str, tuple[float, float]] = {}
+        for _, hits in self._each([t], lambda s: s.lexical_scores(lq.stems, lq.stats, ids=ids,
+                                                                  words=lq.words)):
+            for h in hits:
+                out[h.id] = (h.score / bound if lq.bound > 0 else 0.0, h.tfidf)
+        return out
+
+    def count_matches(self, lq: LexicalQuery, filters: Filters, cap: int) -> int:
+        """Entries matching the query and the filters over ``lq``'s tiers (duplicates
+        included), exact below ``cap`` (any answer >= cap means "many")."""
+        total = 0
+        for tier in self.ordered(lq.tiers):
+            for _, n in self._each([tier], lambda s: s.lexical_count(lq.stems, filters, cap - total)):
+                total += n
+            if total >= cap:
+                break
+        return total
 
     def search(self, query: str, *, filters: Filters | None = None, limit: int = 30,
                tiers: Sequence[str] | None = None) -> Candidates:
@@ -400,51 +420,54 @@ class VaultManager:
             raise QueryError("query", f"expected a string, got {type(query).__name__}")
         filters = filters or Filters()
         lq = self.lexical_query(query, tiers)
-        pool: list[tuple[float, int, str, int]] = []  # (-score, tier rank, tier, slot)
-        chosen = [t for t in self.ordered(tiers) if t.name in lq.postings]  # a failed tier is out
-        tier_of = {t.name: t for t in chosen}
-        masks = {t.name: lq.postings[t.name].mask(filters) for t in chosen}
-        for rank, tier in enumerate(chosen):
-            scores = lq.bm25[tier.name]
-            for slot in top_k(scores, limit, masks[tier.name] & (scores > 0)):
-                pool.append((-scores[slot] * tier.weight, rank, tier.name, int(slot)))
+        chosen = [t for t in self.ordered(tiers) if t.name in lq.tiers]  # a failed tier is out
+        pool: list[tuple[float, int, str, LexicalHit]] = []  # (-score, tier rank, tier, hit)
+        answered = self._each(chosen, lambda s: s.lexical_top_k(lq.stems, lq.stats, filters, limit,
+                                                                words=lq.words))
+        for tier, hits in answered:
+            rank = chosen.index(tier)
+            pool.extend((-h.score * tier.weight, rank, tier.name, h) for h in hits)
+        chosen = [t for t, _ in answered]
         # Dedup in priority order: the highest-priority tier holding the same id
         # (or the same content under another id) supplies the copy that is kept,
-        # provided that copy passes the filters too (``masks``).
-        kept: list[list[Any]] = []
-        taken: set[tuple[str, int]] = set()
-        for neg, rank, name, slot in sorted(pool, key=lambda x: (x[1], x[0])):
-            p = lq.postings[name]
-            eid, chash = p.ids[slot], p.hashes[slot]
-            holders = []
+        # provided that copy passes the filters too.
+        ids = list(dict.fromkeys(p[3].id for p in pool))
+        hashes = list(dict.fromkeys(p[3].content_hash for p in pool))
+        by_id: dict[str, dict[str, LexicalHit]] = {}
+        by_hash: dict[str, dict[str, LexicalHit]] = {}
+        for tier, held in self._each(chosen, lambda s: s.lexical_scores(
+                lq.stems, lq.stats, ids=ids, hashes=hashes, filters=filters, words=lq.words)):
+            by_id[tier.name] = {h.id: h for h in held}
+            by_hash[tier.name] = {}
+            for h in held:
+                by_hash[tier.name].setdefault(h.content_hash, h)
+        chosen = [t for t in chosen if t.name in by_id]
+        kept: list[tuple[float, int, str, LexicalHit, list[str]]] = []
+        taken: set[tuple[str, str]] = set()
+        for neg, rank, name, hit in sorted(pool, key=lambda x: (x[1], x[0])):
+            holders: list[tuple[Tier, LexicalHit]] = []
             for other in chosen:
-                q = lq.postings[other.name]
-                s_other = q.slot(eid)
-                if s_other is None:
-                    s_other = q.slot_by_hash(chash)
-                if s_other is not None:
-                    holders.append((other, s_other))
-            winner, w_slot = holders[0] if holders else (tier_of[name], slot)
-            if (winner.name, w_slot) in taken:
+                found = by_id[other.name].get(hit.id) or by_hash[other.name].get(hit.content_hash)
+                if found is not None:
+                    holders.append((other, found))
+            winner, w_hit = holders[0] if holders else (self.tiers[name], hit)
+            if (winner.name, w_hit.id) in taken or not w_hit.passes:
                 continue
-            if not masks[winner.name][w_slot]:
-                continue
-            taken.update((h.name, hs) for h, hs in holders)
-            w_p = lq.postings[winner.name]
-            kept.append([-lq.bm25[winner.name][w_slot] * winner.weight, rank, winner.name, w_slot,
-                         [h.name for h, _ in holders[1:]], w_p.ids[w_slot], w_p.hashes[w_slot]])
+            taken.update((h.name, hh.id) for h, hh in holders)
+            kept.append((-w_hit.score * winner.weight, rank, winner.name, w_hit,
+                         [h.name for h, _ in holders[1:]]))
         kept.sort(key=lambda k: (k[0], k[1]))
         kept = kept[:limit]
-        weights = {t.name: t.weight for t in chosen}
+        weights = {t.name: t.weight for t in self.tiers.values()}
         bound = lq.bound if lq.bound > 0 else 1.0
         return Candidates(
-            ids=[k[5] for k in kept],
+            ids=[k[3].id for k in kept],
             tiers=[k[2] for k in kept],
             also_in=[tuple(k[4]) for k in kept],
-            hashes=[k[6] for k in kept],
-            lexical=np.array([lq.bm25[k[2]][k[3]] / bound for k in kept], dtype=np.float64),
+            hashes=[k[3].content_hash for k in kept],
+            lexical=np.array([k[3].score / bound for k in kept], dtype=np.float64),
             tier_weight=np.array([weights[k[2]] for k in kept], dtype=np.float64),
-            tfidf=np.array([lq.tfidf[k[2]][k[3]] for k in kept], dtype=np.float64),
+            tfidf=np.array([k[3].tfidf for k in kept], dtype=np.float64),
             query=lq,
         )
 
@@ -456,13 +479,21 @@ class VaultManager:
                 out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
                              "problem": tier.problem}
                 continue
-            s = tier.store
             try:
+                st = tier.store.stats()
                 out[name] = {"path": tier.path, "weight": tier.weight, "available": True,
-                             "read_only": tier.read_only, "exists": s.exists, "entries": s.count(),
-                             "links": s.link_count(), "memories": s.memory_count(),
-                             "bytes": s.file_size()}
-            except StorageError as exc:  # a damaged file: report it, keep the other tiers
+                             "read_only": tier.read_only, "exists": st.exists, "entries": st.entries,
+                             "links": st.links, "memories": st.memories, "bytes": st.bytes}
+            except (StorageError, TierUnavailable) as exc:  # a damaged file: report it, keep the other tiers
                 out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
                              "problem": str(exc)}
         return out
+
+
+def _sqlite_config(tier: Tier) -> Any:
+    """The TierConfig of a Tier given only a path (an SQLite file)."""
+    from pathlib import Path
+
+    from tiervault.config.settings import TierConfig
+
+    return TierConfig(tier.name, Path(tier.path), tier.weight, tier.read_only)

@@ -36,8 +36,8 @@ from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
 from tiervault.vault.filters import Filters
 from tiervault.vault.mirror_validation import validate_mirror
-from tiervault.vault.schema import FTS_WEIGHTS
-from tiervault.vault.scoring import bm25_term, tfidf_rows
+from tiervault.vault.rows import MirrorRow
+from tiervault.vault.scoring import FTS_WEIGHTS, bm25_term, tfidf_rows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["Postings", "TermMatches", "CACHE_VERSION"]
@@ -49,10 +49,8 @@ CACHE_VERSION = 3  # 3: the tier epoch is recorded (restored tiers refuse stale 
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
 _WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.float32)
-# Row layout handed over by TierStore.mirror_rows():
-# rowid, id, content_hash, type, domain, severity, origin, valid_from, valid_until,
-# title, description, context, tags
-_TEXT_COLUMNS = (1, 9, 10, 11, 12)  # FTS column order: id, title, description, context, tags
+# FTS column order of the MirrorRow text fields: id, title, description, context, tags.
+_TEXT_FIELDS = ("id", "title", "description", "context", "tags")
 
 
 @dataclass(slots=True)
@@ -137,7 +135,8 @@ class Postings:
         return mirror
 
     def _rebuild(self, store: Any) -> None:
-        gen, rows, _ = store.mirror_rows(-1)  # -1: every row, including pre-v2 ones (gen 0)
+        changes = store.changes_since(-1)  # -1: every row, including pre-v2 ones (gen 0)
+        gen, rows = changes.generation, changes.rows
         fresh = Postings()
         fresh._append_rows(rows, fit=True)
         fresh.gen = gen
@@ -158,11 +157,12 @@ class Postings:
         if current < self.gen or _epoch(store, self.gen) != self.epoch:
             self._rebuild(store)
             return
-        gen, rows, dead_rowids = store.mirror_rows(self.gen)
+        changes = store.changes_since(self.gen)
+        gen, rows, dead_rowids = changes.generation, changes.rows, changes.deleted
         for rowid in dead_rowids:
             self._kill(rowid)
         for row in rows:
-            self._kill(row[0])
+            self._kill(row.key)
         pending = sum(m.shape[0] for m in self.delta_W) + len(rows)
         # Small tiers are rebuilt on every change (cheap), so TF-IDF sees new words
         # at once; larger ones batch changes in the delta up to 5%.
@@ -193,7 +193,7 @@ class Postings:
         return self._by_hash.get(content_hash)
 
     # -- analysis ---------------------------------------------------------------------
-    def _append_rows(self, rows: list[tuple], *, fit: bool) -> None:
+    def _append_rows(self, rows: list[MirrorRow], *, fit: bool) -> None:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
         w_parts: list[sp.csr_matrix] = []
         c_parts: list[sp.csr_matrix] = []
@@ -237,13 +237,13 @@ class Postings:
         out.resize(counts.shape[0], counts.shape[1])
         return out.tocsr()
 
-    def _analyse(self, rows: Sequence[tuple]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    def _analyse(self, rows: Sequence[MirrorRow]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """Rows -> (column-weighted tf, tf-idf counts) CSR blocks; registers slots."""
         words: list[str] = []
         lengths: list[int] = []
         for row in rows:
-            for col in _TEXT_COLUMNS:
-                ws = split_words(row[col] or "")
+            for field_name in _TEXT_FIELDS:
+                ws = split_words(getattr(row, field_name) or "")
                 words.extend(ws)
                 lengths.append(len(ws))
         stems = STEMMER.stems(words)
@@ -263,8 +263,8 @@ class Postings:
         codes = np.fromiter(map(code.__getitem__, words), dtype=np.int64, count=len(words))
         n = len(rows)
         lens = np.asarray(lengths, dtype=np.int64)
-        doc = np.repeat(np.repeat(np.arange(n), len(_TEXT_COLUMNS)), lens)
-        col = np.repeat(np.tile(np.arange(len(_TEXT_COLUMNS)), n), lens)
+        doc = np.repeat(np.repeat(np.arange(n), len(_TEXT_FIELDS)), lens)
+        col = np.repeat(np.tile(np.arange(len(_TEXT_FIELDS)), n), lens)
         keep = codes >= 0
         codes, doc, col = codes[keep], doc[keep], col[keep]
         tid = codes >> 1
@@ -277,35 +277,35 @@ class Postings:
         self._register(rows, doclen)
         return w, c
 
-    def _register(self, rows: Sequence[tuple], doclen: np.ndarray) -> None:
+    def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray) -> None:
         first = len(self.ids)
         domain_index = {d: i for i, d in enumerate(self.domains)}
         dcodes = []
         for row in rows:
-            d = row[4]
+            d = row.domain
             if d not in domain_index:
                 domain_index[d] = len(self.domains)
                 self.domains.append(d)
             dcodes.append(domain_index[d])
         for offset, row in enumerate(rows):
             slot = first + offset
-            self._slot_of[int(row[0])] = slot
-            self._by_id[row[1]] = slot
-            self._by_hash.setdefault(row[2], slot)
-            for tag in (row[12] or "").split():
+            self._slot_of[int(row.key)] = slot
+            self._by_id[row.id] = slot
+            self._by_hash.setdefault(row.content_hash, slot)
+            for tag in (row.tags or "").split():
                 self.tags.setdefault(tag, []).append(slot)
-        self.ids.extend(r[1] for r in rows)
-        self.hashes.extend(r[2] for r in rows)
+        self.ids.extend(r.id for r in rows)
+        self.hashes.extend(r.content_hash for r in rows)
         cat = np.concatenate
-        self.rowids = cat([self.rowids, np.array([r[0] for r in rows], dtype=np.int64)])
+        self.rowids = cat([self.rowids, np.array([r.key for r in rows], dtype=np.int64)])
         self.alive = cat([self.alive, np.ones(len(rows), dtype=bool)])
         self.doclen = cat([self.doclen, doclen])
-        self.type_code = cat([self.type_code, np.array([ENTRY_TYPES.index(r[3]) for r in rows], dtype=np.int8)])
-        self.severity_code = cat([self.severity_code, np.array([SEVERITIES.index(r[5]) for r in rows], dtype=np.int8)])
-        self.origin_code = cat([self.origin_code, np.array([ORIGINS.index(r[6]) for r in rows], dtype=np.int8)])
+        self.type_code = cat([self.type_code, np.array([ENTRY_TYPES.index(r.type) for r in rows], dtype=np.int8)])
+        self.severity_code = cat([self.severity_code, np.array([SEVERITIES.index(r.severity) for r in rows], dtype=np.int8)])
+        self.origin_code = cat([self.origin_code, np.array([ORIGINS.index(r.origin) for r in rows], dtype=np.int8)])
         self.domain_code = cat([self.domain_code, np.array(dcodes, dtype=np.int32)])
-        self.valid_from = cat([self.valid_from, np.array([np.nan if r[7] is None else r[7] for r in rows])])
-        self.valid_until = cat([self.valid_until, np.array([np.nan if r[8] is None else r[8] for r in rows])])
+        self.valid_from = cat([self.valid_from, np.array([np.nan if r.valid_from is None else r.valid_from for r in rows])])
+        self.valid_until = cat([self.valid_until, np.array([np.nan if r.valid_until is None else r.valid_until for r in rows])])
         self.total_len += float(doclen.sum())
 
     # -- queries ----------------------------------------------------------------------
@@ -425,8 +425,9 @@ class Postings:
 
     # -- cache ------------------------------------------------------------------------
     @staticmethod
-    def cache_path(store: Any) -> Path:
-        return Path(f"{store.path}.postings.npz")
+    def cache_path(store: Any) -> Path | None:
+        prefix = store.cache_prefix()
+        return Path(f"{prefix}.postings.npz") if prefix is not None else None
 
     def _save_cache(self, store: Any) -> None:
         """Write the base segment atomically (fsync, rename; the temporary file never
@@ -434,6 +435,8 @@ class Postings:
         if store.read_only or self.delta_W or not store.exists:
             return
         path = self.cache_path(store)
+        if path is None:
+            return
         tags = sorted(self.tags)
         tag_slots = [np.asarray(self.tags[t], dtype=np.int64) for t in tags]
         try:
@@ -462,7 +465,7 @@ class Postings:
         """The cached mirror if it belongs to this tier's history, else None (no cache,
         another tier's, another history's); a damaged file raises (see :meth:`build`)."""
         path = cls.cache_path(store)
-        if not path.exists():
+        if path is None or not path.exists():
             return None
         with np.load(path, allow_pickle=False) as z:
             version, gen, base_rows, tfidf_terms = (int(v) for v in z["version"])

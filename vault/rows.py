@@ -10,7 +10,7 @@ field name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, Sequence, TypedDict
 
 import numpy as np
 
@@ -32,6 +32,7 @@ __all__ = [
     "VectorHit",
     "EmbeddingStatus",
     "TierStats",
+    "IdMask",
     "LIGHT_FIELDS",
 ]
 
@@ -296,3 +297,20 @@ class TierStats:
     links: int
     memories: int
     bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class IdMask:
+    """Which entries of a tier pass some filters, over the tier's id positions.
+
+    ``ids[i]`` is the entry at position i and ``mask[i]`` whether it is live and
+    passes. An id may appear at several positions (an updated entry's old
+    position), but at most one of them is set in ``mask``. Positions stay the
+    same while ``version`` is unchanged, so a caller may cache a map from
+    positions to its own rows under that key. Read it right away: ``ids`` may be
+    the backend's live list.
+    """
+
+    ids: Sequence[str]
+    mask: np.ndarray
+    version: tuple

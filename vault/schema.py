@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from tiervault.vault.scoring import FTS_COLUMNS, FTS_WEIGHTS
+
 __all__ = ["SCHEMA_VERSION", "READABLE_FROM", "FEEDBACK_CONTEXT_FROM", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
 
 #: Written to ``PRAGMA application_id`` so a random SQLite file is not taken for a tier.
 APPLICATION_ID = 0x54565431  # "TVT1"
 
 #: FTS5 column order. bm25() takes its weights in this order.
-FTS_COLUMNS = ("id", "title", "description", "context", "tags")
-#: Field weights of the reference design: title 10, id 5, description 3, tags 2, context 1.
-FTS_WEIGHTS = (5.0, 10.0, 3.0, 1.0, 2.0)
 
 _V1 = [
     """CREATE TABLE entries (

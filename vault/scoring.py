@@ -19,10 +19,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["K1", "B", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k", "tfidf_rows"]
+__all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k", "tfidf_rows"]
 
 K1 = 1.2
 B = 0.75
+#: The indexed columns, in FTS order, and their weights (the reference design:
+#: title 10, id 5, description 3, tags 2, context 1). Every backend scores with these.
+FTS_COLUMNS = ("id", "title", "description", "context", "tags")
+FTS_WEIGHTS = (5.0, 10.0, 3.0, 1.0, 2.0)
 
 
 def fts5_idf(n_rows: float, df: np.ndarray) -> np.ndarray:

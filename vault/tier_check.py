@@ -49,7 +49,7 @@ def _mirror_problem(store: Any) -> str | None:
     from tiervault.vault.postings import Postings
 
     path = Postings.cache_path(store)
-    if not path.exists():
+    if path is None or not path.exists():
         return None
     try:
         cached = Postings.load_cache(store)
@@ -60,8 +60,7 @@ def _mirror_problem(store: Any) -> str | None:
     if cached is None:
         return f"search cache {path.name} belongs to another tier or history (stale)"
     cached.catch_up(store)
-    _, rows, _ = store.mirror_rows(-1)
-    tier_rows = {(r[1], r[2]) for r in rows}
+    tier_rows = {(r.id, r.content_hash) for r in store.changes_since(-1).rows}
     live = {(cached.ids[i], cached.hashes[i]) for i in range(len(cached.ids)) if cached.alive[i]}
     if live != tier_rows:
         return (f"search cache {path.name} disagrees with the tier "
@@ -73,7 +72,10 @@ def _vector_problems(store: Any) -> list[tuple[Path, str]]:
     from tiervault.embeddings.recall import read_cache
 
     out = []
-    for ids_path in sorted(Path(store.path).parent.glob(Path(store.path).name + ".vec-*.ids")):
+    prefix = store.cache_prefix()
+    if prefix is None:
+        return []
+    for ids_path in sorted(Path(prefix).parent.glob(Path(prefix).name + ".vec-*.ids")):
         try:
             if read_cache(store, ids_path) is None:
                 out.append((ids_path, f"vector cache {ids_path.name} belongs to another tier, "

@@ -150,14 +150,18 @@ def _ensure_config(args: argparse.Namespace) -> tuple[Path, bool]:
 
 def _create_tier_files(settings: Any) -> list[str]:
     """Create every missing built-in tier file (schema only); returns the names created."""
-    from tiervault.vault.connection import open_tier_connection
+    from tiervault.vault.backend import open_tier
 
     created = []
     for tier in settings.tiers:
-        if tier.read_only or tier.path is None or tier.path.exists():  # a URL tier: nothing to create
+        if tier.read_only or tier.path is None:  # a URL tier: its server holds it
             continue
-        open_tier_connection(tier.name, tier.path, read_only=False, create=True).close()
-        created.append(tier.name)
+        backend = open_tier(tier)
+        try:
+            if backend.create():
+                created.append(tier.name)
+        finally:
+            backend.close()
     return created
 
 

@@ -1,0 +1,244 @@
+"""The storage boundary holds: checked on the source tree by parsing it (ast, not regex).
+
+1. ``sqlite3`` is imported only by the SQLite backend modules (and the tokenizer,
+   which runs FTS5's own tokenizer in an in-memory database to define terms).
+2. No module reads or writes another module's private members: ``x._name``
+   where ``x`` is not ``self``/``cls`` is allowed only when ``_name`` is defined
+   in the same module AND ``x`` is a plain local name (an instance of the
+   module's own class); a chain such as ``self.store._query`` or an attribute
+   the module does not define (``store._conn`` in vectors.py) is a violation,
+   and so is ``from m import _name``.
+3. No module sets attributes on tiervault objects another module owns (a
+   receiver spelled manager/store/backend/tier/brain/...; ``manager.embeddings =
+   ...`` from embeddings/runtime.py was one) unless it defines that attribute.
+4. Upper layers (brain, embeddings, CLI, MCP, server) import no SQLite backend
+   module and call no SQLite-only method (``postings()``, ``search_fts``,
+   ``snapshot``, ``db``): they see a :class:`TierBackend`.
+5. Store rows are read by field name in the Brain: no ``LIGHT`` position table,
+   no integer subscripts on light rows.
+
+Each checker is also run on a planted violation, so the test cannot pass by
+finding nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_DIRS = ("tiervault", "vault", "brain", "embeddings", "config")
+UPPER_DIRS = ("tiervault", "brain", "embeddings", "config")
+
+SQLITE_BACKEND = {"vault/store.py", "vault/journal.py", "vault/vectors.py", "vault/connection.py",
+                  "vault/schema.py", "vault/sqlite_db.py", "vault/sqlite_sql.py",
+                  "vault/sqlite_errors.py"}
+# The tokenizer asks FTS5 itself (in-memory, no tier file) what a term is.
+SQLITE_ALLOWED = SQLITE_BACKEND | {"vault/tokenizer.py"}
+# NamedTuple's public API is spelled with a leading underscore (to avoid field clashes).
+NAMEDTUPLE_API = {"_make", "_fields", "_replace", "_asdict", "_field_defaults"}
+# Receivers that are tiervault objects owned by other modules (VaultManager, backends,
+# tiers, the Brain, runtimes): the upper layers must not set attributes on them.
+FOREIGN_RECEIVERS = ("manager", "store", "backend", "brain", "vault", "tier", "runtime", "recall",
+                     "pipeline", "settings")
+SQLITE_ONLY_MEMBERS = {"postings", "search_fts", "snapshot", "db", "file_size", "journal", "lexicon"}
+
+
+def source_files() -> list[Path]:
+    files = []
+    for d in SOURCE_DIRS:
+        files.extend(p for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts)
+    assert len(files) > 40, "the source tree was not found"
+    return sorted(files)
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+# -- checkers (each returns violations as "file:line: what") -----------------------------------
+def sqlite_imports(tree: ast.AST, name: str) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        mods = []
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            mods = [node.module]
+        if any(m == "sqlite3" or m.startswith("sqlite3.") for m in mods) and name not in SQLITE_ALLOWED:
+            out.append(f"{name}:{node.lineno}: imports sqlite3 outside the SQLite backend")
+    return out
+
+
+def _defined_members(tree: ast.AST) -> set[str]:
+    """Names a module defines as members: def/class names, class-level fields,
+    ``self.x = ...`` / ``cls.x = ...`` targets and __slots__ strings."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    names.update(t.id for t in item.targets if isinstance(t, ast.Name))
+                    if any(isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets):
+                        names.update(c.value for c in ast.walk(item.value)
+                                     if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for sub in ast.walk(t):
+                    if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+                            and sub.value.id in ("self", "cls")):
+                        names.add(sub.attr)
+    return names
+
+
+def private_access(tree: ast.AST, name: str) -> list[str]:
+    own = _defined_members(tree)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    out.append(f"{name}:{node.lineno}: imports private {alias.name} from {node.module}")
+        if not isinstance(node, ast.Attribute):
+            continue
+        attr = node.attr
+        if not attr.startswith("_") or attr.startswith("__") or attr in NAMEDTUPLE_API:
+            continue
+        receiver = node.value
+        if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"):
+            continue
+        if isinstance(receiver, ast.Name) and attr in own:
+            continue  # an instance of this module's own class (e.g. in a classmethod)
+        if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
+            continue
+        shown = ast.unparse(node)
+        out.append(f"{name}:{node.lineno}: {shown} reaches a private member of another object")
+    return out
+
+
+def foreign_attribute_writes(tree: ast.AST, name: str) -> list[str]:
+    own = _defined_members(tree)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            for sub in ast.walk(t):
+                if not isinstance(sub, ast.Attribute) or not isinstance(sub.ctx, ast.Store):
+                    continue
+                if isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls"):
+                    continue
+                if sub.attr in own:
+                    continue  # a field of a class this module defines
+                receiver = ast.unparse(sub.value).lower()
+                if not any(word in receiver for word in FOREIGN_RECEIVERS):
+                    continue  # a third-party object configured through its public attributes
+                out.append(f"{name}:{node.lineno}: sets {ast.unparse(sub)} on another module's object")
+    return out
+
+
+def sqlite_reach(tree: ast.AST, name: str) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for m in mods:
+                short = m.replace("tiervault.", "").replace(".", "/") + ".py"
+                if short in SQLITE_BACKEND:
+                    out.append(f"{name}:{node.lineno}: imports the SQLite backend module {m}")
+        if isinstance(node, ast.Attribute) and node.attr in SQLITE_ONLY_MEMBERS:
+            recv = ast.unparse(node.value)
+            if "store" in recv or "tier" in recv:
+                out.append(f"{name}:{node.lineno}: {ast.unparse(node)} is SQLite-only, not the contract")
+    return out
+
+
+def positional_rows(tree: ast.AST, name: str) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ("LIGHT", "LIGHT_COLUMNS"):
+            out.append(f"{name}:{node.lineno}: a position table of store rows ({node.id})")
+        if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, int) and isinstance(node.value, ast.Name)
+                and node.value.id in ("row", "light", "stored")):
+            out.append(f"{name}:{node.lineno}: {ast.unparse(node)} indexes a store row by position")
+    return out
+
+
+def _scan(checker, dirs=SOURCE_DIRS) -> list[str]:
+    out = []
+    for path in source_files():
+        name = rel(path)
+        if name.split("/")[0] in dirs:
+            out.extend(checker(ast.parse(path.read_text(encoding="utf-8")), name))
+    return out
+
+
+# -- the tree ----------------------------------------------------------------------------------
+def test_sqlite3_is_imported_only_by_the_sqlite_backend():
+    assert _scan(sqlite_imports) == []
+
+
+def test_no_private_member_access_across_modules():
+    assert _scan(private_access) == []
+
+
+def test_upper_layers_set_no_attributes_on_other_modules_objects():
+    assert _scan(foreign_attribute_writes, UPPER_DIRS + ("vault",)) == []
+
+
+def test_upper_layers_use_only_the_contract():
+    assert _scan(sqlite_reach, UPPER_DIRS) == []
+
+
+def test_brain_reads_store_rows_by_name():
+    assert _scan(positional_rows, ("brain",)) == []
+
+
+def test_the_sqlite_backend_modules_exist():
+    # The allow-lists name real files (a renamed module would silently widen them).
+    for name in SQLITE_BACKEND | SQLITE_ALLOWED:
+        assert (ROOT / name).exists(), name
+
+
+# -- the checkers find what they look for ------------------------------------------------------
+PLANTED = '''
+import sqlite3
+from tiervault.vault.store import _SELECT
+from tiervault.vault.sqlite_db import SqliteDb
+
+class Recall:
+    def __init__(self, store):
+        self._own = 1
+        self.store = store
+
+    def bad(self, other, manager, row):
+        other._own                      # allowed: _own is this module's member, plain name
+        self.store._query("x")          # chain into another object
+        other._conn.execute("y")        # _conn is not defined here
+        manager.embeddings = self       # sets an attribute on another module's object
+        self.store.postings()           # SQLite-only
+        return row[3], LIGHT["id"]
+'''
+
+
+@pytest.mark.parametrize("checker, expected", [
+    (sqlite_imports, ["imports sqlite3"]),
+    (private_access, ["private _SELECT", "self.store._query", "other._conn"]),
+    (foreign_attribute_writes, ["manager.embeddings"]),
+    (sqlite_reach, ["tiervault.vault.sqlite_db", "self.store.postings"]),
+    (positional_rows, ["row[3]", "LIGHT"]),
+])
+def test_each_checker_catches_a_planted_violation(checker, expected):
+    found = checker(ast.parse(PLANTED), "brain/planted.py")
+    for needle in expected:
+        assert any(needle in f for f in found), (needle, found)
+    assert not any("other._own" in f for f in found)

@@ -1,0 +1,145 @@
+"""The lexical half of :class:`~tiervault.vault.backend.TierBackend`, answered from
+an in-memory :class:`~tiervault.vault.postings.Postings` mirror.
+
+The mirror is fed only through the contract (``changes_since``, ``generation``,
+``uid``, ``cache_prefix``), so any backend can answer lexical search this way:
+the SQLite backend does; a PostgreSQL or remote backend may too, or may score
+server-side with the same definition (``docs/backend.md``).
+
+A query touches the same tier several times (top-k, dedup look-ups, graph and
+vector neighbours, the match count), so the dense BM25 and TF-IDF arrays of the
+last few queries are kept, keyed by the terms, the statistics and the mirror's
+generation: a repeated call costs a dictionary look-up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tiervault.vault.filters import Filters
+from tiervault.vault.postings import Postings
+from tiervault.vault.rows import IdMask, LexicalHit, TermStats
+from tiervault.vault.scoring import top_k
+
+__all__ = ["MirrorLexicon"]
+
+_KEEP = 8  # dense score arrays kept (a query needs 2: BM25 and TF-IDF)
+
+
+class MirrorLexicon:
+    """Lexical search of one tier over its mirror (``mirror()`` returns it caught up)."""
+
+    def __init__(self, mirror: Callable[[], Postings]) -> None:
+        self.mirror = mirror
+        self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _cached(self, key: tuple, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        value = compute()
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > _KEEP:
+                self._cache.popitem(last=False)
+        return value
+
+    @staticmethod
+    def _version(p: Postings) -> tuple:
+        return (id(p), p.gen, len(p.ids), p.n_alive)
+
+    def _bm25(self, p: Postings, terms: Sequence[str], stats: TermStats) -> np.ndarray:
+        key = ("bm25", self._version(p), tuple(terms), stats)
+        return self._cached(key, lambda: p.bm25(p.matches(terms), stats.idf(), stats.avg_len))
+
+    def _tfidf(self, p: Postings, words: Sequence[str]) -> np.ndarray:
+        key = ("tfidf", self._version(p), tuple(words))
+        return self._cached(key, lambda: p.tfidf_scores(words))
+
+    # -- the contract ------------------------------------------------------------------
+    def term_stats(self, terms: Sequence[str]) -> TermStats:
+        p = self.mirror()
+        df = p.matches(terms).df if terms else np.zeros(0)
+        return TermStats(p.n_alive, float(p.total_len), tuple(int(x) for x in df))
+
+    def lexical_top_k(self, terms: Sequence[str], stats: TermStats, filters: Filters, k: int,
+                      *, words: Sequence[str] = ()) -> list[LexicalHit]:
+        if not terms or k <= 0:
+            return []
+        p = self.mirror()
+        scores = self._bm25(p, terms, stats)
+        slots = top_k(scores, k, p.mask(filters) & (scores > 0))
+        tfidf = self._tfidf(p, words) if words else None
+        return [LexicalHit(p.ids[s], p.hashes[s], float(scores[s]),
+                           float(tfidf[s]) if tfidf is not None else 0.0, True) for s in slots]
+
+    def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
+                       hashes: Sequence[str] = (), filters: Filters | None = None,
+                       words: Sequence[str] = ()) -> list[LexicalHit]:
+        p = self.mirror()
+        slots: dict[int, None] = {}
+        for eid in ids:
+            s = p.slot(eid)
+            if s is not None:
+                slots[s] = None
+        for h in hashes:
+            s = p.slot_by_hash(h)
+            if s is not None:
+                slots[s] = None
+        if not slots:
+            return []
+        scores = self._bm25(p, terms, stats) if terms else None
+        tfidf = self._tfidf(p, words) if words else None
+        mask = p.mask(filters) if filters is not None else None
+        return [LexicalHit(p.ids[s], p.hashes[s],
+                           float(scores[s]) if scores is not None else 0.0,
+                           float(tfidf[s]) if tfidf is not None else 0.0,
+                           bool(mask[s]) if mask is not None else True) for s in slots]
+
+    def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
+        if not terms:
+            return 0
+        p = self.mirror()
+        matched = np.zeros(len(p.ids), dtype=bool)
+        for slots in p.matches(terms).slots:
+            matched[slots] = True
+        hits = np.flatnonzero(matched)
+        if hits.size == 0:
+            return 0
+        # Validity only on the matching slots; the full mask only for category filters.
+        category = filters.types or filters.domains or filters.severities or filters.origins or filters.tags
+        if category:
+            return int(np.count_nonzero(p.mask(filters)[hits]))
+        now = filters.moment
+        keep = np.ones(hits.size, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            if not filters.include_expired:
+                keep &= ~(p.valid_until[hits] <= now)
+            if not filters.include_future:
+                keep &= ~(p.valid_from[hits] > now)
+        return int(np.count_nonzero(keep))
+
+    def text_similarity(self, words: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
+        p = self.mirror()
+        out = [0.0] * len(documents)
+        if p.tfidf_terms == 0:
+            return out
+        qv = p.tfidf_vector(list(words))
+        if qv is None:
+            return out
+        for i, doc in enumerate(documents):
+            dv = p.tfidf_vector(list(doc))
+            if dv is not None:
+                out[i] = float(dv.multiply(qv).sum())
+        return out
+
+    def filter_mask(self, filters: Filters) -> IdMask:
+        p = self.mirror()
+        return IdMask(p.ids, p.mask(filters), self._version(p))
