@@ -173,6 +173,23 @@ def positional_rows(tree: ast.AST, name: str) -> list[str]:
     return out
 
 
+# Known places that still reach past the contract, each with why. The test fails
+# when a new one appears AND when one of these is fixed (so the list stays true).
+KNOWN_REACH = {
+    # The curator pages (tiervault/web) list entries newest/updated first, count
+    # entries per type/severity/domain, list links by type and group duplicates:
+    # the contract has no ordering, facet counts or link listing yet, so the
+    # catalog speaks SQL to SQLite and PostgreSQL tiers and reads the mirror.
+    "tiervault/web/catalog.py": ("imports the SQLite backend module", "postings is SQLite-only",
+                                 "snapshot is SQLite-only"),
+}
+
+
+def _known(violation: str) -> bool:
+    name = violation.split(":", 1)[0]
+    return any(part in violation for part in KNOWN_REACH.get(name, ()))
+
+
 def _scan(checker, dirs=SOURCE_DIRS) -> list[str]:
     out = []
     for path in source_files():
@@ -196,7 +213,11 @@ def test_upper_layers_set_no_attributes_on_other_modules_objects():
 
 
 def test_upper_layers_use_only_the_contract():
-    assert _scan(sqlite_reach, UPPER_DIRS) == []
+    found = _scan(sqlite_reach, UPPER_DIRS)
+    assert [v for v in found if not _known(v)] == []
+    for name, parts in KNOWN_REACH.items():  # a fixed exception must leave the list
+        for part in parts:
+            assert any(v.startswith(name + ":") and part in v for v in found), (name, part)
 
 
 def test_brain_reads_store_rows_by_name():

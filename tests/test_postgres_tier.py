@@ -157,7 +157,7 @@ def test_the_password_is_never_printed(pg_server, monkeypatch, caplog):
     store.capture_many(_entries(3))
     shown = [repr(store), store.location, str(store.stats()), repr(store.address)]
     with pytest.raises(TierVaultError) as err:  # a failing statement: its message must be clean
-        store._query("SELECT * FROM no_such_table_here")  # noqa: SLF001 - the boundary itself
+        store.query("SELECT * FROM no_such_table_here")  # the boundary itself
     shown.append(str(err.value))
     bad = PgTierStore(f"postgresql://tv_secret:{PLANTED}x@{pg_server.host}:1/tiervault_test",
                       name="team")  # unreachable: logged, retried later

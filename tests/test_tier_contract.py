@@ -36,16 +36,14 @@ WEIGHTS = {"id": 5.0, "title": 10.0, "description": 3.0, "context": 1.0, "tags":
 def open_tier(request, tmp_path: Path) -> Iterator[Opener]:
     """open_tier(name="agent", read_only=False): a handle on tier ``name`` of this test."""
     factory = BACKENDS[request.param]
-    opened: list[TierBackend] = []
 
     def opener(name: str = "agent", read_only: bool = False) -> TierBackend:
-        backend = factory(tmp_path, name=name, read_only=read_only)
-        opened.append(backend)
+        backend = factory(request, tmp_path, name=name, read_only=read_only)
+        # Registered after the factory's own clean-up: runs before it (LIFO).
+        request.addfinalizer(backend.close)
         return backend
 
     yield opener
-    for backend in opened:
-        backend.close()
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from tiervault.vault.backend import TierBackend, open_tier
 from tiervault.vault.entry import ENTRY_TYPES, FEEDBACK_ACTIONS, LINK_TYPES, ORIGINS, SEVERITIES, Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.manager import Candidates, LexicalQuery, Tier, VaultManager
-from tiervault.vault.rows import Link, MemoryHit
-from tiervault.vault.store import TierHits, TierStore
+from tiervault.vault.rows import Link, MemoryHit, TierHits
+from tiervault.vault.store import TierStore
 
 __all__ = [
     "Entry",

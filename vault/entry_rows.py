@@ -1,4 +1,7 @@
-"""Entry rows read back from a tier: checked on the way out, a damaged one skipped.
+"""Entry rows as the stores keep them: the column order and the row <-> Entry conversions.
+
+Dialect-neutral: shared by every SQL backend (SQLite, PostgreSQL). A row in
+:data:`ENTRY_COLUMNS` order becomes an :class:`Entry` through :func:`row_to_entry`.
 
 Rows were validated on the way in, but a file written by an older version may
 hold a timestamp the entry model now refuses (non-finite, outside years 1-9999).
@@ -16,9 +19,25 @@ from typing import Any, Iterable, Sequence
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import MAX_TIMESTAMP, MIN_TIMESTAMP, Entry, valid_timestamp
 
-__all__ = ["row_to_entry", "rows_to_entries", "SANE_TIMES"]
+__all__ = ["ENTRY_COLUMNS", "SELECT_ENTRY", "unchanged", "row_to_entry", "rows_to_entries",
+           "entry_params", "SANE_TIMES"]
 
 log = logging.getLogger(__name__)
+
+ENTRY_COLUMNS = ("id", "type", "domain", "title", "description", "context", "example",
+                 "counter_example", "why", "tags", "applies_to", "severity", "origin",
+                 "valid_from", "valid_until", "created_at", "updated_at", "content_hash")
+#: The columns of an entry row, prefixed for a table aliased ``e``.
+SELECT_ENTRY = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS)
+
+
+def unchanged(entry: Entry, stored: Sequence[Any]) -> bool:
+    """True when writing ``entry`` over the stored row would change nothing."""
+    chash, origin, vfrom, vuntil, created, updated = stored
+    return (chash == entry.content_hash and origin == entry.origin and vfrom == entry.valid_from
+            and vuntil == entry.valid_until
+            and (entry.created_at is None or entry.created_at == created)
+            and (entry.updated_at is None or entry.updated_at == updated))
 
 
 def row_to_entry(row: Sequence[Any]) -> Entry:
@@ -54,6 +73,21 @@ def rows_to_entries(rows: Iterable[Sequence[Any]], tier: str) -> list[Entry]:
 
 
 _REPORTED: set[tuple[str, str]] = set()
+
+
+def entry_params(entry: Entry, gen: int, now: float) -> dict[str, Any]:
+    return {
+        "id": entry.id, "type": entry.type, "domain": entry.domain, "title": entry.title,
+        "description": entry.description, "context": entry.context, "example": entry.example,
+        "counter_example": entry.counter_example, "why": entry.why, "tags": entry.tag_text,
+        "applies_to": json.dumps(list(entry.applies_to)), "severity": entry.severity,
+        "origin": entry.origin, "valid_from": entry.valid_from, "valid_until": entry.valid_until,
+        "created_at": entry.created_at if entry.created_at is not None else now,
+        "updated_at": entry.updated_at if entry.updated_at is not None else now,
+        "content_hash": entry.content_hash or entry.compute_hash(), "gen": gen,
+        "given_created_at": entry.created_at, "given_updated_at": entry.updated_at,
+    }
+
 
 # A row whose timestamps the model would refuse (written by older code) is left out of
 # search answers, as rows_to_entries leaves it out of reads. NaN is stored as NULL.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -25,9 +25,32 @@ from tiervault.vault.postings import Postings
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
 from tiervault.vault.scoring import top_k
 
-__all__ = ["MirrorLexicon"]
+__all__ = ["MirrorLexicon", "LocalMirror"]
 
 _KEEP = 8  # dense score arrays kept (a query needs 2: BM25 and TF-IDF)
+
+
+class LocalMirror:
+    """A :class:`Postings` mirror of any backend, built and caught up through the
+    contract alone (``changes_since``, ``generation``, ``uid``, ``cache_prefix``).
+
+    For a backend that scores server-side but must still answer the in-process
+    parts of the contract (``filter_mask``): a remote tier, say.
+    """
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self._mirror: Postings | None = None
+        self._lock = threading.RLock()
+
+    def get(self) -> Postings:
+        """The mirror, caught up with every write committed so far."""
+        with self._lock:
+            if self._mirror is None:
+                self._mirror = Postings.build(self.backend)
+            else:
+                self._mirror.catch_up(self.backend)
+            return self._mirror
 
 
 class MirrorLexicon:

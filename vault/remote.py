@@ -142,6 +142,7 @@ class RemoteTier:
         self._down_until = 0.0
         self._lock = threading.Lock()
         self._closed = False
+        self._local_lexicon: Any = None  # a local mirror, for filter_mask (built on first use)
 
     # -- plumbing ---------------------------------------------------------------------
     @property
@@ -245,6 +246,18 @@ class RemoteTier:
 
     def cache_prefix(self) -> str | None:
         return None  # nothing of a remote tier is cached on local disk
+
+    def create(self) -> bool:
+        """A remote tier is created by its server, never by a client: always False."""
+        return False
+
+    def filter_mask(self, filters: Filters) -> Any:
+        """Answered from a local mirror fed by ``changes_since`` (ids cannot travel per query)."""
+        from tiervault.vault.lexicon import LocalMirror, MirrorLexicon
+
+        if self._local_lexicon is None:
+            self._local_lexicon = MirrorLexicon(LocalMirror(self).get)
+        return self._local_lexicon.filter_mask(filters)
 
     # -- entries ----------------------------------------------------------------------
     def capture(self, entry: Entry) -> Entry:

@@ -33,6 +33,7 @@ __all__ = [
     "EmbeddingStatus",
     "TierStats",
     "IdMask",
+    "TierHits",
     "LIGHT_FIELDS",
 ]
 
@@ -314,3 +315,16 @@ class IdMask:
     ids: Sequence[str]
     mask: np.ndarray
     version: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class TierHits:
+    """A ranked answer of a backend's own server-side lexical search (``search_fts``):
+    parallel ids and scores, best first."""
+
+    ids: list[str]
+    scores: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "TierHits":
+        return cls([], np.zeros(0, dtype=np.float64))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -33,32 +32,19 @@ from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
 from tiervault.vault.rows import (Changes, EmbeddingStatus, FeedbackCounts, FeedbackEvent,
-                                  FeedbackRow, IdMask, WeightRecord,
-                                  LexicalHit, LightRow, Link, Memory, MemoryHit, MirrorRow, TermStats,
-                                  TierStats, VectorChanges, VectorHit, VectorRow)
+                                  FeedbackRow, IdMask, LexicalHit, LightRow, Link, Memory,
+                                  MemoryHit, MirrorRow, TermStats, TierHits, TierStats,
+                                  VectorChanges, VectorHit, VectorRow, WeightRecord)
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.sqlite_db import SqliteDb
-from tiervault.vault.sqlite_sql import (FTS_DELETE, FTS_INSERT, SANE_TIMES, SELECT_ENTRY,
-                                        UPSERT_ENTRY, entry_params, filter_sql, rows_to_entries,
-                                        unchanged)
+from tiervault.vault.entry_rows import SELECT_ENTRY, entry_params, rows_to_entries, unchanged
+from tiervault.vault.sqlite_sql import FTS_DELETE, FTS_INSERT, SANE_TIMES, UPSERT_ENTRY, filter_sql
 from tiervault.vault.vectors import TierVectors
 
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
 _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
                    "valid_until, title, description, context, tags")
-
-
-@dataclass(frozen=True, slots=True)
-class TierHits:
-    """FTS5's ranked answer (:meth:`TierStore.search_fts`): parallel ids and scores."""
-
-    ids: list[str]
-    scores: np.ndarray
-
-    @classmethod
-    def empty(cls) -> "TierHits":
-        return cls([], np.zeros(0, dtype=np.float64))
 
 
 class TierStore:
@@ -132,6 +118,11 @@ class TierStore:
     def generation(self) -> int:
         rows = self.db.query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
         return rows[0][0] if rows else 0
+
+    def snapshot(self) -> Any:
+        """One read transaction on the file (SQLite only, not in the contract): a
+        context manager yielding the connection, or None while the file does not exist."""
+        return self.db.snapshot()
 
     def cache_prefix(self) -> str | None:
         return str(self.path)

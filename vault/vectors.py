@@ -20,7 +20,7 @@ from tiervault.errors import StorageError, ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.rows import EmbeddingStatus, VectorChanges, VectorRow
 from tiervault.vault.sqlite_db import SqliteDb
-from tiervault.vault.sqlite_sql import SELECT_ENTRY, rows_to_entries
+from tiervault.vault.entry_rows import SELECT_ENTRY, rows_to_entries
 
 __all__ = ["TierVectors", "EMBEDDING_STATES"]
 

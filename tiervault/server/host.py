@@ -116,7 +116,8 @@ class VaultHost:
         self._tier_cls = Tier
         self._manager_cls = VaultManager
         shared = [t for t in settings.tiers if t.name != "agent"]
-        self.shared = VaultManager(Tier(t.name, str(t.path), t.weight, t.read_only) for t in shared)
+        self.shared = VaultManager(Tier(t.name, t.location, t.weight, t.read_only, config=t)
+                                   for t in shared)
         agent_cfg = settings.tier("agent")
         self.agent_weight = agent_cfg.weight if agent_cfg is not None else 1.0
         self._agent_managers: dict[str, Any] = {}
@@ -168,7 +169,8 @@ class VaultHost:
         if store is not None and not writable:
             store = ReadOnlyView(store, tier.name)
         return self._tier_cls(tier.name, tier.path, tier.weight, read_only=not writable,
-                              store=store, problem=tier.problem if store is None else None)
+                              store=store, problem=tier.problem if store is None else None,
+                              config=tier.config)
 
     def tier_names(self) -> list[str]:
         return ["agent", *self.shared.tiers]

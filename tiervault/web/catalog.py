@@ -30,8 +30,9 @@ import numpy as np
 
 from tiervault.vault.entry import ENTRY_TYPES, SEVERITIES, Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import LightRow
-from tiervault.vault.store import ENTRY_COLUMNS, Link, filter_sql, row_to_entry
+from tiervault.vault.entry_rows import ENTRY_COLUMNS, row_to_entry
+from tiervault.vault.rows import LightRow, Link
+from tiervault.vault.sqlite_sql import filter_sql
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["Catalog", "EntryPage", "Distribution", "Coverage", "DuplicateGroup", "Contradiction",

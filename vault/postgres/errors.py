@@ -68,6 +68,8 @@ def translate_psycopg(exc: BaseException, ctx: ErrorContext) -> TierVaultError:
         return TierUnavailable(ctx.tier, ctx.location,
                                f"its tables are missing ({text}); open the tier once with a role "
                                "allowed to create them")
+    # psycopg.DataError: refused client-side (a NUL byte in a text value), like SQLite's
+    # unbindable values: the caller's bad input, not a storage failure.
     if isinstance(exc, (pg.CharacterNotInRepertoire, pg.UntranslatableCharacter,
                         pg.NumericValueOutOfRange, pg.DataException, psycopg.DataError)):
         return ValidationError("value", f"{ctx.action}: the server cannot store a value ({text})")

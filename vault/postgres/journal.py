@@ -26,10 +26,10 @@ _MEMORY_COLUMNS = "id, summary, context, topics, project, created_at"
 
 
 class PgJournal:
-    """Uses the host store's ``_write()``, ``_query()`` and ``snapshot()``."""
+    """Uses the host store's ``write()``, ``query()`` and ``snapshot()``."""
 
-    _write: Any
-    _query: Any
+    write: Any
+    query: Any
     snapshot: Any
 
     def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),
@@ -44,7 +44,7 @@ class PgJournal:
         topic_text = check_text("topics", topics)
         memory_id = "mem-" + uuid.uuid4().hex[:16]
         stems, doclen = row_terms((summary, context, topic_text, project))
-        with self._write("store a memory") as (conn, _gen):
+        with self.write("store a memory") as (conn, _gen):
             conn.execute(
                 "INSERT INTO memories (id, summary, context, topics, project, created_at, doclen, terms) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
@@ -72,19 +72,19 @@ class PgJournal:
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         if not ids:
             return {}
-        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)",
+        rows = self.query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)",
                            (list(ids),))
         return {r[0]: Memory(*r) for r in rows}
 
     def list_memories(self, *, limit: int = 20, offset: int = 0,
                       project: str | None = None) -> list[Memory]:
-        rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (%s::text IS NULL OR "
+        rows = self.query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (%s::text IS NULL OR "
                            "project = %s) ORDER BY created_at DESC, rowid DESC LIMIT %s OFFSET %s",
                            (project, project, limit, offset))
         return [Memory(*r) for r in rows]
 
     def memory_count(self) -> int:
-        return self._query("SELECT count(*) FROM memories")[0][0]
+        return self.query("SELECT count(*) FROM memories")[0][0]
 
     def add_feedback(self, query: str, entry_id: str, action: str, *, agent: str = "",
                      context: str = "") -> None:
@@ -97,7 +97,7 @@ class PgJournal:
             raise ValidationError("entry_id", "is required")
         check_text("agent", agent)
         check_text("context", context)
-        with self._write("record feedback") as (conn, _gen):
+        with self.write("record feedback") as (conn, _gen):
             conn.execute("INSERT INTO feedback (query, entry_id, action, created_at, agent, context) "
                          "VALUES (%s, %s, %s, %s, %s, %s)",
                          (query, entry_id, action, time.time(), agent, context))
@@ -105,7 +105,7 @@ class PgJournal:
                          "SET value = (meta.value::bigint + 1)::text", (f"feedback:{action}",))
 
     def feedback_counts(self) -> FeedbackCounts:
-        rows = self._query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%%'")
+        rows = self.query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%%'")
         counts = {a: 0 for a in FEEDBACK_ACTIONS}
         counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
         return counts  # type: ignore[return-value]
@@ -113,14 +113,14 @@ class PgJournal:
     def feedback_for(self, entry_ids: Sequence[str]) -> list[FeedbackRow]:
         if not entry_ids:
             return []
-        return [FeedbackRow(*r) for r in self._query("SELECT entry_id, query, action, created_at FROM feedback "
+        return [FeedbackRow(*r) for r in self.query("SELECT entry_id, query, action, created_at FROM feedback "
                            "WHERE entry_id = ANY(%s) ORDER BY seq", (list(entry_ids),))]
 
     _EVENT_COLUMNS = "seq, query, entry_id, action, created_at, agent, context"
 
     def feedback_events(self, limit: int) -> list[FeedbackEvent]:
         """The newest ``limit`` feedback actions, oldest first."""
-        rows = self._query(f"SELECT {self._EVENT_COLUMNS} FROM feedback ORDER BY seq DESC LIMIT %s",
+        rows = self.query(f"SELECT {self._EVENT_COLUMNS} FROM feedback ORDER BY seq DESC LIMIT %s",
                            (int(limit),))
         return [FeedbackEvent(*r) for r in reversed(rows)]
 
@@ -128,7 +128,7 @@ class PgJournal:
         """The newest ``limit`` feedback actions on these entries, oldest first."""
         if not entry_ids:
             return []
-        rows = self._query(f"SELECT {self._EVENT_COLUMNS} FROM feedback WHERE entry_id = ANY(%s) "
+        rows = self.query(f"SELECT {self._EVENT_COLUMNS} FROM feedback WHERE entry_id = ANY(%s) "
                            "ORDER BY seq DESC LIMIT %s", (list(entry_ids), int(limit)))
         return [FeedbackEvent(*r) for r in reversed(rows)]
 
@@ -138,7 +138,7 @@ class PgJournal:
         from tiervault.vault.journal import MAX_WEIGHT_RECORDS
 
         check_text("weights", weights)
-        with self._write("record learned weights") as (conn, _gen):
+        with self.write("record learned weights") as (conn, _gen):
             conn.execute("INSERT INTO weight_history (created_at, events, pairs, weights) "
                          "VALUES (%s, %s, %s, %s)",
                          (created_at or time.time(), int(events), int(pairs), weights))
@@ -147,6 +147,6 @@ class PgJournal:
 
     def weight_history(self, limit: int = 20) -> list[WeightRecord]:
         """The newest ``limit`` refits, oldest first."""
-        rows = self._query("SELECT seq, created_at, events, pairs, weights FROM weight_history "
+        rows = self.query("SELECT seq, created_at, events, pairs, weights FROM weight_history "
                            "ORDER BY seq DESC LIMIT %s", (int(limit),))
         return [WeightRecord(*r) for r in reversed(rows)]

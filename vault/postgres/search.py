@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import Changes, LexicalHit, MirrorRow, TermStats
+from tiervault.vault.rows import Changes, IdMask, LexicalHit, MirrorRow, TermStats
 from tiervault.vault.scoring import top_k
 
 __all__ = ["PgLexical", "cache_root"]
@@ -152,3 +152,11 @@ class PgLexical:
             d = p.tfidf_vector(list(doc))
             out.append(float(q.multiply(d).sum()) if d is not None else 0.0)
         return out
+
+    def filter_mask(self, filters: Filters) -> IdMask:
+        p = self.postings()
+        return IdMask(p.ids, p.mask(filters), (id(p), p.gen, len(p.ids), p.n_alive))
+
+    def create(self) -> bool:
+        """Opening the tier created its schema already (unless read-only): False."""
+        return False

@@ -38,16 +38,16 @@ from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
 from tiervault.vault.postgres.lexical import batch_terms, bm25_rows, query_stems, tsquery_of
 from tiervault.vault.postgres.url import PgAddress, parse_address
-from tiervault.vault.schema import FTS_WEIGHTS
+from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.rows import LightRow, Link
-from tiervault.vault.store import ENTRY_COLUMNS, TierHits, _unchanged, row_to_entry
+from tiervault.vault.entry_rows import ENTRY_COLUMNS, SELECT_ENTRY, row_to_entry, unchanged
+from tiervault.vault.rows import TierHits
 
 __all__ = ["PgEntryStore", "pg_filter_sql"]
 
 log = logging.getLogger(__name__)
 _register_errors()
 
-_SELECT = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS)
 _STAGE_COLUMNS = (*ENTRY_COLUMNS, "given_created", "existing", "doclen", "stems")
 _STAGE_TABLE = (
     "CREATE TEMP TABLE IF NOT EXISTS tv_stage (id text, type text, domain text, title text, "
@@ -141,7 +141,7 @@ class PgEntryStore(PgJournal):
                     self._conn = None
 
     @contextmanager
-    def _mapped(self, action: str) -> Iterator[Any]:
+    def mapped(self, action: str) -> Iterator[Any]:
         """The connection, with every driver error mapped and a broken connection dropped."""
         with self._lock:
             try:
@@ -152,16 +152,16 @@ class PgEntryStore(PgJournal):
                 self._drop_broken()
                 raise
 
-    def _query(self, sql: str, params: Sequence[Any] = (), action: str = "read the tier") -> list[tuple]:
-        with self._mapped(action) as conn:
+    def query(self, sql: str, params: Sequence[Any] = (), action: str = "read the tier") -> list[tuple]:
+        with self.mapped(action) as conn:
             return conn.execute(sql, params).fetchall()
 
     @contextmanager
-    def _write(self, action: str = "write to the tier") -> Iterator[tuple[Any, int]]:
+    def write(self, action: str = "write to the tier") -> Iterator[tuple[Any, int]]:
         """One write transaction; yields (connection, this write's generation)."""
         if self.read_only:
             raise ReadOnlyTier(self.name, self.path, "is read-only; write to another tier")
-        with self._mapped(action) as conn:
+        with self.mapped(action) as conn:
             with conn.transaction():
                 gen = conn.execute("UPDATE meta SET value = (value::bigint + 1)::text "
                                    "WHERE key = 'gen' RETURNING value::bigint").fetchone()[0]
@@ -170,7 +170,7 @@ class PgEntryStore(PgJournal):
     @contextmanager
     def snapshot(self) -> Iterator[Any]:
         """One repeatable-read transaction: every query inside sees the same committed state."""
-        with self._mapped("read a snapshot of the tier") as conn:
+        with self.mapped("read a snapshot of the tier") as conn:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 yield conn
@@ -230,11 +230,11 @@ class PgEntryStore(PgJournal):
         """
         now = time.time()
         latest = list({e.id: e for e in batch}.values())
-        with self._write("write entries") as (conn, gen):
+        with self.write("write entries") as (conn, gen):
             stored = {r[0]: r[1:] for r in conn.execute(
                 "SELECT id, content_hash, origin, valid_from, valid_until, created_at, updated_at "
                 "FROM entries WHERE id = ANY(%s)", ([e.id for e in latest],))}
-            todo = [e for e in latest if e.id not in stored or not _unchanged(e, stored[e.id])]
+            todo = [e for e in latest if e.id not in stored or not unchanged(e, stored[e.id])]
             if not todo:
                 return 0
             conn.execute(_STAGE_TABLE)
@@ -254,19 +254,19 @@ class PgEntryStore(PgJournal):
         return len(todo)
 
     def get(self, entry_id: str) -> Entry | None:
-        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = %s", (entry_id,))
+        rows = self.query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE e.id = %s", (entry_id,))
         return row_to_entry(rows[0]) if rows else None
 
     def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
         if not ids:
             return {}
-        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id = ANY(%s)", (list(ids),))
+        rows = self.query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE e.id = ANY(%s)", (list(ids),))
         return {row[0]: row_to_entry(row) for row in rows}
 
     def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, LightRow]:
         if not ids:
             return {}
-        rows = self._query(
+        rows = self.query(
             "SELECT e.id, e.type, e.domain, e.severity, e.title, substr(e.description, 1, %s), "
             "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
             "char_length(e.title) + char_length(e.description) + char_length(e.context) "
@@ -276,13 +276,13 @@ class PgEntryStore(PgJournal):
 
     def delete(self, entry_id: str) -> bool:
         """Delete an entry (links, vectors and embedding state cascade; a tombstone is left)."""
-        with self._write("delete an entry") as (conn, _gen):
+        with self.write("delete an entry") as (conn, _gen):
             count = conn.execute("DELETE FROM entries WHERE id = %s", (entry_id,)).rowcount
         self._sync_postings()
         return count > 0
 
     def count(self) -> int:
-        return self._query("SELECT count(*) FROM entries")[0][0]
+        return self.query("SELECT count(*) FROM entries")[0][0]
 
     #: Orders :meth:`list_entries` accepts (as the SQLite tier's).
     LIST_ORDERS = {"updated": "e.updated_at DESC, e.rowid DESC",
@@ -300,22 +300,22 @@ class PgEntryStore(PgJournal):
         if sort not in self.LIST_ORDERS:
             raise ValidationError("sort", f"{sort!r} is not one of {', '.join(self.LIST_ORDERS)}")
         where, params = self._list_where(filters, since)
-        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE true{where} "
+        rows = self.query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE true{where} "
                            f"ORDER BY {self.LIST_ORDERS[sort]} LIMIT %s OFFSET %s",
                            [*params, limit, offset])
         return [row_to_entry(r) for r in rows]
 
     def count_matching(self, filters: Filters | None = None, since: float | None = None) -> int:
         where, params = self._list_where(filters, since)
-        return self._query(f"SELECT count(*) FROM entries e WHERE true{where}", params)[0][0]
+        return self.query(f"SELECT count(*) FROM entries e WHERE true{where}", params)[0][0]
 
     def vocabulary(self) -> dict[str, dict[str, int]]:
         """Domains, types, severities and tags with their entry counts."""
         out: dict[str, dict[str, int]] = {}
         for key, column in (("domains", "domain"), ("types", "type"), ("severities", "severity")):
-            out[key] = dict(self._query(f"SELECT {column}, count(*) FROM entries "
+            out[key] = dict(self.query(f"SELECT {column}, count(*) FROM entries "
                                         f"GROUP BY {column} ORDER BY count(*) DESC, {column}"))
-        out["tags"] = dict(self._query(
+        out["tags"] = dict(self.query(
             "SELECT t, count(*) FROM entries, unnest(string_to_array(tags, ' ')) AS t "
             "WHERE t <> '' GROUP BY t"))
         return out
@@ -324,7 +324,7 @@ class PgEntryStore(PgJournal):
         """Every entry, streamed in rowid order."""
         last = 0
         while True:
-            rows = self._query(f"SELECT e.rowid, {_SELECT} FROM entries e WHERE e.rowid > %s "
+            rows = self.query(f"SELECT e.rowid, {SELECT_ENTRY} FROM entries e WHERE e.rowid > %s "
                                "ORDER BY e.rowid LIMIT %s", (last, batch))
             if not rows:
                 return
@@ -333,7 +333,7 @@ class PgEntryStore(PgJournal):
             last = rows[-1][0]
 
     def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
-        rows = self._query("SELECT content_hash, id FROM entries WHERE content_hash = ANY(%s)",
+        rows = self.query("SELECT content_hash, id FROM entries WHERE content_hash = ANY(%s)",
                            (list(hashes),))
         return {h: i for h, i in rows}
 
@@ -373,12 +373,12 @@ class PgEntryStore(PgJournal):
         return gen, rows, dead
 
     def generation(self) -> int:
-        return self._query("SELECT value::bigint FROM meta WHERE key = 'gen'")[0][0]
+        return self.query("SELECT value::bigint FROM meta WHERE key = 'gen'")[0][0]
 
     def uid(self) -> str:
         """The tier's random id (made with its schema; names its local caches)."""
         if self._uid is None:
-            self._uid = self._query("SELECT value FROM meta WHERE key = 'uid'")[0][0]
+            self._uid = self.query("SELECT value FROM meta WHERE key = 'uid'")[0][0]
         return self._uid
 
     # -- links ------------------------------------------------------------------------
@@ -391,7 +391,7 @@ class PgEntryStore(PgJournal):
         if source_id == target_id:
             raise ValidationError("target_id", "an entry cannot link to itself")
         now = time.time()
-        with self._write("store a link") as (conn, _gen):
+        with self.write("store a link") as (conn, _gen):
             if conn.execute("SELECT 1 FROM entries WHERE id = %s", (source_id,)).fetchone() is None:
                 raise EntryNotFound(source_id)
             conn.execute("INSERT INTO links (source_id, target_id, link_type, note, created_at) "
@@ -401,7 +401,7 @@ class PgEntryStore(PgJournal):
         return Link(source_id, target_id, link_type, note, now, self.name)
 
     def unlink(self, source_id: str, target_id: str, link_type: str | None = None) -> int:
-        with self._write("remove a link") as (conn, _gen):
+        with self.write("remove a link") as (conn, _gen):
             return conn.execute(
                 "DELETE FROM links WHERE source_id = %s AND target_id = %s "
                 "AND (%s::text IS NULL OR link_type = %s)",
@@ -410,12 +410,12 @@ class PgEntryStore(PgJournal):
     def links_touching(self, ids: Sequence[str]) -> list[Link]:
         if not ids:
             return []
-        rows = self._query("SELECT source_id, target_id, link_type, note, created_at FROM links "
+        rows = self.query("SELECT source_id, target_id, link_type, note, created_at FROM links "
                            "WHERE source_id = ANY(%s) OR target_id = ANY(%s)", (list(ids), list(ids)))
         return [Link(*r, self.name) for r in rows]
 
     def link_count(self) -> int:
-        return self._query("SELECT count(*) FROM links")[0][0]
+        return self.query("SELECT count(*) FROM links")[0][0]
 
     # -- maintenance --------------------------------------------------------------------
     def integrity_problems(self) -> list[str]:
@@ -440,7 +440,7 @@ class PgEntryStore(PgJournal):
 
     def file_size(self) -> int:
         """Bytes on the server of this tier's tables and indexes."""
-        return int(self._query(
+        return int(self.query(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
             (self.address.schema,))[0][0])

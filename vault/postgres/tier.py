@@ -11,10 +11,10 @@ from typing import Any
 
 from tiervault.vault.entry import Entry
 from tiervault.vault.postgres.search import PgLexical
-from tiervault.vault.postgres.store import _SELECT, PgEntryStore
+from tiervault.vault.postgres.store import PgEntryStore
 from tiervault.vault.postgres.vectors import PgVectorMethods
 from tiervault.vault.rows import TierStats
-from tiervault.vault.store import row_to_entry
+from tiervault.vault.entry_rows import SELECT_ENTRY, row_to_entry
 
 __all__ = ["PgTierStore", "open_backend"]
 
@@ -29,7 +29,7 @@ class PgTierStore(PgLexical, PgVectorMethods, PgEntryStore):
 
     def entries_after(self, after: str, limit: int) -> list[Entry]:
         """Up to ``limit`` entries with id > ``after`` in id (byte) order."""
-        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id COLLATE \"C\" > %s "
+        rows = self.query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE e.id COLLATE \"C\" > %s "
                            "ORDER BY e.id COLLATE \"C\" LIMIT %s", (after, limit))
         return [row_to_entry(r) for r in rows]
 

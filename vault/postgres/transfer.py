@@ -18,7 +18,7 @@ class PgTransfer:
         self.store = store
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self.store._query(sql, params, "copy the tier")  # noqa: SLF001 - same backend
+        return self.store.query(sql, params, "copy the tier")
 
     def memories_after(self, after: int, limit: int) -> list[MemoryRecord]:
         return [MemoryRecord(*r) for r in self._query(
@@ -33,7 +33,7 @@ class PgTransfer:
             stems, doclen = row_terms((r.summary, r.context, r.topics, r.project))
             payload.append((r.id, r.summary, r.context, r.topics, r.project, r.created_at, doclen,
                             [s for s in stems if len(s.encode()) <= 2_000]))
-        with self.store._write("copy memories") as (conn, _gen):  # noqa: SLF001
+        with self.store.write("copy memories") as (conn, _gen):
             before = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
             with conn.cursor() as cur:
                 cur.executemany(
@@ -51,7 +51,7 @@ class PgTransfer:
         added = 0
         if not rows:
             return 0
-        with self.store._write("copy feedback") as (conn, _gen):  # noqa: SLF001
+        with self.store.write("copy feedback") as (conn, _gen):
             for r in rows:
                 if conn.execute("SELECT 1 FROM feedback WHERE entry_id = %s AND query = %s AND "
                                 "action = %s AND created_at = %s",
@@ -67,7 +67,7 @@ class PgTransfer:
     def put_links(self, links: Sequence[Link]) -> int:
         if not links:
             return 0
-        with self.store._write("copy links") as (conn, _gen):  # noqa: SLF001
+        with self.store.write("copy links") as (conn, _gen):
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO links (source_id, target_id, link_type, note, created_at) "

@@ -26,8 +26,8 @@ import numpy as np
 from tiervault.errors import StorageError, ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.postgres.store import _SELECT, pg_filter_sql
-from tiervault.vault.store import row_to_entry
+from tiervault.vault.postgres.store import pg_filter_sql
+from tiervault.vault.entry_rows import SELECT_ENTRY, row_to_entry
 
 __all__ = ["PgVectors", "VectorHit", "HNSW_MIN_ROWS", "HALFVEC_ABOVE_DIM", "EMBEDDING_STATES"]
 
@@ -80,7 +80,7 @@ class PgVectors:
         self.store = store
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self.store._query(sql, params, "read vectors")  # noqa: SLF001 - same backend
+        return self.store.query(sql, params, "read vectors")
 
     def input_hashes(self, model: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
@@ -97,7 +97,7 @@ class PgVectors:
         if not rows:
             return 0
         now = time.time()
-        with self.store._write("store vectors") as (conn, gen):  # noqa: SLF001 - same backend
+        with self.store.write("store vectors") as (conn, gen):
             live = {r[0] for r in conn.execute("SELECT id FROM entries WHERE id = ANY(%s)",
                                                ([r[0] for r in rows],))}
             payload = [(eid, model, int(vec.shape[0]), h, _literal(vec), now, gen)
@@ -126,7 +126,7 @@ class PgVectors:
         if n < HNSW_MIN_ROWS or self._has_index(name):
             return False
         kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
-        with self.store._mapped("create a vector index") as conn:  # noqa: SLF001
+        with self.store.mapped("create a vector index") as conn:
             conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON entry_vectors USING hnsw "
                          f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) WITH (m = 16, ef_construction = 128) "
                          f"WHERE model = {_quote(model)} AND dim = {int(dim)}")
@@ -165,7 +165,7 @@ class PgVectors:
                    f"WHERE {pred}{where} ORDER BY v.vector::{kind}({dim}) <=> %s::{kind}({dim}) "
                    f"LIMIT %s) pool ORDER BY s DESC, id LIMIT %s")
             args = [lit, *params, lit, size, k]
-            with self.store._mapped("search vectors") as conn:  # noqa: SLF001
+            with self.store.mapped("search vectors") as conn:
                 with conn.transaction():
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(size, EF_SEARCH_MIN), 1000)}")
@@ -185,7 +185,7 @@ class PgVectors:
             return
         now = time.time()
         bump = 1 if state == "error" else 0
-        with self.store._write("record embedding state") as (conn, _gen):  # noqa: SLF001
+        with self.store.write("record embedding state") as (conn, _gen):
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO embedding_state (entry_id, model, state, input_hash, error, retries, updated_at) "
@@ -197,13 +197,13 @@ class PgVectors:
 
     def backlog(self, model: str, limit: int, *, after: str = "") -> list[Entry]:
         rows = self._query(
-            f"SELECT {_SELECT} FROM entries e LEFT JOIN embedding_state s ON s.entry_id = e.id "
+            f"SELECT {SELECT_ENTRY} FROM entries e LEFT JOIN embedding_state s ON s.entry_id = e.id "
             "AND s.model = %s WHERE e.id > %s AND (s.state IS NULL OR s.state <> 'ok') "
             "ORDER BY e.id COLLATE \"C\" LIMIT %s", (model, after, limit))
         return [row_to_entry(r) for r in rows]
 
     def page(self, limit: int, *, after: str = "") -> list[Entry]:
-        rows = self._query(f"SELECT {_SELECT} FROM entries e WHERE e.id > %s "
+        rows = self._query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE e.id > %s "
                            "ORDER BY e.id COLLATE \"C\" LIMIT %s", (after, limit))
         return [row_to_entry(r) for r in rows]
 
@@ -242,7 +242,7 @@ class PgVectors:
 class PgVectorMethods:
     """Contract methods for vectors and embedding state; mixed into the PostgreSQL tier."""
 
-    _query: Any
+    query: Any
 
     @property
     def vectors(self) -> PgVectors:
@@ -254,7 +254,7 @@ class PgVectorMethods:
     def vectors_for(self, model: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
-        rows = self._query("SELECT entry_id, vector::text FROM entry_vectors WHERE model = %s "
+        rows = self.query("SELECT entry_id, vector::text FROM entry_vectors WHERE model = %s "
                            "AND entry_id = ANY(%s)", (model, list(ids)))
         return {r[0]: np.fromstring(r[1][1:-1], sep=",", dtype=np.float32) for r in rows}
 
