@@ -58,54 +58,6 @@ def test_redact_url_keeps_a_url_without_secrets():
     assert redact_url("postgresql://bob@h/db") == "postgresql://bob@h/db"
 
 
-def _load(tmp_path, text, env=None):
-    from tiervault.config import load_settings
-
-    cfg = tmp_path / "agent.yaml"
-    cfg.write_text(text, encoding="utf-8")
-    return load_settings(cfg, env={"HOME": str(tmp_path), **(env or {})})
-
-
-def test_agent_yaml_accepts_a_server_tier_and_never_shows_its_secrets(tmp_path):
-    st = _load(tmp_path, "tiers:\n  project: p.db\n  team:\n    url: postgresql://bob:${PGPW}@db/vault\n"
-                         "    schema: tiervault\n", env={"PGPW": "hunter2"})
-    team = st.tier("team")
-    assert team.path is None and team.url.reveal() == "postgresql://bob:hunter2@db/vault"
-    assert team.schema == "tiervault" and backend_kind(team) == "postgres"
-    assert st.tier("project").path == tmp_path / "p.db"
-    assert "hunter2" not in repr(st) and "hunter2" not in team.location
-
-
-def test_agent_yaml_remote_tier_with_a_token(tmp_path):
-    st = _load(tmp_path, "tiers:\n  team:\n    url: https://vault.example/t/team\n    token: ${TOK}\n",
-               env={"TOK": "s3cret-token"})
-    team = st.tier("team")
-    assert backend_kind(team) == "remote" and team.token.reveal() == "s3cret-token"
-    assert "s3cret" not in repr(st)
-
-
-@pytest.mark.parametrize("block, message", [
-    ("team:\n    url: mysql://u:hunter2@h/db", "must be a postgresql:// URL"),
-    ("team:\n    path: t.db\n    url: https://x", "exactly one of path"),
-    ("team:\n    token: abc", "exactly one of path"),
-    ("team:\n    path: t.db\n    token: hunter2", "url tier only"),
-    ("team:\n    url: https://h/t\n    passwd: hunter2", "unknown key"),
-])
-def test_bad_server_tiers_are_config_errors_that_echo_no_secret(tmp_path, block, message):
-    with pytest.raises(ConfigError, match=message) as info:
-        _load(tmp_path, "tiers:\n  " + block + "\n")
-    assert "hunter2" not in str(info.value)
-
-
-def test_a_path_override_replaces_a_server_tier(tmp_path):
-    from tiervault.config import load_settings
-
-    cfg = tmp_path / "agent.yaml"
-    cfg.write_text("tiers:\n  team:\n    url: https://h/t\n", encoding="utf-8")
-    st = load_settings(cfg, env={"HOME": str(tmp_path)}, overrides={"team_tier": str(tmp_path / "t.db")})
-    assert st.tier("team").url is None and st.tier("team").path == tmp_path / "t.db"
-
-
 def test_a_missing_backend_extra_leaves_the_tier_out_with_a_clear_problem(tmp_path, monkeypatch):
     from tiervault.vault import backend
     from tiervault.vault.manager import Tier, VaultManager

@@ -107,6 +107,10 @@ def test_crud_round_trip(tier):
     assert row.chars == len("Retry with backoff") + len("Use jitter.")
     assert tier.delete("e2") is True and tier.delete("e2") is False
     assert tier.get("e2") is None and tier.count() == 2
+    tier.capture_many([entry("d1"), entry("d2")])
+    gen = tier.generation()
+    assert tier.delete_many(["d1", "d2", "zz"]) == 2 and tier.count() == 2
+    assert len(tier.changes_since(gen).deleted) == 2 and tier.delete_many([]) == 0
 
 
 def test_an_update_replaces_the_entry_and_keeps_created_at(tier):

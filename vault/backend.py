@@ -164,6 +164,11 @@ class TierBackend(Protocol):
         """
         ...
 
+    def delete_many(self, ids: Sequence[str]) -> int:
+        """Delete entries in ONE transaction (all or, on failure, none); returns how many
+        were held here and deleted. Each leaves a tombstone, as :meth:`delete`."""
+        ...
+
     def count(self) -> int:
         ...
 

@@ -320,6 +320,9 @@ class RemoteTier:
     def delete(self, entry_id: str) -> bool:
         return bool(self._call("delete", True, entry_id=entry_id))
 
+    def delete_many(self, ids: Sequence[str]) -> int:
+        return int(self._call("delete_many", True, ids=list(ids))) if ids else 0
+
     def count(self) -> int:
         return int(self._call("count"))
 

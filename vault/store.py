@@ -248,20 +248,6 @@ class TierStore:
         """Delete entries in one transaction (all of them or, on failure, none)."""
         if not ids:
             return 0
-        try:
-            with self._write():
-                cur = self._conn.execute(  # type: ignore[union-attr]
-                    "DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(list(ids)),))
-        except sqlite3.Error as exc:
-            raise StorageError(f"tier {self.name!r} ({self.path}): delete failed: {exc}") from exc
-        self._sync_postings()
-        return cur.rowcount
-
-    def delete_many(self, ids: Sequence[str]) -> int:
-        """Delete entries in one transaction (all of them or, on failure, none)."""
-        if not ids:
-            return 0
         with self.db.write("delete") as txn:
             cur = txn.conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
                                    (json.dumps(list(ids)),))

@@ -41,8 +41,8 @@ READ_METHODS = frozenset({
     "embedding_status", "count_matching", "vocabulary", "get_memories", "list_memories",
 })
 WRITE_METHODS = frozenset({
-    "capture", "capture_many", "delete", "link", "unlink", "add_memory", "add_feedback",
-    "add_weight_record", "put_vectors", "mark_embedding",
+    "capture", "capture_many", "delete", "delete_many", "link", "unlink", "add_memory",
+    "add_feedback", "add_weight_record", "put_vectors", "mark_embedding",
 })
 METHODS = READ_METHODS | WRITE_METHODS
 

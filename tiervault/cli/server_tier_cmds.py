@@ -72,9 +72,10 @@ def _open_side(spec: str, tier: str, schema: str | None, args: argparse.Namespac
         from tiervault.errors import TierUnavailable
 
         raise TierUnavailable(tier, str(path), "does not exist; nothing to migrate from")
-    from tiervault.vault.store import TierStore
+    from tiervault.config.settings import TierConfig
+    from tiervault.vault.backend import open_tier
 
-    return TierStore(path, name=tier)
+    return open_tier(TierConfig(tier, path, 1.0, False))
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

@@ -31,15 +31,16 @@ from tiervault.errors import ReadOnlyTier
 from tiervault.server.errors import ApiError
 from tiervault.server.principal import Principal
 from tiervault.server.tokens import AGENT_ID
+from tiervault.vault.wire import WRITE_METHODS as CONTRACT_WRITES
 
 __all__ = ["VaultHost", "ReadOnlyView", "Locked", "WRITE_METHODS"]
 
 log = logging.getLogger("tiervault.server")
 T = TypeVar("T")
 
-#: The tier-store methods that change a tier; a read-only view refuses them.
-WRITE_METHODS = frozenset({"capture", "capture_many", "delete", "link", "unlink", "add_memory",
-                           "add_feedback", "add_weight_record", "update"})
+#: The tier-store methods that change a tier; a read-only view refuses them: every
+#: write of the storage contract (as the remote-tier wire lists them) and ``create``.
+WRITE_METHODS = frozenset({*CONTRACT_WRITES, "create", "update"})
 
 
 class ReadOnlyView:

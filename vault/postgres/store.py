@@ -281,6 +281,15 @@ class PgEntryStore(PgJournal):
         self._sync_postings()
         return count > 0
 
+    def delete_many(self, ids: Sequence[str]) -> int:
+        """Delete entries in one transaction (all of them or, on failure, none)."""
+        if not ids:
+            return 0
+        with self.write("delete entries") as (conn, _gen):
+            count = conn.execute("DELETE FROM entries WHERE id = ANY(%s)", (list(ids),)).rowcount
+        self._sync_postings()
+        return count
+
     def count(self) -> int:
         return self.query("SELECT count(*) FROM entries")[0][0]
 
