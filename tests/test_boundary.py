@@ -34,7 +34,7 @@ UPPER_DIRS = ("tiervault", "brain", "embeddings", "config")
 
 SQLITE_BACKEND = {"vault/store.py", "vault/journal.py", "vault/vectors.py", "vault/connection.py",
                   "vault/schema.py", "vault/sqlite_db.py", "vault/sqlite_sql.py",
-                  "vault/sqlite_errors.py"}
+                  "vault/sqlite_errors.py", "vault/maintenance.py"}
 # The tokenizer asks FTS5 itself (in-memory, no tier file) what a term is.
 SQLITE_ALLOWED = SQLITE_BACKEND | {"vault/tokenizer.py"}
 # NamedTuple's public API is spelled with a leading underscore (to avoid field clashes).
@@ -182,6 +182,10 @@ KNOWN_REACH = {
     # catalog speaks SQL to SQLite and PostgreSQL tiers and reads the mirror.
     "tiervault/web/catalog.py": ("imports the SQLite backend module", "postings is SQLite-only",
                                  "snapshot is SQLite-only", "imports sqlite3"),
+    # The CLI walks argparse's parsers to list every sub-command and option (stdlib
+    # internals, not another tiervault module's).
+    "tiervault/cli/__init__.py": ("parser._actions", "argparse._SubParsersAction",
+                                  "child._option_string_actions"),
 }
 
 
@@ -205,7 +209,7 @@ def test_sqlite3_is_imported_only_by_the_sqlite_backend():
 
 
 def test_no_private_member_access_across_modules():
-    assert _scan(private_access) == []
+    assert [v for v in _scan(private_access) if not _known(v)] == []
 
 
 def test_upper_layers_set_no_attributes_on_other_modules_objects():
@@ -213,8 +217,11 @@ def test_upper_layers_set_no_attributes_on_other_modules_objects():
 
 
 def test_upper_layers_use_only_the_contract():
-    found = _scan(sqlite_reach, UPPER_DIRS) + _scan(sqlite_imports)
-    assert [v for v in found if not _known(v)] == []
+    assert [v for v in _scan(sqlite_reach, UPPER_DIRS) if not _known(v)] == []
+
+
+def test_every_known_exception_is_still_real():
+    found = _scan(sqlite_reach, UPPER_DIRS) + _scan(sqlite_imports) + _scan(private_access)
     for name, parts in KNOWN_REACH.items():  # a fixed exception must leave the list
         for part in parts:
             assert any(v.startswith(name + ":") and part in v for v in found), (name, part)

@@ -3,6 +3,7 @@ memories, feedback and vectors. Implements :class:`~tiervault.vault.backend.Tier
 
 The SQLite backend is these modules: ``store`` (entries, links, generations),
 ``journal`` (memories, feedback), ``vectors`` (vectors, embedding state),
+``maintenance`` (integrity checks and repairs),
 ``sqlite_db`` (connection, transactions), ``sqlite_sql`` (SQL text and row
 conversion), ``sqlite_errors`` (sqlite3 -> tiervault errors), ``connection`` and
 ``schema`` (opening, migrations). Nothing else imports ``sqlite3``.
