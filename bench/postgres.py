@@ -100,7 +100,7 @@ def ts_rank_baseline(store: Any) -> Any:
         stems = query_stems(query_terms(q["text"]))
         if not stems:
             return []
-        return store._query("SELECT id, ts_rank(terms, %s::tsquery) AS r FROM entries "  # noqa: SLF001
+        return store.query("SELECT id, ts_rank(terms, %s::tsquery) AS r FROM entries "  # noqa: SLF001
                             "WHERE terms @@ %s::tsquery ORDER BY r DESC LIMIT 30",
                             (tsquery_of(stems), tsquery_of(stems)))
     return run
@@ -169,7 +169,7 @@ def hybrid_phase(team: Any, brain: Any, entries: list[Any], dim: int, n_queries:
         return team.vector_search("bench", qvec[q["id"]], 10, filters=Filters.build(**query_kwargs(q)))
 
     def plain(q: dict[str, Any]) -> list[tuple]:
-        return team._query("SELECT entry_id FROM entry_vectors ORDER BY vector <=> %s::vector "  # noqa: SLF001
+        return team.query("SELECT entry_id FROM entry_vectors ORDER BY vector <=> %s::vector "  # noqa: SLF001
                            "LIMIT 10", (lit[q["id"]],))
 
     def hybrid(q: dict[str, Any]) -> list[Any]:
