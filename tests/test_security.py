@@ -57,14 +57,19 @@ def digest(paths: list[Path]) -> dict[str, str]:
 #: reviewed for isolation and added here.
 PATH_ARGUMENTS = {("", "--config"), ("init", "--dir"), ("quickstart", "--dir"),
                   ("capture", "--input"), ("import", "file"), ("export", "--output"),
-                  ("export-md", "dir"), ("import-md", "dir")}
+                  ("export-md", "dir"), ("import-md", "dir"),
+                  # the server's own state (tokens, agents' tiers) and its TLS files: chosen
+                  # by the operator like --config, never by a client
+                  ("serve", "--state-dir"), ("serve", "--ssl-certfile"), ("serve", "--ssl-keyfile")}
 NON_PATH_ARGUMENTS = {"id", "ids", "query", "source", "target", "action", "title", "description",
                       "type", "domain", "severity", "context", "example", "counter_example", "why",
                       "origin", "valid_from", "valid_until", "tags", "applies_to", "note",
                       "link_type", "tier", "agent_id", "mode", "limit", "entry_type", "memories",
                       "explain", "json", "force", "strict", "rebuild", "read_only", "prune",
                       "verbose", "help", "add_tags", "remove_tags", "since", "sort", "offset",
-                      "version", "repair", "port", "open"}
+                      "version", "repair", "port", "open", "host", "rate", "burst", "max_body",
+                      "max_query", "max_ids", "body_timeout", "schema", "batch", "team_url",
+                      "team_schema"}
 
 
 def test_the_only_path_arguments_are_data_files():
