@@ -49,3 +49,7 @@ def postgres_backend(request: Any, where: Path, *, name: str = "agent",
 _SCHEMAS: set[str] = set()
 
 BACKENDS: dict[str, BackendFactory] = {"sqlite": sqlite_backend, "postgres": postgres_backend}
+
+from remote_backend import remote_backend  # noqa: E402  (a real `tiervault serve` process)
+
+BACKENDS["remote"] = remote_backend

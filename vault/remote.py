@@ -24,9 +24,10 @@ transport failure the tier is *cooling down* for ``retry_after_s`` (2 s): calls
 fail at once instead of waiting again, so one search pays at most one timeout;
 the next call after that tries again. Failures are ``StorageError`` (the
 manager leaves the tier out of the answer and lists it in ``problems``); a
-write fails the same way and is never queued. ``401`` is ``TierUnavailable``
-(the token was refused), ``403`` ``ReadOnlyTier``, ``400``/``413``
-``ValidationError``, ``404`` on an entry ``EntryNotFound``.
+write fails the same way and is never queued. A refused token (401) is a
+``StorageError`` too (the tier is left out, the problem names the token's
+refusal); ``403`` is ``ReadOnlyTier``, ``400``/``413`` ``ValidationError``,
+``404`` on an entry ``EntryNotFound``.
 
 Settings (environment, or attributes of the tier config when present):
 ``TIERVAULT_REMOTE_CONNECT_TIMEOUT`` (2), ``TIERVAULT_REMOTE_READ_TIMEOUT`` (5),
@@ -37,9 +38,9 @@ The token is sent only in the ``Authorization`` header; it is never part of
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 from urllib.parse import urlsplit
@@ -53,7 +54,6 @@ from tiervault.errors import (
     EntryNotFound,
     ReadOnlyTier,
     StorageError,
-    TierUnavailable,
     ValidationError,
 )
 from tiervault.vault.entry import Entry
@@ -140,7 +140,7 @@ class RemoteTier:
             timeout=httpx.Timeout(connect=o.connect_timeout, read=o.read_timeout,
                                   write=o.read_timeout, pool=o.connect_timeout))
         self._down_until = 0.0
-        self._lock = threading.Lock()
+        self._last_failure = ""
         self._closed = False
         self._local_lexicon: Any = None  # a local mirror, for filter_mask (built on first use)
 
@@ -162,9 +162,11 @@ class RemoteTier:
             raise ReadOnlyTier(self.name, self.location, "this tier is configured read-only")
         now = time.monotonic()
         if now < self._down_until:
-            raise self._fail(f"the server was unreachable {self.options.retry_after_s:g} s ago or "
-                             f"less; it is tried again in {self._down_until - now:.1f} s")
-        body = {"args": encode(kwargs)}
+            raise self._fail(f"{self._last_failure} (at the last try; tried again in "
+                             f"{self._down_until - now:.1f} s)")
+        # Serialised here, not by httpx: ASCII escapes carry any string (a lone surrogate
+        # reaches the server, which refuses it as a ValidationError like a local tier).
+        body = json.dumps({"args": encode(kwargs)}, ensure_ascii=True).encode("ascii")
         path = f"/api/v1/tiers/{self.remote_name}/{method}"
         o = self.options
         retrying = Retrying(
@@ -175,16 +177,13 @@ class RemoteTier:
         try:
             response = retrying(self._post, path, body, write)
         except _Transient as exc:
-            self._down_until = time.monotonic() + o.retry_after_s
-            raise self._fail(str(exc)) from None
+            raise self._down(str(exc)) from None
         except httpx.TimeoutException:
-            self._down_until = time.monotonic() + o.retry_after_s
-            raise self._fail(f"no answer within {o.read_timeout:g} s"
+            raise self._down(f"no answer within {o.read_timeout:g} s"
                              + ("; the write may or may not have been applied: load the entry "
                                 "to check" if write else "")) from None
         except httpx.HTTPError as exc:
-            self._down_until = time.monotonic() + o.retry_after_s
-            raise self._fail(f"transport error ({type(exc).__name__})") from None
+            raise self._down(f"transport error ({type(exc).__name__})") from None
         self._down_until = 0.0
         if response.status_code != 200:
             raise self._error(response)
@@ -193,9 +192,16 @@ class RemoteTier:
         except (ValueError, KeyError, TypeError) as exc:
             raise self._fail(f"malformed answer from the server ({type(exc).__name__})") from None
 
-    def _post(self, path: str, body: Any, write: bool) -> httpx.Response:
+    def _down(self, reason: str) -> StorageError:
+        """Start the cool-down after a transport failure; the error to raise."""
+        self._last_failure = reason
+        self._down_until = time.monotonic() + self.options.retry_after_s
+        return self._fail(reason)
+
+    def _post(self, path: str, body: bytes, write: bool) -> httpx.Response:
         try:
-            response = self._http.post(path, json=body)
+            response = self._http.post(path, content=body,
+                                       headers={"Content-Type": "application/json"})
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise _Transient(f"cannot connect to the server ({type(exc).__name__})") from None
         if response.status_code in (429, 502, 503, 504) and not (write and response.status_code == 502):
@@ -207,15 +213,15 @@ class RemoteTier:
     def _error(self, response: httpx.Response) -> Exception:
         status, message = response.status_code, _message(response)
         field = _field(response)
-        if status == 401:
-            return TierUnavailable(self.name, self.location, f"the server refused the token: {message}")
+        if status == 401:  # StorageError: a read then leaves this tier out instead of failing
+            return self._fail(f"the server refused the token: {message}")
         if status == 403:
             return ReadOnlyTier(self.name, self.location, message)
         if status == 404 and field == "id":
             m = re.search(r"id '([^']*)'", message)
             return EntryNotFound(m.group(1) if m else "")
         if status == 404:
-            return TierUnavailable(self.name, self.location, f"the server does not serve this: {message}")
+            return self._fail(f"the server does not serve this: {message}")
         if status in (400, 413):
             return ValidationError(field or "arguments", message)
         return self._fail(f"the server answered {status}: {message}")
@@ -354,16 +360,24 @@ class RemoteTier:
                           documents=[list(d) for d in documents])
 
     # -- links, memories, feedback --------------------------------------------------------
+    def _local(self, link: Any) -> Any:
+        """A link as this side names its tier (the server names it by its own tier name)."""
+        from dataclasses import replace
+
+        return replace(link, tier=self.name)
+
     def link(self, source_id: str, target_id: str, link_type: str, note: str = "") -> Any:
-        return self._call("link", True, source_id=source_id, target_id=target_id,
-                          link_type=link_type, note=note)
+        return self._local(self._call("link", True, source_id=source_id, target_id=target_id,
+                                      link_type=link_type, note=note))
 
     def unlink(self, source_id: str, target_id: str, link_type: str | None = None) -> int:
         return int(self._call("unlink", True, source_id=source_id, target_id=target_id,
                               link_type=link_type))
 
     def links_touching(self, ids: Sequence[str]) -> list[Any]:
-        return self._call("links_touching", ids=list(ids)) if ids else []
+        if not ids:
+            return []
+        return [self._local(link) for link in self._call("links_touching", ids=list(ids))]
 
     def link_count(self) -> int:
         return int(self._call("link_count"))
