@@ -9,6 +9,7 @@ is queued; the token's rights hold over the wire.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import sys
@@ -213,3 +214,23 @@ def test_token_never_in_location_messages_or_stats(setup, tmp_path):
             brain.manager.store("team").count()
         texts.append(str(err.value))
     assert not any(secret in t for t in texts)
+
+
+def test_cli_search_federates_local_and_remote(setup, tmp_path):
+    """The README's flow: an agent's agent.yaml names the server; `tiervault search` uses both."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "agent.yaml").write_text(
+        f"agent_id: alice\ntiers:\n  agent: {setup['agent_db']}\n"
+        f"  team:\n    url: {setup['server'].url}\n    token: ${{TIERVAULT_TEAM_TOKEN}}\n")
+    r = run_cli(tmp_path, "search", "retry http calls", "--json", "--limit", "20",
+                TIERVAULT_TEAM_TOKEN=setup["tokens"]["r"])
+    tiers = {row["tier"] for row in json.loads(r.stdout)}
+    assert tiers == {"agent", "team"}
+    assert setup["tokens"]["r"].split("_", 2)[2] not in r.stdout + r.stderr
+    (tmp_path / "agent.yaml").write_text(
+        f"agent_id: alice\ntiers:\n  agent: {setup['agent_db']}\n"
+        f"  team:\n    url: http://127.0.0.1:{free_port()}\n    token: ${{TIERVAULT_TEAM_TOKEN}}\n")
+    down = run_cli(tmp_path, "search", "retry http calls", "--json",
+                   TIERVAULT_TEAM_TOKEN=setup["tokens"]["r"])
+    assert {row["tier"] for row in json.loads(down.stdout)} == {"agent"}
+    assert "left out of this answer" in down.stderr and "cannot connect" in down.stderr
