@@ -35,7 +35,9 @@ def _shared_server() -> tuple[ServeProcess, TokenStore]:
     return _server["srv"], _server["tokens"]  # type: ignore[return-value]
 
 
-def remote_backend(where: Path, *, name: str = "agent", read_only: bool = False) -> RemoteTier:
+def remote_backend(*args: object, name: str = "agent", read_only: bool = False) -> RemoteTier:
+    """``(where, ...)`` or ``(request, where, ...)``: the registry's factory signature."""
+    where = args[-1]
     srv, tokens = _shared_server()
     agent = "t" + hashlib.sha256(f"{where}\0{name}".encode()).hexdigest()[:24]
     token, _ = tokens.create(agent, {"agent": "r" if read_only else "rw"})
