@@ -1,0 +1,96 @@
+"""``tiervault migrate`` through the real CLI: SQLite -> PostgreSQL -> SQLite, killed and resumed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tiervault.vault.entry import Entry
+from tiervault.vault.rows import VectorRow
+from tiervault.vault.store import TierStore
+
+
+def _cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tiervault", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _fill(path: Path, n: int) -> TierStore:
+    store = TierStore(path, name="team")
+    store.capture_many(Entry.create(id=f"m{i:05d}", title=f"migrated entry {i}", type="pattern",
+                                    description=f"body {i} " + "words " * (i % 9),
+                                    tags=[f"t{i % 5}"], domain=("a", "b")[i % 2]) for i in range(n))
+    for i in range(0, n - 1, 7):
+        store.link(f"m{i:05d}", f"m{i + 1:05d}", "supports", note=f"n{i}")
+    store.link("m00000", "elsewhere-id", "extends")  # a target in another tier
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((n, 8)).astype(np.float32)
+    store.put_vectors("hash-8", [VectorRow(f"m{i:05d}", f"h{i}", vecs[i]) for i in range(n)])
+    store.add_memory("migrations need a verify step", topics=["ops"])
+    store.add_feedback("how to migrate", "m00003", "accepted")
+    store.add_feedback("how to migrate", "m00004", "dismissed")
+    return store
+
+
+def test_migrate_round_trip_with_kill_and_resume(tmp_path, pg_server):
+    src = _fill(tmp_path / "team.db", 3_000)
+    src.close()
+    url = pg_server.url("tiervault_test").replace(pg_server.password, "${TV_MIGRATE_PW}")
+    env = {"TV_MIGRATE_PW": pg_server.password}
+    pg_server.execute("DROP SCHEMA IF EXISTS t_migrate CASCADE", "tiervault_test")
+    argv = [sys.executable, "-m", "tiervault", "migrate", "--from", str(tmp_path / "team.db"),
+            "--to", url, "--schema", "t_migrate", "--batch", "200"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+    # Kill it once some batches are in (the progress lines say so), before it finishes.
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:  # type: ignore[union-attr]
+        if "entries: 600 read" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    from tiervault.vault.postgres import PgTierStore
+
+    partial = PgTierStore(pg_server.url("tiervault_test"), name="team", schema="t_migrate")
+    assert partial.count() >= 600  # the killed run had committed batches: this is a resume
+    partial.close()
+
+    done = _cli("migrate", "--from", str(tmp_path / "team.db"), "--to", url, "--schema",
+                "t_migrate", "--batch", "200", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verified: both sides hold the same tier" in done.stdout
+    assert "ok  entries: source 3000, destination 3000" in done.stdout
+    assert "ok  vectors (hash-8): source 3000, destination 3000" in done.stdout
+    assert pg_server.password not in done.stdout + done.stderr
+
+    back = tmp_path / "back.db"  # and back into a new SQLite file
+    done = _cli("migrate", "--from", url, "--to", str(back), "--schema", "t_migrate", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verified" in done.stdout and "ok  links: source" in done.stdout
+    original, copy = TierStore(tmp_path / "team.db", name="team"), TierStore(back, name="team")
+    assert [e for e in original.iter_entries()] == [e for e in copy.iter_entries()]
+    assert sorted(map(repr, original.links_touching(["m00000", "m00007"]))) == \
+        sorted(map(repr, copy.links_touching(["m00000", "m00007"])))
+    assert copy.feedback_counts() == original.feedback_counts()
+    np.testing.assert_array_equal(copy.vectors_for("hash-8", ["m00042"])["m00042"],
+                                  original.vectors_for("hash-8", ["m00042"])["m00042"])
+    assert [m.summary for m in copy.search_memories(["migrat"], 5)] == ["migrations need a verify step"]
+    pg_server.execute("DROP SCHEMA t_migrate CASCADE", "tiervault_test")
+
+
+def test_migrate_reports_a_difference_and_fails(tmp_path, pg_server):
+    _fill(tmp_path / "a.db", 20).close()
+    extra = TierStore(tmp_path / "b.db", name="team")
+    extra.capture(Entry.create(id="zz-extra", title="only here", description="d", type="rule"))
+    extra.close()
+    done = _cli("migrate", "--from", str(tmp_path / "a.db"), "--to", str(tmp_path / "b.db"))
+    assert done.returncode == 1
+    assert "DIFFERENT entries: source 20, destination 21" in done.stdout
+    assert "NOT verified" in done.stdout
