@@ -9,22 +9,27 @@ manager: ``Brain(manager, settings)``. Then:
 - ``load_entries(ids)`` -> complete entries in the order asked (scan-then-full);
 - ``feedback(query, entry_id, action)``; ``weights()``; ``stats()``.
 
-Score of a candidate (all signals in [0, 1], weights summing to 1)::
+How a candidate is scored (:mod:`tiervault.brain.combine`; why: docs/search.md).
+Text relevance decides *whether* an entry is relevant, the other signals the
+order *among* relevant entries::
 
-    weightedSum = sum_k weights[k] * signal_k
-    score       = tierWeight * weightedSum + feedbackNudge
+    R     = (w_sem * semantic + w_vec * vector) / (w_sem + w_vec)   per-query scale, [0, 1]
+    P     = weighted mean of severity, temporalDecay, tagOverlap, domainMatch, graphProximity
+    score = R * (1 + beta * P) * tierFactor * (1 + feedbackNudge)
+    beta  = prior_strength * (1 - w_sem - w_vec) / (w_sem + w_vec)
+    tierFactor = 1 - tier_strength * (1 - tierWeight)
 
-The tier weight (agent 1.0, project 0.8, team 0.6 by default) multiplies the
-whole sum, so of two otherwise-equal entries the higher-priority tier's always
-wins, as the federation promises; lexical evidence enters through the
-semantic signal (see :func:`tiervault.brain.signals.semantic`).
+``semantic`` = 0.2 * TF-IDF + 0.8 * BM25, each divided by the query's best
+candidate (entries and memories together), so a 3-word and a 25-word question
+put their best match at 1.0. A candidate without text or vector evidence (a
+graph neighbour only) ranks below every direct match. The seed's additive form
+``tierWeight * sum(w_k * signal_k)`` let severity, decay and graph (always on a
+full scale) outrank the best text match of a long question (issue 10).
 
-Measured on SciFact (test, 300 queries; ``python eval/beir.py``), nDCG@10 /
-Recall@100 / MRR@10: FTS5 bm25 with the field weights 0.681 / 0.921 / 0.648
-(unweighted FTS5 0.686); TF-IDF alone 0.598; ``search_intelligent`` FTS-only
-0.691 / 0.921 / 0.659; hybrid with the ``local`` MiniLM embedder and the seed's
-hybrid weights 0.744 / 0.962 / 0.709 (RRF of bm25 + dense: 0.718). Other
-semantic/vector ratios tried (0.2/0.2, 0.2/0.3, 0.2/0.4, 0.3/0.3) ranked lower.
+``search_intelligent`` runs the stages of :mod:`tiervault.brain.stages`
+(gather -> expand -> score -> modulate -> rank -> render) over one
+``ScoringContext``; policy numbers come from :class:`~tiervault.config.BrainConfig`.
+Figures (agent dev set, SciFact): eval/README.md.
 """
 
 from __future__ import annotations
@@ -36,23 +41,19 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tiervault.brain import signals
 from tiervault.brain.adaptation import Adaptation, context_from_rows
 from tiervault.brain.feedback import MAX_NUDGE_EVENTS, check_feedback, entry_nudges, record_feedback
-from tiervault.brain.graph import graph_hops
-from tiervault.brain.memories import memory_signals
-from tiervault.brain.pool import Pool
-from tiervault.brain.rows import EntryRows, MemoryRows
-from tiervault.brain.shapes import SIGNALS, LoadedRow, StatsReport
-from tiervault.brain.vectors import VectorSource
 from tiervault.brain.learning import query_profile
+from tiervault.brain.pool import Pool
+from tiervault.brain.shapes import LoadedRow, SearchResults, StatsReport
+from tiervault.brain.stages import ScoringContext, run_stages
+from tiervault.brain.vectors import VectorSource
 from tiervault.brain.weights import WeightSet, base_weights
-from tiervault.errors import EmbeddingError, EntryNotFound, QueryError
+from tiervault.errors import EntryNotFound, QueryError
 from tiervault.vault.filters import Filters
 from tiervault.vault.query import hashtags
-from tiervault.vault.scoring import top_k
 
-__all__ = ["Brain", "MODES", "DEFAULT_LIMITS", "MAX_LIMIT", "SEEDS", "SMALL_CORPUS"]
+__all__ = ["Brain", "MODES", "DEFAULT_LIMITS", "MAX_LIMIT"]
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +61,8 @@ MODES = ("scan", "full")
 FUSIONS = ("signals", "rrf")
 DEFAULT_LIMITS = {"scan": 10, "full": 20}
 MAX_LIMIT = 1_000
-SEEDS = 5  # graph seeds: top candidates by pass-1 score with semantic > 0
-SMALL_CORPUS = 50  # the small-corpus guard applies below this many FTS results
-MAX_GRAPH_ADDITIONS = 50
 STATS_HISTORY = 20  # refits shown by stats()
 FEEDBACK_CONTEXT_DEPTH = 30  # feedback re-ranks its query this deep to record the signals
-_SEM, _VEC, _GRAPH = (SIGNALS.index(k) for k in ("semantic", "vector", "graphProximity"))
 
 
 class Brain:
@@ -141,24 +138,30 @@ class Brain:
         type: Any = None, severity: Any = None, tags: Any = None,  # noqa: A002 - public names
         tiers: Sequence[str] | None = None, include_memories: bool = False, explain: bool = False,
         fusion: str = "signals",
-    ) -> list[dict[str, Any]]:
-        """Search every tier and rank by the seven signals; rows best first.
+    ) -> SearchResults:
+        """Search every tier and rank relevant entries; rows best first.
 
         ``mode="scan"`` gives light rows (no full entry is read), ``"full"`` complete
         entries with their score breakdown. ``domain``/``type``/``severity``/``tags``
         filter before the candidate limit (tags: any of them); ``tags`` and ``#tag``
         words in the query also feed the tag-overlap signal, ``domain`` the
-        domain-match signal. ``limit`` defaults to 10 (scan) / 20 (full).
+        domain-match signal. ``limit`` (default 10 scan / 20 full) is a hard
+        ceiling; only the default scan limit may be widened by the small-corpus
+        guard, and the result's ``widened`` attribute then says so.
+
+        Returns a :class:`~tiervault.brain.shapes.SearchResults` (a list of rows
+        with ``.limit`` and ``.widened``).
 
         ``fusion="rrf"`` orders by reciprocal-rank fusion (k=60, absent = rank 1000)
         of the lexical ranking (BM25 x tier weight) and the vector ranking instead
-        of the weighted signals (for comparison on evaluation data); the score is
-        then the RRF score and the breakdown still shows every signal.
+        of the signals (for comparison on evaluation data); the score is then the
+        RRF score and the breakdown still shows every signal.
         """
         if mode not in MODES:
             raise QueryError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
         if fusion not in FUSIONS:
             raise QueryError("fusion", f"{fusion!r} is not one of {', '.join(FUSIONS)}")
+        limit_given = limit is not None
         if limit is None:
             limit = DEFAULT_LIMITS[mode]
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -174,123 +177,33 @@ class Brain:
             # filter matches nothing, as before).
             from tiervault.brain.listing import filtered_rows
 
-            return filtered_rows(self.manager, filters, mode=mode, limit=limit, tiers=tiers)
-        query_tags = list(dict.fromkeys([*filters.tags, *hashtags(query)]))
-        query_domain = filters.domains[0] if len(filters.domains) == 1 else None
-        now = self.clock()
+            return SearchResults(filtered_rows(self.manager, filters, mode=mode, limit=limit,
+                                               tiers=tiers), limit=limit)
+        ctx = ScoringContext(
+            query=query, mode=mode, limit=limit, limit_given=limit_given, filters=filters,
+            tiers=tiers, query_tags=list(dict.fromkeys([*filters.tags, *hashtags(query)])),
+            query_domain=filters.domains[0] if len(filters.domains) == 1 else None,
+            include_memories=include_memories, explain=explain, fusion=fusion,
+            now=self.clock(), config=self.config)
+        run_stages(self, ctx)
+        return SearchResults(ctx.rows, limit=len(ctx.rows) if ctx.widened else limit,
+                             widened=ctx.widened)
 
-        qvec = self._query_vector(query)
-        weights = self.weights(hybrid=qvec is not None)
-        fetch = max(3 * limit, 30)
-        cands = self.manager.search(query, filters=filters, limit=fetch, tiers=tiers)
-        complete = len(cands) < fetch  # every matching entry is in the candidate set
-        if not complete and fetch < SMALL_CORPUS and self.config.small_corpus_guard:
-            total = self.manager.count_matches(cands.query, filters, SMALL_CORPUS)
-            if total < SMALL_CORPUS:
-                cands = self.manager.search(query, filters=filters, limit=max(total, 1), tiers=tiers)
-                complete = True
-        pool = Pool.from_candidates(self.manager, cands)
-        n_fts = len(pool)
-        if qvec is not None:
-            hits = self.vectors.search(qvec, fetch, [t.name for t in self.manager.ordered(tiers)],
-                                       filters)  # type: ignore[union-attr]
-            pool.add_external(self.manager, [h[0] for h in hits], "vector", cands.query, filters,
-                              tiers, fetch)
-
-        values = self._signals(pool, qvec, query_tags, query_domain, now)
-        weight_arr = weights.array
-        tier_w = np.asarray(pool.tier_weight, dtype=np.float64)
-        pass1 = tier_w * (values @ weight_arr)
-        seed_idx = top_k(pass1, SEEDS, values[:, _SEM] > 0)
-        graph = graph_hops(self.manager, [pool.ids[i] for i in seed_idx])
-        if graph.hops:
-            ordered = sorted(graph.hops, key=lambda e: graph.hops[e])
-            added = pool.add_external(self.manager, ordered, "graph", cands.query, filters, tiers,
-                                      MAX_GRAPH_ADDITIONS)
-            if added:
-                values = self._signals(pool, qvec, query_tags, query_domain, now)
-                tier_w = np.asarray(pool.tier_weight, dtype=np.float64)
-        hops = np.array([graph.hops.get(e, -1) for e in pool.ids], dtype=np.int64)
-        values[:, _GRAPH] = signals.graph_proximity(hops)
-        weighted = values @ weight_arr
-        nudge = self._nudges(query, pool.ids, values, now)
-        score = tier_w * weighted + nudge
-        if fusion == "rrf":
-            score = _rrf_scores(pool, values[:, _VEC] if qvec is not None else None, tier_w)
-
-        rank_of = {t.name: r for r, t in enumerate(self.manager.ordered())}
-        order = sorted(range(len(pool)), key=lambda i: (-score[i], rank_of.get(pool.tiers[i], 99), i))
-        keep = limit
-        if self.config.small_corpus_guard and complete and n_fts < SMALL_CORPUS and len(order) > 0 \
-                and (len(order) - limit) / len(order) > 0.5:
-            keep = len(order)  # the seed's guard: a small vault returns everything it found
-        ctx = EntryRows(pool, values, weighted, nudge, score, weights, graph.contradicts, explain)
-        rows = [(float(score[i]), ctx, i) for i in order[:keep]]
-        if include_memories and not (filters.types or filters.severities or filters.domains):
-            rows.extend(self._memory_rows(query, cands.query, query_tags, weights, now, limit,
-                                          explain, filters))
-            rows.sort(key=lambda r: -r[0])
-            rows = rows[:keep]
-        if mode == "scan":
-            return [c.scan_row(i) for _, c, i in rows]
-        entries = self._full_entries(pool, [i for _, c, i in rows if isinstance(c, EntryRows)])
-        return [c.full_row(i, entries) for _, c, i in rows]
-
-    def _query_vector(self, query: str) -> np.ndarray | None:
-        if self.vectors is None:
-            return None
-        try:
-            return self.vectors.embed_query(query)
-        except EmbeddingError as exc:
-            # This query falls back to the FTS-only weights (not hybrid with a zero term).
-            log.warning("embedding the query failed (%s); ranking without vectors", exc)
-            return None
-
-    def _signals(self, pool: Pool, qvec: np.ndarray | None, query_tags: list[str],
-                 query_domain: str | None, now: float) -> np.ndarray:
-        n = len(pool)
-        values = np.zeros((n, len(SIGNALS)), dtype=np.float64)
-        values[:, _SEM] = signals.semantic(np.asarray(pool.tfidf), np.asarray(pool.lexical))
-        if qvec is not None and n:
-            cos = np.full(n, np.nan)
-            by_tier: dict[str, list[int]] = {}
-            for i, t in enumerate(pool.tiers):
-                by_tier.setdefault(t, []).append(i)
-            for t, idx in by_tier.items():
-                cos[idx] = self.vectors.similarities(qvec, t, [pool.ids[i] for i in idx])  # type: ignore[union-attr]
-            values[:, _VEC] = signals.vector(cos, n)
-        values[:, 2] = signals.severity(pool.column("severity"))
-        values[:, 3] = signals.temporal_decay(pool.times("updated_at"), pool.times("created_at"),
-                                              pool.times("valid_from"), pool.times("valid_until"),
-                                              now, self.config.half_life_days)
-        values[:, 4] = signals.tag_overlap(query_tags, pool.tag_lists())
-        values[:, 5] = signals.domain_match(query_domain, pool.column("domain"))
-        return values
-
-    def _nudges(self, query: str, ids: list[str], values: np.ndarray, now: float) -> np.ndarray:
+    def nudges(self, query: str, ids: list[str], text_relevance: Any, now: float) -> Any:
+        """Feedback nudge per candidate (:func:`~tiervault.brain.feedback.entry_nudges`),
+        with the query profile taken from the candidates' text relevance."""
         events = self.adaptation.nudge_events(ids, MAX_NUDGE_EVENTS)
         if not events:
             return np.zeros(len(ids))
-        profile = query_profile(ids, values[:, _SEM] + values[:, _VEC])
+        profile = query_profile(ids, text_relevance)
         return entry_nudges(query, ids, events, profile, now)
 
-    def _memory_rows(self, query: str, lq: Any, query_tags: list[str], weights: WeightSet,
-                     now: float, limit: int, explain: bool, filters: Filters) -> list[tuple]:
-        hits = self.manager.search_memories(query, limit)
-        if filters.tags:
-            hits = [h for h in hits if set(filters.tags) & set(h[0].topics.split())]
-        if not hits:
-            return []
-        ms = memory_signals(hits, lq, manager=self.manager, now=now,
-                            half_life_days=self.config.half_life_days,
-                            query_tags=query_tags)
-        tier_w = np.array([self.manager.tiers[t].weight for _, t in hits])
-        weighted = ms.values @ weights.array
-        score = tier_w * weighted
-        ctx = MemoryRows(ms, weighted, score, tier_w, weights, explain)
-        return [(float(score[i]), ctx, i) for i in range(len(hits)) if ms.content[i]]
+    def matching_count(self, lq: Any, filters: Filters, cap: int) -> int:
+        """Entries matching the query and filters, counted exactly only up to ``cap``."""
+        return self.manager.count_matches(lq, filters, cap)
 
-    def _full_entries(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
+    def full_entries(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
+        """Complete entries of pool candidates ``idx``, keyed ``tier\\0id``."""
         by_tier: dict[str, list[str]] = {}
         for i in idx:
             by_tier.setdefault(pool.tiers[i], []).append(pool.ids[i])
@@ -362,16 +275,3 @@ class Brain:
 def type_name(value: object) -> str:
     return type(value).__name__
 
-
-def _rrf_scores(pool: Pool, cosines: np.ndarray | None, tier_w: np.ndarray) -> np.ndarray:
-    """RRF of the lexical ranking and (when there are vectors) the vector ranking."""
-    from tiervault.brain.fusion import rrf
-
-    n = len(pool)
-    lex = np.asarray(pool.lexical) * tier_w
-    rankings = [[pool.ids[i] for i in sorted(range(n), key=lambda i: -lex[i]) if lex[i] > 0]]
-    if cosines is not None:
-        rankings.append([pool.ids[i] for i in sorted(range(n), key=lambda i: -cosines[i])
-                         if cosines[i] > 0])
-    fused = rrf(rankings)
-    return np.array([fused.get(e, 0.0) for e in pool.ids], dtype=np.float64)

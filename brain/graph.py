@@ -1,7 +1,10 @@
 """Graph proximity: which entries sit 1 or 2 link hops from the query's best matches.
 
-Seeds are the top 5 candidates by pass-1 score (every signal but this one)
-whose semantic signal is > 0. Links are read from EVERY connected tier (a link
+Seeds are chosen by the expand stage (:mod:`tiervault.brain.stages`): the best
+``graph_seeds`` (5) candidates by text relevance R whose R is at least
+``seed_min_relevance`` (0.5) of the query's best — entries with real evidence.
+A neighbour with no text or vector match of its own ranks below every direct
+match (:func:`tiervault.brain.combine.below_direct`). Links are read from EVERY connected tier (a link
 stored in the team tier between two agent entries counts), and are followed
 in both directions: "A supports B" makes A and B related either way.
 

@@ -3,7 +3,8 @@
 The seed gives every memory a fixed 0.5. Here a memory gets the same signals,
 weights and tier factor as an entry, computed from its own text:
 
-- semantic: the same blend as entries (:func:`signals.semantic`) with
+- semantic: the same blend as entries (:func:`signals.semantic`), on the same
+  per-query scale (divided by the best entry-or-memory score of the query), with
   - lexical = BM25 of the memory against the query with the *entries'*
     federated statistics (idf, average length, k1, b, upper bound) — the memory
     is scored as if it were one more row of the entry index, its ``summary``
@@ -15,7 +16,8 @@ weights and tier factor as an entry, computed from its own text:
 - temporalDecay from ``created_at``; tagOverlap between the query's tags and
   the memory's topics; severity 0.4 (the entry default, "suggestion");
   vector, domainMatch and graphProximity 0 (memories have none);
-- total = tier weight * sum(weights * signals), like an entry.
+- score: the entries' rule (:mod:`tiervault.brain.combine`): relevance R =
+  semantic (a memory has no vector), priors from severity, decay and tags.
 
 So a memory that matches the query strongly outranks an entry that matches
 weakly, and the other way round. A memory that matches only stop words of the
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from tiervault.brain import signals
+from tiervault.brain.matrix import SignalMatrix
 from tiervault.vault.rows import MemoryHit
 from tiervault.vault.scoring import FTS_WEIGHTS, bm25_term
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
@@ -51,7 +54,7 @@ class MemorySignals:
     hits: list[tuple[MemoryHit, str]]
     lexical: np.ndarray
     tfidf: np.ndarray
-    values: np.ndarray  # (n, 7) signals in SIGNALS order
+    signals: SignalMatrix  # semantic is filled by the score stage (per-query scale)
     content: np.ndarray  # bool: the memory matches at least one query word that is not a stop word
 
 
@@ -100,9 +103,8 @@ def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_li
                 tfidf[i] = sim
     created = np.array([h.created_at for h, _ in hits], dtype=np.float64)
     nan = np.full(n, np.nan)
-    values = np.zeros((n, 7))
-    values[:, 0] = signals.semantic(tfidf, lexical)
-    values[:, 2] = signals.severity(["suggestion"] * n)
-    values[:, 3] = signals.temporal_decay(nan, created, nan, nan, now, half_life_days)
-    values[:, 4] = signals.tag_overlap(query_tags, [h.topics.split() for h, _ in hits])
-    return MemorySignals(hits, lexical, tfidf, values, content)
+    m = SignalMatrix(n)
+    m["severity"] = signals.severity(["suggestion"] * n)
+    m["temporalDecay"] = signals.temporal_decay(nan, created, nan, nan, now, half_life_days)
+    m["tagOverlap"] = signals.tag_overlap(query_tags, [h.topics.split() for h, _ in hits])
+    return MemorySignals(hits, lexical, tfidf, m, content)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tiervault.brain.pool import Pool
-from tiervault.brain.shapes import SIGNALS
+from tiervault.brain.matrix import SignalMatrix
 from tiervault.brain.weights import WeightSet
 from tiervault.errors import TierVaultError
 
@@ -22,16 +22,19 @@ def _r(x: float) -> float:
 class EntryRows:
     """Builds output rows for pool candidates (shared state of one query)."""
 
-    def __init__(self, pool: Pool, values: np.ndarray, weighted: np.ndarray, nudge: np.ndarray,
+    def __init__(self, pool: Pool, signals: SignalMatrix, relevance: np.ndarray,
+                 prior: np.ndarray, tier_factor: np.ndarray, nudge: np.ndarray,
                  score: np.ndarray, weights: WeightSet, contradicts: dict[str, set[str]],
                  explain: bool) -> None:
-        self.pool, self.values, self.weighted, self.nudge = pool, values, weighted, nudge
-        self.score, self.weights, self.contradicts, self.explain = score, weights, contradicts, explain
+        self.pool, self.signals, self.relevance, self.prior = pool, signals, relevance, prior
+        self.tier_factor, self.nudge, self.score = tier_factor, nudge, score
+        self.weights, self.contradicts, self.explain = weights, contradicts, explain
 
     def _explain(self, i: int) -> dict[str, Any]:
         p = self.pool
         return {"lexical": _r(p.lexical[i]), "tfidf": _r(p.tfidf[i]),
-                "tierWeight": _r(p.tier_weight[i]), "weightedSum": _r(self.weighted[i]),
+                "tierWeight": _r(p.tier_weight[i]), "relevance": _r(self.relevance[i]),
+                "prior": _r(self.prior[i]), "tierFactor": _r(self.tier_factor[i]),
                 "feedback": _r(self.nudge[i]), "weights": self.weights.as_dict(),
                 "weightSet": self.weights.name, "via": p.via[i], "alsoIn": list(p.also_in[i]),
                 "contradicts": sorted(self.contradicts.get(p.ids[i], ()))}
@@ -49,7 +52,7 @@ class EntryRows:
         return out
 
     def breakdown(self, i: int) -> dict[str, float]:
-        out = {k: _r(v) for k, v in zip(SIGNALS, self.values[i])}
+        out = {k: _r(v) for k, v in self.signals.row(i)}
         out["total"] = _r(self.score[i])
         return out
 
@@ -68,16 +71,19 @@ class EntryRows:
 class MemoryRows:
     """Builds output rows for memory hits, in the same shapes as entries."""
 
-    def __init__(self, ms: Any, weighted: np.ndarray, score: np.ndarray, tier_w: np.ndarray,
-                 weights: WeightSet, explain: bool) -> None:
-        self.ms, self.weighted, self.score, self.tier_w = ms, weighted, score, tier_w
-        self.weights, self.explain = weights, explain
+    def __init__(self, ms: Any, relevance: np.ndarray, prior: np.ndarray, tier_w: np.ndarray,
+                 tier_factor: np.ndarray, score: np.ndarray, weights: WeightSet,
+                 explain: bool) -> None:
+        self.ms, self.relevance, self.prior, self.tier_factor = ms, relevance, prior, tier_factor
+        self.tier_w, self.score, self.weights, self.explain = tier_w, score, weights, explain
 
     def _explain(self, i: int) -> dict[str, Any]:
         return {"lexical": _r(self.ms.lexical[i]), "tfidf": _r(self.ms.tfidf[i]),
-                "tierWeight": _r(self.tier_w[i]), "weightedSum": _r(self.weighted[i]),
-                "feedback": 0.0, "weights": self.weights.as_dict(), "weightSet": self.weights.name,
-                "via": "memory", "alsoIn": [], "contradicts": []}
+                "tierWeight": _r(self.tier_w[i]), "relevance": _r(self.relevance[i]),
+                "prior": _r(self.prior[i]), "tierFactor": _r(self.tier_factor[i]),
+                "feedback": 0.0, "weights": self.weights.as_dict(),
+                "weightSet": self.weights.name, "via": "memory", "alsoIn": [],
+                "contradicts": []}
 
     def scan_row(self, i: int) -> dict[str, Any]:
         hit, tier = self.ms.hits[i]
@@ -95,7 +101,7 @@ class MemoryRows:
         from tiervault.vault.entry import format_timestamp
 
         hit, tier = self.ms.hits[i]
-        breakdown = {k: _r(v) for k, v in zip(SIGNALS, self.ms.values[i])}
+        breakdown = {k: _r(v) for k, v in self.ms.signals.row(i)}
         breakdown["total"] = _r(self.score[i])
         out = {"entry": {"id": hit.id, "type": "memory", "summary": hit.summary,
                          "context": hit.context, "topics": hit.topics.split(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 __all__ = ["ScanRow", "FullRow", "Breakdown", "LoadedRow", "Explain", "StatsReport",
-           "WeightsDict", "SIGNALS"]
+           "WeightsDict", "SIGNALS", "SearchResults"]
 
 #: The seven signals, in weight-vector order (spelled as in the breakdown).
 SIGNALS = ("semantic", "vector", "severity", "temporalDecay", "tagOverlap", "domainMatch",
@@ -42,15 +42,17 @@ class Breakdown(TypedDict):
 class Explain(TypedDict, total=False):
     """How a score was made (only with ``explain=True``).
 
-    ``total = tierWeight * weightedSum + feedback``;
-    ``weightedSum = sum(weights[k] * breakdown[k])``;
-    ``semantic = SEMANTIC_TFIDF_SHARE * tfidf + (1 - SEMANTIC_TFIDF_SHARE) * lexical``.
+    ``total = relevance * (1 + beta * prior) * tierFactor * (1 + feedback)`` for an
+    entry with text evidence (relevance > 0); see :mod:`tiervault.brain.combine`.
+    ``semantic`` in the breakdown is on the per-query scale (best match = 1).
     """
 
     lexical: float          # BM25 with federated statistics / the query's upper bound
     tfidf: float            # scikit-learn TF-IDF cosine
     tierWeight: float
-    weightedSum: float
+    relevance: float        # R: text relevance (semantic, vector), per-query scale [0, 1]
+    prior: float            # P: weighted severity, decay, tags, domain, graph, [0, 1]
+    tierFactor: float       # 1 - tier_strength * (1 - tierWeight)
     feedback: float         # the entry-level feedback nudge, in [-0.1, 0.1]
     weights: WeightsDict    # the weight set used for this query
     weightSet: str          # "fts" | "hybrid"
@@ -103,3 +105,15 @@ class StatsReport(TypedDict):
     feedbackPool: str                  # "agent" | "team" (brain.feedbackPool)
     weightEvents: int                  # feedback actions the weights in force rest on
     weightHistory: list[dict[str, Any]]  # the newest refits, oldest first
+
+
+class SearchResults(list):
+    """The rows of one ``search_intelligent`` call (a list, best first), plus how the
+    limit was applied: ``limit`` is the ceiling used, and ``widened`` is True when
+    the small-corpus guard returned more than the default scan limit (never when a
+    limit was given)."""
+
+    def __init__(self, rows: Any = (), *, limit: int = 0, widened: bool = False) -> None:
+        super().__init__(rows)
+        self.limit = limit
+        self.widened = widened

@@ -43,15 +43,12 @@ def semantic(tfidf: np.ndarray, lexical: np.ndarray,
              share: float = SEMANTIC_TFIDF_SHARE) -> np.ndarray:
     """semantic = share * tfidf + (1 - share) * lexical.
 
-    ``tfidf`` is the scikit-learn TF-IDF cosine (smooth idf
-    ``ln((N+1)/(df+1)) + 1``, l2 norm, English stop words removed) between the
-    query and the entry's title + description + context + tags. ``lexical`` is
-    the entry's BM25 (FTS5's formula and field weights, statistics federated
-    over the searched tiers) divided by the query's upper bound
-    ``sum(idf) * (k1 + 1)``, so it lies in [0, 1) and means "how much of the
-    query's idf mass the entry matches, and how strongly". Both are absolute
-    (not rescaled per query), so scores are comparable across queries and
-    between entries and memories.
+    ``tfidf`` and ``lexical`` are given on the per-query scale by the Brain
+    (:func:`tiervault.brain.combine.per_query_scale`): the scikit-learn TF-IDF
+    cosine (smooth idf ``ln((N+1)/(df+1)) + 1``, l2 norm, English stop words
+    removed) and the entry's BM25 (FTS5's formula and field weights, statistics
+    federated over the searched tiers), each divided by the query's best
+    candidate, so the best match is 1.0 whatever the query's length.
     """
     t = np.clip(np.asarray(tfidf, dtype=np.float64), 0.0, 1.0)
     lex = np.clip(np.asarray(lexical, dtype=np.float64), 0.0, 1.0)

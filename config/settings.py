@@ -169,6 +169,27 @@ class BrainConfig:
     adaptation: str = "learned"
     feedback_pool: str = "agent"
     refit_every: int = 10
+    # -- policy numbers of search_intelligent (tiervault.brain.stages) ------------------
+    #: candidates fetched per query: max(fetch_factor * limit, min_fetch)
+    fetch_factor: int = 3
+    min_fetch: int = 30
+    #: graph seeds: at most this many candidates, each with relevance >= seed_min_relevance
+    graph_seeds: int = 5
+    seed_min_relevance: float = 0.5
+    max_graph_additions: int = 50
+    #: the small-corpus guard: below this many matches, when the default limit would
+    #: drop more than small_corpus_drop_share of them, scan mode returns them all
+    small_corpus: int = 50
+    small_corpus_drop_share: float = 0.5
+    #: how far the priors may lift a score (see tiervault.brain.combine.prior_strength);
+    #: chosen on the agent dev set, tune half (eval/README.md)
+    prior_strength: float = 0.2
+    #: tier preference: tierFactor = 1 - tier_strength * (1 - tierWeight)
+    tier_strength: float = 0.25
+    #: dense cosine below this is no evidence (MiniLM; eval/README.md)
+    vector_floor: float = 0.05
+    #: share of TF-IDF in the semantic signal (the rest is BM25); the seed's 0.2
+    tfidf_share: float = 0.2
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,9 +84,11 @@ def test_scan_and_full_shapes_and_scan_then_load(manager):
     assert not loaded[1]["found"] and "missing-id" in loaded[1]["error"]
     explained = b.search_intelligent("kafka consumer lag", explain=True)[0]["explain"]
     assert explained["via"] == "search" and explained["weightSet"] == "fts"
-    w = base_weights(False)
-    assert explained["weightedSum"] == pytest.approx(
-        sum(wi * full[0]["breakdown"][k] for wi, k in zip(w, SIGNALS)), abs=1e-5)
+    assert full[0]["score"] == pytest.approx(expected_total(explained, hybrid=False), abs=1e-5)
+    w = dict(zip(SIGNALS, base_weights(False)))
+    priors = [k for k in SIGNALS if k not in ("semantic", "vector")]
+    assert explained["prior"] == pytest.approx(
+        sum(w[k] * full[0]["breakdown"][k] for k in priors) / sum(w[k] for k in priors), abs=1e-5)
 
 
 def test_bad_arguments_are_clear_errors(manager):
@@ -101,18 +103,37 @@ def test_bad_arguments_are_clear_errors(manager):
         b.search_intelligent("x", tiers=["nowhere"])
 
 
-def test_score_is_tier_weight_times_weighted_sum(manager):
+def expected_total(explain: dict, hybrid: bool, prior_strength: float = BrainConfig().prior_strength
+                   ) -> float:
+    """score = R * (1 + beta * P) * tierFactor * (1 + feedback), beta from the weights."""
+    w = dict(zip(SIGNALS, base_weights(hybrid)))
+    w_text = w["semantic"] + w["vector"]
+    beta = prior_strength * (1 - w_text) / w_text
+    return (explain["relevance"] * (1 + beta * explain["prior"]) * explain["tierFactor"]
+            * (1 + explain["feedback"]))
+
+
+def test_score_is_relevance_times_bounded_priors(manager):
     manager.capture_many(filler(30))
     manager.capture(E(id="t1", title="Rotate JWT signing keys", description="Rotate keys monthly."),
                     tier="team")
-    row = brain(manager).search_intelligent("jwt signing keys", mode="full", explain=True)[0]
-    w = base_weights(False)
-    ws = sum(wi * row["breakdown"][k] for wi, k in zip(w, SIGNALS))
-    assert row["tier"] == "team" and row["explain"]["tierWeight"] == 0.6
-    assert row["score"] == pytest.approx(0.6 * ws, abs=1e-5)
+    manager.capture(E(id="t2", title="Signing releases", description="Sign the release tags."),
+                    tier="team")
+    rows = brain(manager).search_intelligent("jwt signing keys", mode="full", explain=True)
+    row = rows[0]
+    assert row["entry"]["id"] == "t1" and row["tier"] == "team"
+    assert row["explain"]["tierWeight"] == 0.6
+    assert row["explain"]["tierFactor"] == pytest.approx(1 - 0.25 * 0.4)
+    # the best match of the query is at 1.0 on the per-query scale (FTS-only: R = semantic)
+    assert row["breakdown"]["semantic"] == pytest.approx(1.0) == row["explain"]["relevance"]
+    for r in rows:
+        assert r["score"] == pytest.approx(expected_total(r["explain"], hybrid=False), abs=1e-5)
     lex, tfidf = row["explain"]["lexical"], row["explain"]["tfidf"]
     assert lex > 0 and tfidf > 0
-    assert row["breakdown"]["semantic"] == pytest.approx(0.2 * tfidf + 0.8 * lex, abs=1e-5)
+    second = rows[1]
+    assert second["entry"]["id"] == "t2"
+    assert second["breakdown"]["semantic"] == pytest.approx(
+        0.2 * second["explain"]["tfidf"] / tfidf + 0.8 * second["explain"]["lexical"] / lex, abs=1e-5)
 
 
 # -- tiers ------------------------------------------------------------------------------
@@ -244,19 +265,22 @@ def test_filtered_searches_find_matching_entries_ranked_far_down(manager):
 def test_small_corpus_guard(manager):
     manager.capture_many(filler(60))
     manager.capture_many([E(id=f"redis-{i}", title=f"Redis eviction policy {i}",
-                            description="Pick an eviction policy.") for i in range(20)])
+                            description="Pick an eviction policy.") for i in range(25)])
     b = brain(manager)
-    assert len(b.search_intelligent("redis eviction", limit=5)) == 20  # would drop 75%: all
-    assert len(b.search_intelligent("redis eviction", limit=12)) == 12  # drops 40%: limit
-    assert len(brain(manager, small_corpus_guard=False).search_intelligent("redis eviction", limit=5)) == 5
-    # 40 matches, over-fetch 30: the guard still sees every match
+    rows = b.search_intelligent("redis eviction")  # the default 10 would drop 60%: all
+    assert len(rows) == 25 and rows.widened
+    assert len(b.search_intelligent("redis eviction", limit=5)) == 5  # a given limit is a ceiling
+    assert not brain(manager, small_corpus_guard=False).search_intelligent("redis eviction").widened
+    assert len(brain(manager, small_corpus_guard=False).search_intelligent("redis eviction")) == 10
+    # 45 matches, over-fetch 30: the guard still sees every match
     manager.capture_many([E(id=f"redis-x{i}", title=f"Redis eviction note {i}",
                             description="More eviction notes.") for i in range(20)])
-    assert len(b.search_intelligent("redis eviction", limit=5)) == 40
-    # a large result set is cut to the limit
+    assert len(b.search_intelligent("redis eviction")) == 45
+    # a large result set is cut to the default limit
     manager.capture_many([E(id=f"redis-y{i}", title=f"Redis eviction memo {i}",
                             description="Even more.") for i in range(20)])
-    assert len(b.search_intelligent("redis eviction", limit=5)) == 5
+    rows = b.search_intelligent("redis eviction")
+    assert len(rows) == 10 and not rows.widened
 
 
 # -- memories ---------------------------------------------------------------------------
@@ -410,9 +434,11 @@ def test_hybrid_weights_with_vectors_and_fts_fallback_when_embedding_fails(manag
     row = b.search_intelligent("renew tls certificates", mode="full", explain=True)[0]
     assert row["entry"]["id"] == "tls" and row["explain"]["weightSet"] == "hybrid"
     assert row["breakdown"]["vector"] > 0
-    w = base_weights(True)
-    assert row["explain"]["weightedSum"] == pytest.approx(
-        sum(wi * row["breakdown"][k] for wi, k in zip(w, SIGNALS)), abs=1e-5)
+    w = dict(zip(SIGNALS, base_weights(True)))
+    assert row["explain"]["relevance"] == pytest.approx(
+        (w["semantic"] * row["breakdown"]["semantic"] + w["vector"] * row["breakdown"]["vector"])
+        / (w["semantic"] + w["vector"]), abs=1e-5)
+    assert row["score"] == pytest.approx(expected_total(row["explain"], hybrid=True), abs=1e-5)
     # reciprocal-rank fusion of the lexical and vector rankings, for comparison
     fused = b.search_intelligent("renew tls certificates", mode="full", fusion="rrf")
     assert fused[0]["entry"]["id"] == "tls" and fused[0]["score"] == pytest.approx(2 / 61, abs=1e-6)

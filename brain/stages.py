@@ -1,0 +1,316 @@
+"""``search_intelligent`` as named stages over one :class:`ScoringContext`.
+
+    gather -> expand -> score -> modulate -> rank -> render
+
+- **gather**: federated FTS candidates (``max(fetch_factor * limit, min_fetch)``),
+  vector hits when a query vector exists, memories when asked; the small-corpus
+  count when the default scan limit could be widened.
+- **expand**: graph seeds = the best ``graph_seeds`` candidates by text relevance
+  R with R >= ``seed_min_relevance`` * max(R) (real evidence only); their 1- and
+  2-hop neighbours join the pool.
+- **score**: the seven signals by name (:class:`~tiervault.brain.matrix.SignalMatrix`),
+  then relevance, priors and the score (:mod:`tiervault.brain.combine`), for
+  entries and memories on one per-query scale.
+- **modulate**: a hook for query-time modulations (issue 15); today a documented
+  no-op that leaves ``ctx.score`` / ``ctx.memory_score`` as they are.
+- **rank**: one order over entries and memories (score, then tier priority, then
+  position), cut to ``limit`` — a hard ceiling; only the *default* scan limit may be
+  widened by the small-corpus guard, and ``ctx.widened`` then says so.
+- **render**: scan or full rows.
+
+Every policy number comes from :class:`~tiervault.config.BrainConfig`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from tiervault.brain import combine, signals
+from tiervault.brain.graph import GraphHops, graph_hops
+from tiervault.brain.matrix import PRIOR_SIGNALS, SignalMatrix, pick
+from tiervault.brain.memories import MemorySignals, memory_signals
+from tiervault.brain.pool import Pool
+from tiervault.brain.rows import EntryRows, MemoryRows
+from tiervault.brain.weights import WeightSet
+from tiervault.errors import EmbeddingError
+from tiervault.vault.filters import Filters
+from tiervault.vault.scoring import top_k
+
+__all__ = ["ScoringContext", "STAGES", "run_stages"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ScoringContext:
+    """Everything one query's stages read and write."""
+
+    # the request
+    query: str
+    mode: str
+    limit: int
+    limit_given: bool
+    filters: Filters
+    tiers: Sequence[str] | None
+    query_tags: list[str]
+    query_domain: str | None
+    include_memories: bool
+    explain: bool
+    fusion: str
+    now: float
+    config: Any  # BrainConfig
+    # gather
+    qvec: np.ndarray | None = None
+    weights: WeightSet | None = None
+    lq: Any = None  # the manager's LexicalQuery
+    pool: Pool = field(default_factory=Pool)
+    cosines: np.ndarray = field(default_factory=lambda: np.zeros(0))  # NaN = no vector
+    complete: bool = False  # every FTS match is in the pool
+    n_fts: int = 0
+    memories: MemorySignals | None = None
+    # expand
+    graph: GraphHops = field(default_factory=GraphHops)
+    # score
+    signals: SignalMatrix = field(default_factory=lambda: SignalMatrix(0))
+    relevance: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    prior: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tier_factor: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    nudge: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    score: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    memory_relevance: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    memory_prior: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    memory_tier_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    memory_tier_factor: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    memory_score: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # rank / render
+    ranked: list[tuple[str, int]] = field(default_factory=list)  # ("entry"|"memory", index)
+    widened: bool = False
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+# -- gather -------------------------------------------------------------------------------
+def gather(brain: Any, ctx: ScoringContext) -> None:
+    cfg, manager = ctx.config, brain.manager
+    ctx.qvec = _query_vector(brain, ctx.query)
+    ctx.weights = brain.weights(hybrid=ctx.qvec is not None)
+    fetch = max(cfg.fetch_factor * ctx.limit, cfg.min_fetch)
+    cands = manager.search(ctx.query, filters=ctx.filters, limit=fetch, tiers=ctx.tiers)
+    ctx.lq = cands.query
+    ctx.complete = len(cands) < fetch
+    if _may_widen(ctx) and not ctx.complete and fetch < cfg.small_corpus:
+        total = brain.matching_count(cands.query, ctx.filters, cfg.small_corpus)
+        if total < cfg.small_corpus:
+            cands = manager.search(ctx.query, filters=ctx.filters, limit=max(total, 1),
+                                   tiers=ctx.tiers)
+            ctx.complete = True
+    ctx.pool = Pool.from_candidates(manager, cands)
+    ctx.n_fts = len(ctx.pool)
+    if ctx.qvec is not None:
+        hits = brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
+                                    ctx.filters)
+        ctx.pool.add_external(manager, [h[0] for h in hits], "vector", ctx.lq, ctx.filters,
+                              ctx.tiers, fetch)
+    ctx.cosines = _cosines(brain, ctx, 0)
+    f = ctx.filters
+    if ctx.include_memories and not (f.types or f.severities or f.domains):
+        hits = manager.search_memories(ctx.query, fetch)
+        if f.tags:
+            hits = [h for h in hits if set(f.tags) & set(h[0].topics.split())]
+        if hits:
+            ctx.memories = memory_signals(hits, ctx.lq, manager=manager, now=ctx.now,
+                                          half_life_days=cfg.half_life_days,
+                                          query_tags=ctx.query_tags)
+
+
+def _may_widen(ctx: ScoringContext) -> bool:
+    return ctx.config.small_corpus_guard and ctx.mode == "scan" and not ctx.limit_given
+
+
+def _query_vector(brain: Any, query: str) -> np.ndarray | None:
+    if brain.vectors is None:
+        return None
+    try:
+        return brain.vectors.embed_query(query)
+    except EmbeddingError as exc:
+        # This query falls back to the FTS-only weights (not hybrid with a zero term).
+        log.warning("embedding the query failed (%s); ranking without vectors", exc)
+        return None
+
+
+def _cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
+    """ctx.cosines extended to the pool's candidates from ``start`` on (NaN: no vector)."""
+    pool, n = ctx.pool, len(ctx.pool)
+    out = np.full(n, np.nan)
+    out[:start] = ctx.cosines[:start]
+    if ctx.qvec is None or n <= start:
+        return out
+    by_tier: dict[str, list[int]] = {}
+    for i in range(start, n):
+        by_tier.setdefault(pool.tiers[i], []).append(i)
+    for tier, idx in by_tier.items():
+        out[idx] = brain.vectors.similarities(ctx.qvec, tier, [pool.ids[i] for i in idx])
+    return out
+
+
+# -- expand -------------------------------------------------------------------------------
+def expand(brain: Any, ctx: ScoringContext) -> None:
+    cfg = ctx.config
+    rel = _text_relevance(ctx)[0]
+    if not rel.size or rel.max() <= 0:
+        return
+    seeds = top_k(rel, cfg.graph_seeds, rel >= cfg.seed_min_relevance * rel.max())
+    ctx.graph = graph_hops(brain.manager, [ctx.pool.ids[i] for i in seeds])
+    if ctx.graph.hops:
+        before = len(ctx.pool)
+        ordered = sorted(ctx.graph.hops, key=lambda e: (ctx.graph.hops[e], e))
+        ctx.pool.add_external(brain.manager, ordered, "graph", ctx.lq, ctx.filters, ctx.tiers,
+                              cfg.max_graph_additions)
+        ctx.cosines = _cosines(brain, ctx, before)
+
+
+def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                   np.ndarray, np.ndarray]:
+    """(R entries, semantic, vector, R memories, semantic memories) on one per-query scale."""
+    w = ctx.weights.array  # type: ignore[union-attr]
+    w_sem, w_vec = (float(x) for x in pick(w, ("semantic", "vector")))
+    ms = ctx.memories
+    keep = ms.content if ms is not None else np.zeros(0, dtype=bool)
+    lex, tfidf = np.asarray(ctx.pool.lexical), np.asarray(ctx.pool.tfidf)
+    m_lex = ms.lexical[keep] if ms is not None else np.zeros(0)
+    m_tfidf = ms.tfidf[keep] if ms is not None else np.zeros(0)
+    lex_top = float(max(lex.max(initial=0.0), m_lex.max(initial=0.0)))
+    tfidf_top = float(max(tfidf.max(initial=0.0), m_tfidf.max(initial=0.0)))
+    share = ctx.config.tfidf_share
+    sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top),
+                           combine.per_query_scale(lex, lex_top), share)
+    if ctx.qvec is not None:
+        vec = combine.vector_relevance(ctx.cosines, ctx.config.vector_floor)
+        has_vec = ~np.isnan(ctx.cosines)
+        rel = np.where(has_vec, combine.relevance(sem, vec, w_sem, w_vec), sem)
+    else:
+        vec = np.zeros(len(ctx.pool))
+        rel = combine.relevance(sem, vec, w_sem, 0.0)
+    m_sem = np.zeros(len(keep))
+    if ms is not None:
+        m_sem = signals.semantic(combine.per_query_scale(ms.tfidf, tfidf_top),
+                                 combine.per_query_scale(ms.lexical, lex_top), share) * keep
+    # memories have no vector: their relevance is their semantic signal (R over the
+    # text signals they have), on the entries' scale
+    return rel, sem, vec, m_sem, m_sem
+
+
+# -- score --------------------------------------------------------------------------------
+def score(brain: Any, ctx: ScoringContext) -> None:
+    cfg, pool, n = ctx.config, ctx.pool, len(ctx.pool)
+    w = ctx.weights.array  # type: ignore[union-attr]
+    rel, sem, vec, m_rel, m_sem = _text_relevance(ctx)
+    m = SignalMatrix(n)
+    m["semantic"] = sem
+    m["vector"] = vec
+    m["severity"] = signals.severity(pool.column("severity"))
+    m["temporalDecay"] = signals.temporal_decay(
+        pool.times("updated_at"), pool.times("created_at"), pool.times("valid_from"),
+        pool.times("valid_until"), ctx.now, cfg.half_life_days)
+    m["tagOverlap"] = signals.tag_overlap(ctx.query_tags, pool.tag_lists())
+    m["domainMatch"] = signals.domain_match(ctx.query_domain, pool.column("domain"))
+    hops = np.array([ctx.graph.hops.get(e, -1) for e in pool.ids], dtype=np.int64)
+    m["graphProximity"] = signals.graph_proximity(hops)
+    w_text = float(pick(w, ("semantic", "vector")).sum())
+    beta = combine.prior_strength(cfg.prior_strength, w_text)
+    prior_w = pick(w, PRIOR_SIGNALS)
+    ctx.signals, ctx.relevance = m, rel
+    ctx.prior = combine.prior(m.columns(PRIOR_SIGNALS), prior_w)
+    ctx.tier_factor = combine.tier_factor(np.asarray(pool.tier_weight), cfg.tier_strength)
+    ctx.nudge = (brain.nudges(ctx.query, pool.ids, m["semantic"] + m["vector"], ctx.now)
+                 if n else np.zeros(0))
+    raw = combine.combine(rel, ctx.prior, beta, ctx.tier_factor, ctx.nudge)
+    ctx.score = combine.below_direct(raw, rel > 0, ctx.prior)
+    if ctx.fusion == "rrf":
+        ctx.score = _rrf_scores(pool, ctx.cosines if ctx.qvec is not None else None,
+                                np.asarray(pool.tier_weight))
+    ms = ctx.memories
+    if ms is not None:
+        ms.signals["semantic"] = m_sem
+        ctx.memory_relevance = m_rel
+        ctx.memory_prior = combine.prior(ms.signals.columns(PRIOR_SIGNALS), prior_w)
+        ctx.memory_tier_weight = np.array([brain.manager.tiers[t].weight for _, t in ms.hits])
+        ctx.memory_tier_factor = combine.tier_factor(ctx.memory_tier_weight, cfg.tier_strength)
+        ctx.memory_score = combine.combine(m_rel, ctx.memory_prior, beta,
+                                           ctx.memory_tier_factor, np.zeros(len(ms.hits)))
+
+
+
+
+def _rrf_scores(pool: Pool, cosines: np.ndarray | None, tier_w: np.ndarray) -> np.ndarray:
+    """RRF of the lexical ranking and (when there are vectors) the vector ranking."""
+    from tiervault.brain.fusion import rrf
+
+    n = len(pool)
+    lex = np.asarray(pool.lexical) * tier_w
+    rankings = [[pool.ids[i] for i in sorted(range(n), key=lambda i: -lex[i]) if lex[i] > 0]]
+    if cosines is not None:
+        cos = np.nan_to_num(cosines, nan=0.0)
+        rankings.append([pool.ids[i] for i in sorted(range(n), key=lambda i: -cos[i])
+                         if cos[i] > 0])
+    fused = rrf(rankings)
+    return np.array([fused.get(e, 0.0) for e in pool.ids], dtype=np.float64)
+
+
+# -- modulate -----------------------------------------------------------------------------
+def modulate(brain: Any, ctx: ScoringContext) -> None:
+    """Hook for query-time modulations (suppress, decay, diverse...; issue 15).
+
+    A modulation reads ``ctx`` (pool, signals, cosines, query vector) and rewrites
+    ``ctx.score`` (and ``ctx.memory_score``) in place, before ``rank``. None is
+    applied yet: this stage deliberately changes nothing.
+    """
+
+
+# -- rank ---------------------------------------------------------------------------------
+def rank(brain: Any, ctx: ScoringContext) -> None:
+    cfg = ctx.config
+    rank_of = {t.name: r for r, t in enumerate(brain.manager.ordered())}
+    items: list[tuple[float, int, int, str, int]] = [
+        (-float(ctx.score[i]), rank_of.get(ctx.pool.tiers[i], len(rank_of)), 0, "entry", i)
+        for i in range(len(ctx.pool))]
+    ms = ctx.memories
+    if ms is not None:
+        items += [(-float(ctx.memory_score[i]), rank_of.get(t, len(rank_of)), 1, "memory", i)
+                  for i, (_, t) in enumerate(ms.hits) if ms.content[i]]
+    items.sort(key=lambda x: (x[0], x[1], x[2], x[4]))
+    keep = ctx.limit
+    total = len(items)
+    if (_may_widen(ctx) and ctx.complete and ctx.n_fts < cfg.small_corpus and total > ctx.limit
+            and (total - ctx.limit) / total > cfg.small_corpus_drop_share):
+        keep, ctx.widened = total, True  # a small vault returns everything it found
+    ctx.ranked = [(kind, i) for *_, kind, i in items[:keep]]
+
+
+# -- render -------------------------------------------------------------------------------
+def render(brain: Any, ctx: ScoringContext) -> None:
+    weights = ctx.weights
+    entries = EntryRows(ctx.pool, ctx.signals, ctx.relevance, ctx.prior, ctx.tier_factor,
+                        ctx.nudge, ctx.score, weights, ctx.graph.contradicts, ctx.explain)
+    memories = (MemoryRows(ctx.memories, ctx.memory_relevance, ctx.memory_prior,
+                           ctx.memory_tier_weight, ctx.memory_tier_factor, ctx.memory_score, weights, ctx.explain)
+                if ctx.memories is not None else None)
+    builders = {"entry": entries, "memory": memories}
+    if ctx.mode == "scan":
+        ctx.rows = [builders[k].scan_row(i) for k, i in ctx.ranked]  # type: ignore[union-attr]
+        return
+    full = brain.full_entries(ctx.pool, [i for k, i in ctx.ranked if k == "entry"])
+    ctx.rows = [builders[k].full_row(i, full) for k, i in ctx.ranked]  # type: ignore[union-attr]
+
+
+STAGES = (gather, expand, score, modulate, rank, render)
+
+
+def run_stages(brain: Any, ctx: ScoringContext) -> ScoringContext:
+    """Run every stage in order over ``ctx``; returns it (rows in ``ctx.rows``)."""
+    for stage in STAGES:
+        stage(brain, ctx)
+    return ctx
