@@ -185,7 +185,7 @@ def test_search_explain_shows_the_breakdown_and_stats_the_vocabulary(proj):
             "--description", "Always.", "--domain", "reliability", "--tags", "http"], root, home))
     text = ok(run(["search", "retry backoff", "--explain"], root, home)).stdout
     assert "breakdown: semantic=" in text and "graphProximity=" in text
-    assert "score = tierWeight" in text and "weights (fts)" in text
+    assert "score = relevance" in text and "tierWeight" in text and "weights (fts)" in text
     stats = json.loads(ok(run(["stats", "--json"], root, home)).stdout)
     assert stats["vocabulary"]["domains"] == {"reliability": 2}
     assert stats["vocabulary"]["tags"] == {"http": 2, "retry": 1}

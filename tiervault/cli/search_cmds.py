@@ -122,8 +122,10 @@ def _print_explain(explain: dict[str, Any] | None) -> None:
     """The --explain lines of one row: how its score was made."""
     if not explain:
         return
-    print(f"  score = tierWeight {explain.get('tierWeight', 0):.2f} x weightedSum "
-          f"{explain.get('weightedSum', 0):.4f} + feedback {explain.get('feedback', 0):+.4f}"
+    print(f"  score = relevance {explain.get('relevance', 0):.4f} x (1 + beta x prior "
+          f"{explain.get('prior', 0):.4f}) x tierFactor {explain.get('tierFactor', 0):.2f} "
+          f"(tierWeight {explain.get('tierWeight', 0):.2f}) x (1 + feedback "
+          f"{explain.get('feedback', 0):+.4f})"
           f"  (lexical {explain.get('lexical', 0):.4f}, tfidf {explain.get('tfidf', 0):.4f}, "
           f"via {explain.get('via', '?')})"
           + (f"; also in {', '.join(explain['alsoIn'])}" if explain.get("alsoIn") else "")

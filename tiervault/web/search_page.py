@@ -90,7 +90,7 @@ def _breakdown(call: Call, args: Mapping[str, str], entry_id: str, tier: str) ->
         if row["entry"].get("id") == entry_id and row["tier"] == tier:
             ex = row["explain"]
             chart = breakdown_chart(row["breakdown"], ex["weights"], SIGNALS, ex["tierWeight"],
-                                    ex["weightedSum"], ex["feedback"], row["score"])
+                                    ex["relevance"], ex["feedback"], row["score"])
             return {"found": True, "rank": rank, "chart": chart, "explain": ex}
     return {"found": False, "depth": BREAKDOWN_DEPTH}
 
