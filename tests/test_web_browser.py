@@ -116,8 +116,11 @@ def served(vault: Path) -> Iterator[dict[str, str]]:
         yield {"url": server.url, **tokens}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Module scope (this is the only browser module, so still one browser per run):
+    # Playwright's sync API holds an event loop on the main thread until it stops,
+    # which would break later tests that call asyncio.run.
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         yield b
