@@ -129,17 +129,22 @@ def test_adaptation_is_clamped_and_sums_to_one_in_every_state():
 
 
 def test_entry_nudge_sign_similarity_age_and_bound():
+    from tiervault.vault.rows import FeedbackEvent
+
+    def ev(eid: str, query: str, action: str, at: float) -> FeedbackEvent:
+        return FeedbackEvent(0, query, eid, action, at, "", "")  # no context: word similarity only
+
     ids = ["a", "b", "c", "d"]
     rows = [
-        ("a", "retry policy http", "accepted", NOW),           # same words: full similarity
-        ("b", "retry policy http", "dismissed", NOW),
-        ("c", "database migrations", "dismissed", NOW),        # unrelated query: no effect
-        ("d", "retry policy http", "accepted", NOW - 90 * DAY),  # one half-life old
+        ev("a", "retry policy http", "accepted", NOW),           # same words: full similarity
+        ev("b", "retry policy http", "dismissed", NOW),
+        ev("c", "database migrations", "dismissed", NOW),        # unrelated query: no effect
+        ev("d", "retry policy http", "accepted", NOW - 90 * DAY),  # one half-life old
     ]
-    got = entry_nudges("What's the HTTP retry policy?", ids, rows, NOW)
+    got = entry_nudges("What's the HTTP retry policy?", ids, rows, None, NOW)
     assert got[0] == pytest.approx(MAX_NUDGE * math.tanh(1.0))
     assert got[1] == pytest.approx(-MAX_NUDGE * math.tanh(1.0))
     assert got[2] == 0.0
     assert got[3] == pytest.approx(MAX_NUDGE * math.tanh(0.5))
-    many = [("a", "retry policy http", "accepted", NOW)] * 500
-    assert 0 < entry_nudges("retry policy http", ["a"], many, NOW)[0] <= MAX_NUDGE
+    many = [ev("a", "retry policy http", "accepted", NOW)] * 500
+    assert 0 < entry_nudges("retry policy http", ["a"], many, None, NOW)[0] <= MAX_NUDGE
