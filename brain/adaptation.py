@@ -12,8 +12,9 @@
   the tier's ``weight_history`` and the weights in force are its last row.
 
 Measured on the starter-pack agent set (``eval/feedback_sim.py``, see
-docs/feedback.md): ``learned`` beats ``seed`` on held-out queries (+0.004 nDCG@10 with the current scoring, +0.096 with the seed's); the figures are
-in ``eval/results/feedback_sim.json``.
+docs/feedback.md): ``learned`` beats ``seed`` on held-out queries (+0.004 nDCG@10
+with the current scoring, +0.096 with the seed's); the figures are in
+``eval/results/feedback_sim.json``.
 
 ``brain.feedbackPool`` chooses whose feedback: ``agent`` (default) learns from
 this agent's tier only; ``team`` also records every action in the team tier
