@@ -253,3 +253,18 @@ def test_init_points_only_at_what_the_package_has_and_quickstart_keeps_shared_ti
     assert pack["tier"] == "project" and pack["written"] == 210 and "--tier team" in pack["note"]
     assert not (home / ".tiervault" / "team.db").exists() or json.loads(ok(run(
         ["status", "--json"], root, home)).stdout)["tiers"][2]["entries"] == 0
+
+
+def test_limit_is_a_ceiling_and_a_widened_answer_says_so(proj):
+    root, home = proj
+    batch = [{"id": f"r{i}", "title": f"Retry rule number {i}", "description": "retry with care"}
+             for i in range(25)]
+    ok(run(["capture", "--input", "-"], root, home, stdin=json.dumps(batch)))
+    r = ok(run(["search", "retry", "--json"], root, home))
+    assert len(json.loads(r.stdout)) == 25 and "small vault" in r.stderr  # default: widened
+    for args, n in ((["--limit", "5"], 5), (["--limit", "1"], 1),
+                    (["--mode", "full", "--limit", "2"], 2)):
+        r = ok(run(["search", "retry", "--json", *args], root, home))
+        assert len(json.loads(r.stdout)) == n and "small vault" not in r.stderr
+    for bad in ("0", "1001", "x"):
+        assert run(["search", "retry", "--limit", bad], root, home).returncode == 2

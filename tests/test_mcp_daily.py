@@ -202,3 +202,20 @@ def test_a_bad_config_is_reported_to_the_client(tmp_path):
     instructions, stats, search = session(tmp_path, "--config", str(tmp_path / "bad.yaml"))(body)
     for text in (instructions, stats, search):
         assert "bad.yaml" in text and "malformed YAML" in text and "cannot open" in text
+
+
+def test_limit_is_a_ceiling_and_a_widened_answer_says_so(vault):
+    batch = [{"id": f"r{i}", "title": f"Retry rule number {i}", "description": "retry with care"}
+             for i in range(25)]
+
+    async def body(s, init):
+        data(await s.call_tool("capture_knowledge", {"entries": batch}))
+        default = data(await s.call_tool("search_intelligent", {"query": "retry"}))
+        capped = [data(await s.call_tool("search_intelligent", args)) for args in (
+            {"query": "retry", "limit": 2, "mode": "full"}, {"query": "retry", "limit": 5})]
+        return default, capped
+
+    default, capped = session(vault)(body)
+    assert default["widened"] is True and default["count"] == 25
+    assert [c["count"] for c in capped] == [2, 5]
+    assert all("widened" not in c for c in capped)
