@@ -44,6 +44,7 @@ import numpy as np
 from tiervault.brain.adaptation import Adaptation, context_from_rows
 from tiervault.brain.feedback import MAX_NUDGE_EVENTS, check_feedback, entry_nudges, record_feedback
 from tiervault.brain.learning import query_profile
+from tiervault.brain.modulation_spec import Modulations
 from tiervault.brain.pool import Pool
 from tiervault.brain.shapes import LoadedRow, SearchResults, StatsReport
 from tiervault.brain.stages import ScoringContext, run_stages
@@ -137,7 +138,7 @@ class Brain:
         self, query: str, *, mode: str = "scan", limit: int | None = None, domain: Any = None,
         type: Any = None, severity: Any = None, tags: Any = None,  # noqa: A002 - public names
         tiers: Sequence[str] | None = None, include_memories: bool = False, explain: bool = False,
-        fusion: str = "signals",
+        fusion: str = "signals", modulate: Any = None,
     ) -> SearchResults:
         """Search every tier and rank relevant entries; rows best first.
 
@@ -156,6 +157,13 @@ class Brain:
         of the lexical ranking (BM25 x tier weight) and the vector ranking instead
         of the signals (for comparison on evaluation data); the score is then the
         RRF score and the breakdown still shows every signal.
+
+        ``modulate`` steers the ranking at query time: a token string
+        (``"suppress:deprecated decay:30 diverse"``; grammar in
+        :mod:`tiervault.brain.modulation_spec`) or a
+        :class:`~tiervault.brain.modulation_spec.Modulations` value, e.g.
+        ``Modulations.build(suppress=["deprecated"], decay_days=30)``. The query text
+        is never rewritten.
         """
         if mode not in MODES:
             raise QueryError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
@@ -179,12 +187,13 @@ class Brain:
 
             return SearchResults(filtered_rows(self.manager, filters, mode=mode, limit=limit,
                                                tiers=tiers), limit=limit)
+        mods = Modulations.build(modulate)
         ctx = ScoringContext(
             query=query, mode=mode, limit=limit, limit_given=limit_given, filters=filters,
             tiers=tiers, query_tags=list(dict.fromkeys([*filters.tags, *hashtags(query)])),
             query_domain=filters.domains[0] if len(filters.domains) == 1 else None,
             include_memories=include_memories, explain=explain, fusion=fusion,
-            now=self.clock(), config=self.config)
+            now=self.clock(), config=self.config, modulations=mods)
         run_stages(self, ctx)
         return SearchResults(ctx.rows, limit=len(ctx.rows) if ctx.widened else limit,
                              widened=ctx.widened)

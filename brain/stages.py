@@ -11,8 +11,8 @@
 - **score**: the seven signals by name (:class:`~tiervault.brain.matrix.SignalMatrix`),
   then relevance, priors and the score (:mod:`tiervault.brain.combine`), for
   entries and memories on one per-query scale.
-- **modulate**: a hook for query-time modulations (issue 15); today a documented
-  no-op that leaves ``ctx.score`` / ``ctx.memory_score`` as they are.
+- **modulate**: query-time modulations (suppress, trajectory, decay, diverse; pool and
+  centroid act in gather), in the fixed order of :mod:`tiervault.brain.modulating`.
 - **rank**: one order over entries and memories (score, then tier priority, then
   position), cut to ``limit`` — a hard ceiling; only the *default* scan limit may be
   widened by the small-corpus guard, and ``ctx.widened`` then says so.
@@ -29,10 +29,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tiervault.brain import combine, signals
+from tiervault.brain import combine, modulating, signals
 from tiervault.brain.graph import GraphHops, graph_hops
 from tiervault.brain.matrix import PRIOR_SIGNALS, SignalMatrix, pick
 from tiervault.brain.memories import MemorySignals, memory_signals
+from tiervault.brain.modulation_spec import Modulations
 from tiervault.brain.pool import Pool
 from tiervault.brain.rows import EntryRows, MemoryRows
 from tiervault.brain.weights import WeightSet
@@ -63,6 +64,7 @@ class ScoringContext:
     fusion: str
     now: float
     config: Any  # BrainConfig
+    modulations: Modulations = field(default_factory=Modulations)
     # gather
     qvec: np.ndarray | None = None
     weights: WeightSet | None = None
@@ -86,6 +88,13 @@ class ScoringContext:
     memory_tier_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
     memory_tier_factor: np.ndarray = field(default_factory=lambda: np.zeros(0))
     memory_score: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # modulate (directions: stacked suppress/trajectory vectors; sims = vectors @ directions.T)
+    directions: np.ndarray | None = None
+    n_suppress: int = 0
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    direction_sims: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    mmr_order: np.ndarray | None = None
+    mmr_scores: np.ndarray | None = None
     # rank / render
     ranked: list[tuple[str, int]] = field(default_factory=list)  # ("entry"|"memory", index)
     widened: bool = False
@@ -95,9 +104,11 @@ class ScoringContext:
 # -- gather -------------------------------------------------------------------------------
 def gather(brain: Any, ctx: ScoringContext) -> None:
     cfg, manager = ctx.config, brain.manager
-    ctx.qvec = _query_vector(brain, ctx.query)
+    mods = ctx.modulations
+    modulating.check_available(brain, mods)
+    ctx.qvec = modulating.shifted_query(brain, _query_vector(brain, ctx.query), mods, ctx.tiers)
     ctx.weights = brain.weights(hybrid=ctx.qvec is not None)
-    fetch = max(cfg.fetch_factor * ctx.limit, cfg.min_fetch)
+    fetch = mods.pool or max(cfg.fetch_factor * ctx.limit, cfg.min_fetch)
     cands = manager.search(ctx.query, filters=ctx.filters, limit=fetch, tiers=ctx.tiers)
     ctx.lq = cands.query
     ctx.complete = len(cands) < fetch
@@ -115,6 +126,9 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
         ctx.pool.add_external(manager, [h[0] for h in hits], "vector", ctx.lq, ctx.filters,
                               ctx.tiers, fetch)
     ctx.cosines = _cosines(brain, ctx, 0)
+    if not mods.empty and brain.vectors is not None:
+        ctx.directions, ctx.n_suppress = modulating.directions(brain, mods, ctx.tiers)
+        modulating.direction_sims(brain, ctx, 0)
     f = ctx.filters
     if ctx.include_memories and not (f.types or f.severities or f.domains):
         hits = manager.search_memories(ctx.query, fetch)
@@ -162,7 +176,10 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
     rel = _text_relevance(ctx)[0]
     if not rel.size or rel.max() <= 0:
         return
-    seeds = top_k(rel, cfg.graph_seeds, rel >= cfg.seed_min_relevance * rel.max())
+    # A suppressed entry must not seed the graph (it would pull its neighbours in).
+    seed_rel = rel - modulating.suppression(ctx)
+    seeds = top_k(seed_rel, cfg.graph_seeds,
+                  (rel > 0) & (seed_rel >= cfg.seed_min_relevance * rel.max()))
     ctx.graph = graph_hops(brain.manager, [ctx.pool.ids[i] for i in seeds])
     if ctx.graph.hops:
         before = len(ctx.pool)
@@ -170,6 +187,7 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
         ctx.pool.add_external(brain.manager, ordered, "graph", ctx.lq, ctx.filters, ctx.tiers,
                               cfg.max_graph_additions)
         ctx.cosines = _cosines(brain, ctx, before)
+        modulating.direction_sims(brain, ctx, before)
 
 
 def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -262,12 +280,14 @@ def _rrf_scores(pool: Pool, cosines: np.ndarray | None, tier_w: np.ndarray) -> n
 
 # -- modulate -----------------------------------------------------------------------------
 def modulate(brain: Any, ctx: ScoringContext) -> None:
-    """Hook for query-time modulations (suppress, decay, diverse...; issue 15).
-
-    A modulation reads ``ctx`` (pool, signals, cosines, query vector) and rewrites
-    ``ctx.score`` (and ``ctx.memory_score``) in place, before ``rank``. None is
-    applied yet: this stage deliberately changes nothing.
-    """
+    """Suppress, trajectory, decay and diverse on ``ctx.score`` (see
+    :mod:`tiervault.brain.modulating`); nothing when no modulation was asked."""
+    if ctx.modulations.empty or not len(ctx.pool):
+        return
+    updated = ctx.pool.times("updated_at")
+    created = ctx.pool.times("created_at")
+    stamp = np.where(np.isnan(updated), created, updated)
+    modulating.apply(ctx, ((ctx.now - stamp) / modulating.DAY_SECONDS).astype(np.float32))
 
 
 # -- rank ---------------------------------------------------------------------------------
@@ -282,6 +302,10 @@ def rank(brain: Any, ctx: ScoringContext) -> None:
         items += [(-float(ctx.memory_score[i]), rank_of.get(t, len(rank_of)), 1, "memory", i)
                   for i, (_, t) in enumerate(ms.hits) if ms.content[i]]
     items.sort(key=lambda x: (x[0], x[1], x[2], x[4]))
+    if ctx.mmr_order is not None:
+        # diverse: the MMR selection order is the answer's order (entries only).
+        ctx.ranked = [("entry", int(i)) for i in ctx.mmr_order[:ctx.limit]]
+        return
     keep = ctx.limit
     total = len(items)
     if (_may_widen(ctx) and ctx.complete and ctx.n_fts < cfg.small_corpus and total > ctx.limit

@@ -27,6 +27,10 @@ class VectorSource(Protocol):
     def similarities(self, query_vector: np.ndarray, tier: str, ids: Sequence[str]) -> np.ndarray:
         """Cosine of each entry of ``tier`` in ``ids`` to the query (NaN where it has no vector)."""
 
+    def vectors_for(self, tier: str, ids: Sequence[str]) -> np.ndarray | None:
+        """The (n, dim) unit vectors of ``ids`` in ``tier`` (NaN rows where an entry has
+        none; None when the tier has no vectors), so re-rankers can see candidates."""
+
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str],
                filters: Filters) -> list[tuple[str, str, float]]:
         """Top ``k`` (id, tier, cosine) over ``tiers``, filters applied before the limit."""

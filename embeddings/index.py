@@ -212,6 +212,16 @@ class VectorIndex:
         with self._lock:
             return np.fromiter((get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
 
+    def vectors_for(self, ids: Sequence[str]) -> np.ndarray:
+        """The stored float32 vectors of ``ids`` as an (n, dim) matrix aligned with
+        ``ids``; a row of NaN where the id has no vector here."""
+        rows = self.rows_of(ids)
+        out = np.full((len(ids), self.dim), np.nan, dtype=np.float32)
+        hit = rows >= 0
+        with self._lock:
+            out[hit] = self._exact[rows[hit]]
+        return out
+
     def rows_for(self, ids: Iterable[str]) -> np.ndarray:
         """Current rows of ``ids`` (unknown ids skipped), for an ``allowed`` filter."""
         get = self._row.get

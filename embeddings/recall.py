@@ -154,6 +154,16 @@ class VectorRecall:
             out[positions] = index.scores_for([pairs[p][1] for p in positions], q)
         return out
 
+    def vectors_for(self, tier: str, ids: Sequence[str]) -> np.ndarray | None:
+        """(n, dim) float32 vectors of ``ids`` in ``tier`` (NaN rows: no vector);
+        None while the tier holds no vector of this model."""
+        if tier not in self.manager.tiers or self.manager.tiers[tier].store is None:
+            return None
+        index = self.index(tier)
+        if index is None or len(index) == 0:
+            return None
+        return index.vectors_for(list(ids))
+
     # -- indexes -------------------------------------------------------------------------
     def index(self, tier: str) -> VectorIndex | None:
         """The caught-up index of ``tier`` (None while it holds no vector of this model)."""

@@ -92,6 +92,10 @@ class EmbeddingRuntime:
         """Cosine of each entry of ``tier`` in ``ids`` (NaN where it has no vector)."""
         return self.recall.scores_for(query_vector, [(tier, i) for i in ids])
 
+    def vectors_for(self, tier: str, ids: Sequence[str]) -> np.ndarray | None:
+        """Stored vectors of ``ids`` in ``tier`` ((n, dim), NaN rows where none)."""
+        return self.recall.vectors_for(tier, ids)
+
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str] | None = None,
                filters: Filters | None = None) -> list[tuple[str, str, float]]:
         """Top ``k`` ``(id, tier, cosine)`` over ``tiers``, filters applied first."""
