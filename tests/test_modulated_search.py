@@ -1,0 +1,109 @@
+"""Modulations through search_intelligent (hash embedder, offline): each one changes the
+ranking the way its formula says, the token string equals the typed value, and a
+lexical-only vault says which modulations need vectors."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from tiervault.brain import Brain
+from tiervault.brain.modulation_spec import Modulations
+from tiervault.config import load_settings
+from tiervault.embeddings.runtime import attach_embeddings
+from tiervault.errors import QueryError
+from tiervault.vault.entry import Entry
+from tiervault.vault.manager import VaultManager
+
+NOW = time.time()
+DAY = 86_400.0
+
+ENTRIES = [
+    ("pool-size", "Size the database connection pool", "Keep the database pool small: cores * 2.",
+     "databases", 1),
+    ("pool-leak", "Find database connection pool leaks", "A database pool leak shows as timeouts.",
+     "databases", 40),
+    ("pool-pgbouncer", "Put pgbouncer in front of database pools", "Transaction pooling for database "
+     "connections.", "databases", 200),
+    ("pool-threads", "Thread pool sizing for CPU work", "A thread pool sized to the cores.",
+     "concurrency", 5),
+    ("pool-retry", "Retry database connection with backoff", "Jittered backoff on database "
+     "connection errors.", "databases", 400),
+]
+
+
+@pytest.fixture()
+def brain(tmp_path):
+    path = tmp_path / "agent.yaml"
+    path.write_text(f"tiers:\n  agent: {tmp_path / 'agent.db'}\n  team: {tmp_path / 'team.db'}\n"
+                    "embedding: {provider: hash, dim: 64}\nfeatures:\n  embedding-enabled: true\n")
+    settings = load_settings(path, env={})
+    manager = VaultManager.from_settings(settings)
+    vectors = attach_embeddings(manager, settings)
+    for eid, title, desc, domain, age in ENTRIES:
+        stamp = NOW - age * DAY
+        manager.capture(Entry.create(id=eid, title=title, description=desc, domain=domain,
+                                     created_at=stamp, updated_at=stamp), "team")
+    b = Brain(manager, settings, vectors=vectors, clock=lambda: NOW)
+    yield b
+    b.close()
+
+
+def _ids(rows):
+    return [r["id"] for r in rows]
+
+
+def test_tokens_and_typed_values_give_the_same_answer(brain):
+    q = "database connection pool"
+    a = brain.search_intelligent(q, limit=5, modulate="suppress:pgbouncer decay:30")
+    b = brain.search_intelligent(q, limit=5, modulate=Modulations.build(
+        suppress=["pgbouncer"], decay_days=30))
+    assert _ids(a) == _ids(b) and [r["score"] for r in a] == [r["score"] for r in b]
+
+
+def test_decay_multiplies_each_score_by_its_age_factor(brain):
+    q = "database connection pool"
+    plain = {r["id"]: r["score"] for r in brain.search_intelligent(q, limit=5)}
+    decayed = brain.search_intelligent(q, limit=5, modulate="decay:30")
+    ages = {eid: age for eid, *_, age in ENTRIES}
+    for r in decayed:
+        assert r["score"] == pytest.approx(plain[r["id"]] / (1 + ages[r["id"]] / 30), rel=1e-4)
+    # the 400-day-old entry falls to the bottom
+    assert _ids(decayed)[-1] == "pool-retry"
+
+
+def test_suppress_lowers_what_resembles_the_text_and_keeps_the_rest(brain):
+    q = "database connection pool"
+    plain = _ids(brain.search_intelligent(q, limit=5))
+    sup = _ids(brain.search_intelligent(q, limit=5, modulate='suppress:"pgbouncer transaction pooling"'))
+    assert sorted(sup) == sorted(plain)
+    assert sup.index("pool-pgbouncer") > plain.index("pool-pgbouncer")
+    by_id = _ids(brain.search_intelligent(q, limit=5, modulate="suppress:@pool-pgbouncer"))
+    assert by_id.index("pool-pgbouncer") > plain.index("pool-pgbouncer")
+
+
+def test_diverse_keeps_the_best_first_and_reports_a_permutation(brain):
+    q = "database connection pool"
+    plain = _ids(brain.search_intelligent(q, limit=5))
+    div = _ids(brain.search_intelligent(q, limit=5, modulate="diverse:0.3"))
+    assert div[0] == plain[0] and sorted(div) == sorted(plain)
+
+
+def test_pool_and_limit_are_honoured(brain):
+    rows = brain.search_intelligent("database", limit=2, modulate="pool:3 diverse")
+    assert len(rows) <= 2
+
+
+def test_unknown_tokens_and_missing_vectors_are_clear_errors(tmp_path, brain):
+    with pytest.raises(QueryError, match="unknown token 'recent'"):
+        brain.search_intelligent("pool", modulate="recent")
+    with pytest.raises(QueryError, match="no vector"):
+        brain.search_intelligent("pool", modulate="centroid:not-here")
+    lexical = Brain(VaultManager.at({"agent": str(tmp_path / "lex.db")}))
+    lexical.manager.capture(Entry.create(id="x", title="pool", description="d"), "agent")
+    with pytest.raises(QueryError, match="need embeddings"):
+        lexical.search_intelligent("pool", modulate="diverse suppress:x")
+    assert _ids(lexical.search_intelligent("pool", modulate="decay:7 pool:5")) == ["x"]
+    lexical.close()
