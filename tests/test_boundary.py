@@ -36,7 +36,9 @@ SQLITE_BACKEND = {"vault/store.py", "vault/journal.py", "vault/vectors.py", "vau
                   "vault/schema.py", "vault/sqlite_db.py", "vault/sqlite_sql.py",
                   "vault/sqlite_errors.py", "vault/maintenance.py"}
 # The tokenizer asks FTS5 itself (in-memory, no tier file) what a term is.
-SQLITE_ALLOWED = SQLITE_BACKEND | {"vault/tokenizer.py"}
+# The SQL surface runs agents' read-only SELECTs on a private in-memory copy it fills
+# through the tier contract (no tier file is ever opened there).
+SQLITE_ALLOWED = SQLITE_BACKEND | {"vault/tokenizer.py", "brain/sql_surface.py"}
 # NamedTuple's public API is spelled with a leading underscore (to avoid field clashes).
 NAMEDTUPLE_API = {"_make", "_fields", "_replace", "_asdict", "_field_defaults"}
 # Receivers that are tiervault objects owned by other modules (VaultManager, backends,
