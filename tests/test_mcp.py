@@ -26,11 +26,12 @@ PACK = Path(__file__).resolve().parents[1] / "vault" / "packs" / "starter.jsonl"
 
 TOOLS = {
     "search_intelligent": ["query", "mode", "limit", "domain", "type", "severity", "tags", "tiers",
-                           "include_memories"],
+                           "include_memories", "modulate"],
     "load_entries": ["ids"],
     "list_entries": ["domain", "type", "severity", "tags", "tiers", "since", "sort", "limit",
                      "offset"],
     "vault_stats": [],
+    "query_vault": ["sql"],
     "capture_knowledge": ["entries", "tier"],
     "update_entry": ["id", "title", "description", "type", "severity", "domain", "context",
                      "example", "counter_example", "why", "tags", "add_tags", "remove_tags",
@@ -40,7 +41,7 @@ TOOLS = {
     "link_entries": ["source_id", "target_id", "link_type", "note"],
     "capture_memory": ["summary", "context", "topics", "project"],
 }
-READ_ONLY = {"search_intelligent", "load_entries", "list_entries", "vault_stats"}
+READ_ONLY = {"search_intelligent", "load_entries", "list_entries", "vault_stats", "query_vault"}
 SCAN_KEYS = {"id", "title", "score", "type", "domain", "severity", "tags", "snippet",
              "tokenEstimate", "tier"}
 BREAKDOWN_KEYS = {"semantic", "vector", "severity", "temporalDecay", "tagOverlap", "domainMatch",
@@ -120,7 +121,7 @@ def test_tools_and_parameter_names_are_pinned(vault, tmp_path):
     for name, tool in tools.items():  # no tool takes a file path
         assert not any("path" in p or "file" in p for p in tool.input_schema.get("properties", {}))
     # The client session worked, and the server's log went to stderr.
-    assert "tiervault mcp: serving 10 tools over stdio" in log.read_text()
+    assert "tiervault mcp: serving 11 tools over stdio" in log.read_text()
 
 
 def test_scan_then_full_then_feedback_end_to_end(vault):
@@ -283,7 +284,7 @@ def test_stdout_carries_only_json_rpc(vault):
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
     assert replies[1]["result"]["serverInfo"]["name"] == "tiervault"
-    assert len(replies[2]["result"]["tools"]) == 10
+    assert len(replies[2]["result"]["tools"]) == 11
     assert replies[3]["result"]["isError"] is False
     assert replies[4]["result"]["isError"] is True
     assert "tiervault mcp: serving" in err and "Traceback" not in err
@@ -330,3 +331,27 @@ def test_missing_sdk_is_a_clear_install_hint(vault):
                        input="", capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert "pip install 'tiervault[mcp]'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_query_vault_and_modulate_over_mcp(vault):
+    async def body(s):
+        rows = data(await s.call_tool("query_vault", {
+            "sql": "SELECT domain, count(*) AS n FROM entries WHERE severity = 'critical' "
+                   "GROUP BY domain ORDER BY n DESC, domain LIMIT 3"}))
+        joined = data(await s.call_tool("query_vault", {
+            "sql": "SELECT e.id, k.rank FROM keyword('sql injection', 5) k "
+                   "JOIN entries e USING (tier, id) ORDER BY k.rank"}))
+        refused = await s.call_tool("query_vault", {"sql": "DELETE FROM entries"})
+        decayed = data(await s.call_tool("search_intelligent", {
+            "query": "retry http calls", "limit": 3, "modulate": "decay:30 pool:50"}))
+        bad = await s.call_tool("search_intelligent", {"query": "x", "modulate": "similar:x"})
+        return rows, joined, refused, decayed, bad
+
+    rows, joined, refused, decayed, bad = session(vault)(body)
+    assert rows["columns"] == ["domain", "n"] and 1 <= len(rows["rows"]) <= 3
+    assert rows["rows"] == sorted(rows["rows"], key=lambda r: (-r[1], r[0]))
+    assert [r[1] for r in joined["rows"]] == list(range(1, len(joined["rows"]) + 1))
+    assert joined["rows"][0][0] == "sec-parameterized-queries"
+    assert "not authorized" in error_text(refused)
+    assert decayed["count"] == 3
+    assert "unknown token 'similar:x'" in error_text(bad)

@@ -186,7 +186,8 @@ def test_read_only_server_has_no_edit_tools(vault):
                     names = {t.name for t in (await s.list_tools()).tools}
                     return names, error(await s.call_tool("delete_entry", {"id": "x"}))
     names, refused = anyio.run(main)
-    assert names == {"search_intelligent", "load_entries", "list_entries", "vault_stats"}
+    assert names == {"search_intelligent", "load_entries", "list_entries", "vault_stats",
+                     "query_vault"}
     assert "read-only" in refused
 
 

@@ -84,7 +84,8 @@ def test_rights_shape_the_tools(server):
         return names, refused
 
     names, refused = mcp_session(server, server.tokens["reader"])(reader)
-    assert names == {"search_intelligent", "load_entries", "list_entries", "vault_stats"}
+    assert names == {"search_intelligent", "load_entries", "list_entries", "vault_stats",
+                     "query_vault"}
     assert refused.is_error and "read-only" in refused.content[0].text
 
     async def writer(s):

@@ -157,3 +157,37 @@ def test_any_string_literal_round_trips_as_a_call_argument(text):
     literal = "'" + text.replace("'", "''") + "'"
     calls = find_table_calls(f"SELECT * FROM keyword({literal}, 7) k", ["keyword"])
     assert [c.args for c in calls] == [(text, 7)]
+
+
+def test_cli_sql_schema_and_refusals(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "agent.yaml").write_text("tiers:\n  agent: a.db\n  team: t.db\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
+    env["HOME"] = str(tmp_path)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tiervault", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    assert cli("capture", "--title", "Parameterise SQL", "--description", "bind values",
+               "--tier", "team", "--severity", "critical").returncode == 0
+    r = cli("sql", "SELECT tier, id, severity FROM entries", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"columns": ["tier", "id", "severity"],
+                                    "rows": [["team", "parameterise-sql", "critical"]],
+                                    "truncated": False}
+    r = cli("sql", "--schema")
+    assert r.returncode == 0 and "vec_search(" in r.stdout and "entries (1 rows)" in r.stdout
+    before = (tmp_path / "t.db").read_bytes()
+    r = cli("sql", "DROP TABLE entries", "--json")
+    assert r.returncode == 2 and json.loads(r.stdout)["error"] == "invalid"
+    assert "Traceback" not in r.stderr and "not authorized" in r.stderr
+    assert (tmp_path / "t.db").read_bytes() == before
+    r = cli("search", "sql", "--modulate", "decay:30", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["id"] == "parameterise-sql"
+    r = cli("search", "sql", "--modulate", "decay:soon")
+    assert r.returncode == 2 and "'decay:soon'" in r.stderr and "Traceback" not in r.stderr

@@ -80,6 +80,9 @@ USAGE = {
     "load_entries": 'load_entries(ids=["id-from-a-scan-row", "another-id"])',
     "list_entries": 'list_entries(domain="security", severity="critical", limit=20, offset=0)',
     "vault_stats": "vault_stats()",
+    "query_vault": 'query_vault(sql="SELECT e.id, e.title FROM vec_search(\'retry http\', '
+                   '\'diverse decay:30\', 20) v JOIN entries e USING (tier, id) '
+                   'ORDER BY v.rank LIMIT 5")',
     "capture_knowledge": 'capture_knowledge(entries=[{"title": "...", "description": "...", '
                          '"type": "pattern", "severity": "warning", "tags": ["x"]}], tier="agent")',
     "update_entry": 'update_entry(id="an-id", severity="critical", add_tags=["http"])',

@@ -53,7 +53,7 @@ __all__ = ["build_server", "serve", "serve_config_error", "READ_TOOLS", "WRITE_T
 
 log = logging.getLogger("tiervault.mcp")
 
-READ_TOOLS = ("search_intelligent", "load_entries", "list_entries", "vault_stats")
+READ_TOOLS = ("search_intelligent", "load_entries", "list_entries", "vault_stats", "query_vault")
 WRITE_TOOLS = ("capture_knowledge", "update_entry", "delete_entry", "record_feedback",
                "link_entries", "capture_memory")
 
@@ -181,6 +181,16 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
         tiers: Tiers = None,
         include_memories: Annotated[Flag, Field(description="Also search saved session memories "
                                                 "(their rows have type \"memory\").")] = False,
+        modulate: Annotated[str | None, Field(max_length=2_000, description=(
+            "Steer the ranking (the query text is never changed). Space-separated tokens, "
+            "applied in this fixed order: pool:N (candidates, 1-5000); centroid:ID,ID[:ALPHA] "
+            "(pull toward these entries); suppress:TEXT or suppress:@ID (demote what "
+            "resembles it; repeatable; quote TEXT with spaces: suppress:\"legacy orm\"); "
+            "trajectory:A->B (favour the direction from A to B, each TEXT or @ID); "
+            "decay:DAYS[:exp] (prefer recent entries, half weight at DAYS); diverse[:LAMBDA] "
+            "(spread results over sub-topics, default 0.7). Example: "
+            "\"suppress:deprecated decay:30 diverse\". All but decay and pool need "
+            "embeddings."))] = None,
     ) -> dict[str, Any]:
         """Search the knowledge vault (all tiers) for entries relevant to a task or question.
 
@@ -195,7 +205,7 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
         """
         rows = brain.search_intelligent(
             query, mode=mode, limit=limit, domain=domain, type=type, severity=severity,
-            tags=tags, tiers=tiers, include_memories=include_memories)
+            tags=tags, tiers=tiers, include_memories=include_memories, modulate=modulate)
         out: dict[str, Any] = {"mode": mode, "count": len(rows), "results": rows}
         widened = getattr(rows, "widened", False)
         if widened:
@@ -257,8 +267,31 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
         choose filters from; the ranking weights in force and feedback counts."""
         return public_stats(dict(brain.stats()))
 
+    from tiervault.brain.sql_surface import SqlSurface
+
+    sql_surface = SqlSurface(brain, row_limit=200, time_limit=5.0)
+
+    @guard
+    def query_vault(
+        sql: Annotated[str, Field(min_length=1, max_length=20_000, description=(
+            "ONE read-only SELECT over tables entries(tier, id, title, description, context, "
+            "type, domain, severity, tags, origin, created_at, updated_at, valid_from, "
+            "valid_until, content_hash), links(tier, source_id, target_id, link_type, note, "
+            "created_at), feedback(tier, entry_id, query, action, created_at), and the calls "
+            "keyword('text' [, k]) and vec_search('text' [, 'modulate tokens' [, k]]) -> "
+            "(tier, id, score, rank), usable wherever a table is. Call arguments must be "
+            "literals. At most 200 rows and 5 seconds."))],
+    ) -> dict[str, Any]:
+        """Answer a question the search alone cannot: join, group, count or filter the vault
+        with read-only SQL (e.g. which critical security rules contradict something; the
+        best vec_search hits per domain). Writes, ATTACH and PRAGMA are refused. Returns
+        {"columns", "rows", "truncated"}. Prefer search_intelligent for plain lookups."""
+        # One snapshot per server, refreshed when a tier's generation moves (tool bodies
+        # run one at a time under the guard's lock).
+        return sql_surface.run(sql).as_dict()
+
     tools = [(search_intelligent, True), (load_entries, True), (list_entries, True),
-             (vault_stats, True)]
+             (vault_stats, True), (query_vault, True)]
     writable = [n for n, t in manager.tiers.items() if not t.read_only]
     locked = {n for n, t in manager.tiers.items() if t.read_only}
     if not read_only:

@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "tiervault.cli.server_tier_cmds",  # after vault_cmds: extends its `init`
     "tiervault.cli.edit_cmds",
     "tiervault.cli.status_cmd",
+    "tiervault.cli.sql_cmd",
 )
 
 _CONFIG_HELP = ("agent.yaml to use (default: the first agent.yaml in the current folder or a "

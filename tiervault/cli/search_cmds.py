@@ -37,6 +37,10 @@ def register(sub: Any) -> None:
     p.add_argument("--tags", help="comma-separated tags: entries with any of them; feeds tag overlap")
     p.add_argument("--tier", help="comma-separated tiers to search (default: all)")
     p.add_argument("--memories", action="store_true", help="also search session memories")
+    p.add_argument("--modulate", metavar="TOKENS",
+                   help="steer the ranking, e.g. 'suppress:deprecated decay:30 diverse'; tokens: "
+                   "suppress:TEXT|@ID, centroid:ID,ID[:ALPHA], trajectory:A->B, "
+                   "decay:DAYS[:exp], diverse[:LAMBDA], pool:N (the query text is never changed)")
     p.add_argument("--explain", action="store_true",
                    help="show how each score was made (per-signal breakdown)")
     add_json(p)
@@ -87,7 +91,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         rows = brain.search_intelligent(
             args.query, mode=mode, limit=args.limit, domain=args.domain,
             type=args.entry_type, severity=args.severity, tags=split_list(args.tags),
-            tiers=split_list(args.tier), include_memories=args.memories, explain=args.explain)
+            tiers=split_list(args.tier), include_memories=args.memories, explain=args.explain,
+            modulate=args.modulate)
     if getattr(rows, "widened", False):
         print(f"tiervault: small vault: returning all {len(rows)} matches (more than the "
               "default limit); pass --limit N to cap the rows", file=sys.stderr)
