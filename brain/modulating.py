@@ -8,8 +8,9 @@ Fixed order, whatever order the tokens were written in:
 3. suppress + trajectory — ONE product ``S = M @ D^T`` of the candidate vectors
    ``M`` with the stacked directions ``D`` (suppress texts/entries, trajectory
    ``unit(B - A)``), then
-   ``s' = (1 - c)*s + c*S_traj - sum_i w_i*S_i`` on the score array (c = 0.5 when
-   a trajectory is given). Suppression also lowers each candidate's graph-seed
+   ``s' = (1 - c)*s + c*S_traj - sum_i w_i*max(S_i, 0)`` on the score array (c = 0.5
+   when a trajectory is given). Only resemblance demotes: a candidate pointing away
+   from a suppressed direction is not promoted for it. Suppression also lowers each candidate's graph-seed
    relevance the same way, so a suppressed entry does not pull its neighbours in;
 4. ``decay:N`` — ``s' = s * f(age)`` with ``f = 1/(1+age/N)`` or ``2^(-age/N)``,
    age in days since the entry's last update (float32);
@@ -108,12 +109,12 @@ def direction_sims(brain: Any, ctx: Any, start: int) -> None:
 
 
 def suppression(ctx: Any) -> np.ndarray:
-    """sum_i w_i * S_i per candidate (0 when nothing is suppressed)."""
+    """sum_i w_i * max(S_i, 0) per candidate (0 when nothing is suppressed)."""
     k = ctx.n_suppress
     if ctx.directions is None or k == 0 or not len(ctx.pool):
         return np.zeros(len(ctx.pool))
     w = np.full(k, mod.DEFAULT_SUPPRESS_WEIGHT, dtype=np.float64)
-    return ctx.direction_sims[:, :k].astype(np.float64) @ w
+    return np.maximum(ctx.direction_sims[:, :k].astype(np.float64), 0.0) @ w
 
 
 def apply(ctx: Any, age_days: np.ndarray) -> None:

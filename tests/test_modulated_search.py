@@ -107,3 +107,15 @@ def test_unknown_tokens_and_missing_vectors_are_clear_errors(tmp_path, brain):
         lexical.search_intelligent("pool", modulate="diverse suppress:x")
     assert _ids(lexical.search_intelligent("pool", modulate="decay:7 pool:5")) == ["x"]
     lexical.close()
+
+
+def test_suppress_by_id_equals_its_formula(brain):
+    q = "database connection pool"
+    plain = {r["id"]: r["score"] for r in brain.search_intelligent(q, limit=5)}
+    sup = brain.search_intelligent(q, limit=5, modulate="suppress:@pool-pgbouncer")
+    ids = [r["id"] for r in sup]
+    vecs = brain.vectors.vectors_for("team", ids + ["pool-pgbouncer"])
+    x = vecs[-1] / np.linalg.norm(vecs[-1])
+    for r, v in zip(sup, vecs[:-1]):
+        expect = plain[r["id"]] - max(float(v @ x), 0.0)
+        assert r["score"] == pytest.approx(expect, abs=1e-5)
