@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import MAX_TIMESTAMP, MIN_TIMESTAMP, Entry, valid_timestamp
 
-__all__ = ["ENTRY_COLUMNS", "SELECT_ENTRY", "unchanged", "row_to_entry", "rows_to_entries",
+__all__ = ["write_in_batches", "ENTRY_COLUMNS", "SELECT_ENTRY", "unchanged", "row_to_entry", "rows_to_entries",
            "entry_params", "SANE_TIMES"]
 
 log = logging.getLogger(__name__)
@@ -96,3 +96,24 @@ SANE_TIMES = " AND ".join(
     else f"(e.{c.split('.')[-1]} BETWEEN {MIN_TIMESTAMP!r} AND {MAX_TIMESTAMP!r})"
     for c, nullable in (("e.valid_from", True), ("e.valid_until", True),
                         ("created_at", False), ("updated_at", False)))
+
+
+def write_in_batches(entries: Iterable[Entry], batch_size: int,
+                     write: Callable[[list[Entry]], int],
+                     on_batch: Callable[[int], None] | None = None) -> int:
+    """Feed ``entries`` to ``write`` in lists of ``batch_size`` (each one transaction in
+    the backend); sums what ``write`` returns, calling ``on_batch(total)`` after each."""
+    total = 0
+    batch: list[Entry] = []
+    for entry in entries:
+        batch.append(entry)
+        if len(batch) >= batch_size:
+            total += write(batch)
+            batch = []
+            if on_batch:
+                on_batch(total)
+    if batch:
+        total += write(batch)
+        if on_batch:
+            on_batch(total)
+    return total

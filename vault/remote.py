@@ -57,6 +57,7 @@ from tiervault.errors import (
     ValidationError,
 )
 from tiervault.vault.entry import Entry
+from tiervault.vault.entry_rows import write_in_batches
 from tiervault.vault.filters import Filters
 from tiervault.vault.wire import decode, encode
 
@@ -272,19 +273,10 @@ class RemoteTier:
     def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
                      on_batch: Callable[[int], None] | None = None) -> int:
         size = max(1, min(batch_size, CAPTURE_CHUNK))
-        total, batch = 0, []
-        for entry in entries:
-            batch.append(entry)
-            if len(batch) >= size:
-                total += int(self._call("capture_many", True, entries=batch, batch_size=size))
-                batch = []
-                if on_batch:
-                    on_batch(total)
-        if batch:
-            total += int(self._call("capture_many", True, entries=batch, batch_size=size))
-            if on_batch:
-                on_batch(total)
-        return total
+        return write_in_batches(
+            entries, size,
+            lambda batch: int(self._call("capture_many", True, entries=batch, batch_size=size)),
+            on_batch)
 
     def get(self, entry_id: str) -> Entry | None:
         return self._call("get", entry_id=entry_id)

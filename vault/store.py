@@ -38,7 +38,7 @@ from tiervault.vault.rows import (Changes, EmbeddingStatus, FeedbackCounts, Feed
                                   VectorChanges, VectorHit, VectorRow, WeightRecord)
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.sqlite_db import SqliteDb
-from tiervault.vault.entry_rows import SELECT_ENTRY, entry_params, rows_to_entries, unchanged
+from tiervault.vault.entry_rows import SELECT_ENTRY, entry_params, rows_to_entries, unchanged, write_in_batches
 from tiervault.vault.sqlite_sql import FTS_DELETE, FTS_INSERT, SANE_TIMES, UPSERT_ENTRY, filter_sql
 from tiervault.vault.vectors import TierVectors
 
@@ -169,20 +169,7 @@ class TierStore:
         A batch is all-or-nothing: after a crash every acknowledged batch is
         present and the interrupted one is absent (re-running is idempotent).
         """
-        total = 0
-        batch: list[Entry] = []
-        for entry in entries:
-            batch.append(entry)
-            if len(batch) >= batch_size:
-                total += self._write_batch(batch)
-                batch = []
-                if on_batch:
-                    on_batch(total)
-        if batch:
-            total += self._write_batch(batch)
-            if on_batch:
-                on_batch(total)
-        return total
+        return write_in_batches(entries, batch_size, self._write_batch, on_batch)
 
     def _write_batch(self, batch: list[Entry]) -> int:
         """Upsert one batch in one transaction; returns how many entries changed.

@@ -40,7 +40,7 @@ from tiervault.vault.postgres.lexical import batch_terms, bm25_rows, query_stems
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.rows import LightRow, Link
-from tiervault.vault.entry_rows import ENTRY_COLUMNS, SELECT_ENTRY, row_to_entry, unchanged
+from tiervault.vault.entry_rows import ENTRY_COLUMNS, SELECT_ENTRY, row_to_entry, unchanged, write_in_batches
 from tiervault.vault.rows import TierHits
 
 __all__ = ["PgEntryStore", "pg_filter_sql"]
@@ -208,20 +208,7 @@ class PgEntryStore(PgJournal):
     def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
                      on_batch: Callable[[int], None] | None = None) -> int:
         """Upsert entries, one transaction per batch; returns how many were written."""
-        total = 0
-        batch: list[Entry] = []
-        for entry in entries:
-            batch.append(entry)
-            if len(batch) >= batch_size:
-                total += self._write_batch(batch)
-                batch = []
-                if on_batch:
-                    on_batch(total)
-        if batch:
-            total += self._write_batch(batch)
-            if on_batch:
-                on_batch(total)
-        return total
+        return write_in_batches(entries, batch_size, self._write_batch, on_batch)
 
     def _write_batch(self, batch: list[Entry]) -> int:
         """COPY the changed entries into a staging table, then one INSERT and one UPDATE.
