@@ -10,8 +10,9 @@ from typing import Annotated, Any, Callable
 
 from pydantic import Field
 
-from tiervault.errors import EntryNotFound, TierVaultError, ValidationError
+from tiervault.errors import EntryNotFound, ValidationError
 from tiervault.mcp_params import Action, EntryType, LinkType, Severity, records, strings
+from tiervault.vault.jsonl import capture_linked
 
 __all__ = ["write_tools"]
 
@@ -80,16 +81,8 @@ def write_tools(brain: Any, tier_type: Any) -> list[Callable[..., Any]]:
             seen[entry.id] = i
             good.append((i, entry, links))
         before = store.get_many([e.id for _, e, _ in good])
-        if good:  # through the manager, so write hooks (embed on write) run
-            manager.capture_many([entry for _, entry, _ in good], tier)
-        link_errors = []
-        for i, entry, links in good:
-            for spec in links:
-                try:
-                    manager.link(entry.id, spec.target, spec.type, spec.note, tier=tier)
-                except TierVaultError as exc:
-                    link_errors.append({"index": i, "id": entry.id, "target": spec.target,
-                                        "error": str(exc)})
+        # through the manager, so write hooks (embed on write) run
+        link_errors = capture_linked(manager, good, tier) if good else []
         replaced = [{"id": e.id, "changed": list(changed_fields(before[e.id], e))}
                     for _, e, _ in good if e.id in before]
         out: dict[str, Any] = {"tier": tier, "written": [e.id for _, e, _ in good],

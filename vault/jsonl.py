@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator, Sequence
 
-from tiervault.errors import ValidationError
+from tiervault.errors import TierVaultError, ValidationError
 from tiervault.vault.entry import LINK_TYPES, Entry
 
-__all__ = ["ParsedLine", "LinkSpec", "parse_lines", "parse_record", "entry_line", "ImportReport"]
+__all__ = ["ParsedLine", "LinkSpec", "parse_lines", "parse_record", "entry_line", "ImportReport",
+           "capture_linked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,3 +240,20 @@ def _duplicate(item: ParsedLine, first: int) -> str:
     assert item.entry is not None
     return (f"line {item.line}: id {item.entry.id!r} was already on line {first}; "
             "the last line wins (its fields and links)")
+
+
+def capture_linked(manager: Any, items: Sequence[tuple[int, Entry, Sequence[LinkSpec]]],
+                   tier: str) -> list[dict[str, Any]]:
+    """Capture ``(index, entry, links)`` items through the manager (so write hooks run),
+    then store their links; a link that fails is reported, never fatal:
+    ``[{"index", "id", "target", "error"}]``."""
+    manager.capture_many([entry for _, entry, _ in items], tier)
+    errors: list[dict[str, Any]] = []
+    for i, entry, links in items:
+        for spec in links:
+            try:
+                manager.link(entry.id, spec.target, spec.type, spec.note, tier=tier)
+            except TierVaultError as exc:
+                errors.append({"index": i, "id": entry.id, "target": spec.target,
+                               "error": str(exc)})
+    return errors

@@ -31,12 +31,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tiervault.errors import TierVaultError, ValidationError
+from tiervault.errors import ValidationError
 from tiervault.server.auth import Authenticator, Caller
 from tiervault.server.errors import ApiError, api_error_from
 from tiervault.server.host import VaultHost
 from tiervault.server.limits import Limits
 from tiervault.server.requests import Args, read_json
+from tiervault.vault.jsonl import capture_linked
 
 __all__ = ["api_routes", "ApiContext", "FEEDBACK_ACTIONS", "LINK_TYPES"]
 
@@ -197,16 +198,7 @@ async def capture(ctx: ApiContext, request: Request, caller: Caller) -> Any:
     brain = ctx.host.brain_for(caller.principal)
 
     def run() -> dict[str, Any]:
-        manager = brain.manager
-        manager.capture_many([e for _, e, _ in good], tier)
-        link_errors = []
-        for i, entry, links in good:
-            for spec in links:
-                try:
-                    manager.link(entry.id, spec.target, spec.type, spec.note, tier=tier)
-                except TierVaultError as exc:
-                    link_errors.append({"index": i, "id": entry.id, "target": spec.target,
-                                        "error": str(exc)})
+        link_errors = capture_linked(brain.manager, good, tier)
         return {"tier": tier, "written": [e.id for _, e, _ in good], "failed": failed,
                 "linkErrors": link_errors}
     return JSONResponse(await ctx.host.call(run), status_code=201)
