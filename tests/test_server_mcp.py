@@ -29,6 +29,7 @@ def server(tmp_path_factory):
               "other": create_token(root, "other", "team:r")}
     with ServeProcess(root) as srv:
         srv.tokens = tokens
+        srv.root = root
         yield srv
 
 
@@ -70,6 +71,7 @@ def test_scan_load_feedback_over_streamable_http(server):
     assert [e["id"] for e in loaded["entries"]] == ids and loaded["found"] == 2
     assert fb["recordedIn"] == "agent" and fb["feedback"]["accepted"] == 1
     assert stats["feedback"]["accepted"] == 1
+    assert str(server.root) not in json.dumps(stats)  # no server file path reaches a client
     # The feedback is the writer agent's: another agent's counts did not move.
     r = httpx.get(f"{server.url}/api/v1/stats",
                   headers={"Authorization": f"Bearer {server.tokens['other']}"})
