@@ -191,8 +191,9 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
 
 
 def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                   np.ndarray, np.ndarray]:
-    """(R entries, semantic, vector, R memories, semantic memories) on one per-query scale."""
+                                                   np.ndarray]:
+    """(R entries, semantic, vector, R memories) on one per-query scale (a memory's R is
+    its semantic signal: memories have no vector)."""
     w = ctx.weights.array  # type: ignore[union-attr]
     w_sem, w_vec = (float(x) for x in pick(w, ("semantic", "vector")))
     ms = ctx.memories
@@ -218,14 +219,14 @@ def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.nda
                                  combine.per_query_scale(ms.lexical, lex_top), share) * keep
     # memories have no vector: their relevance is their semantic signal (R over the
     # text signals they have), on the entries' scale
-    return rel, sem, vec, m_sem, m_sem
+    return rel, sem, vec, m_sem
 
 
 # -- score --------------------------------------------------------------------------------
 def score(brain: Any, ctx: ScoringContext) -> None:
     cfg, pool, n = ctx.config, ctx.pool, len(ctx.pool)
     w = ctx.weights.array  # type: ignore[union-attr]
-    rel, sem, vec, m_rel, m_sem = _text_relevance(ctx)
+    rel, sem, vec, m_rel = _text_relevance(ctx)
     m = SignalMatrix(n)
     m["semantic"] = sem
     m["vector"] = vec
@@ -252,7 +253,7 @@ def score(brain: Any, ctx: ScoringContext) -> None:
                                 np.asarray(pool.tier_weight))
     ms = ctx.memories
     if ms is not None:
-        ms.signals["semantic"] = m_sem
+        ms.signals["semantic"] = m_rel
         ctx.memory_relevance = m_rel
         ctx.memory_prior = combine.prior(ms.signals.columns(PRIOR_SIGNALS), prior_w)
         ctx.memory_tier_weight = np.array([brain.manager.tiers[t].weight for _, t in ms.hits])

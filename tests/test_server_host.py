@@ -100,3 +100,16 @@ def test_locked_proxy_holds_the_lock_for_nested_calls(host):
     assert isinstance(real.manager.store("team"), Locked)
     assert isinstance(real.manager.tiers["agent"].store, Locked)
     assert real.manager.store("team").count() == 0
+
+
+def test_revoking_a_mistyped_token_never_echoes_its_secret(tmp_path):
+    from tiervault.errors import ValidationError
+    from tiervault.server.tokens import TokenStore
+
+    store = TokenStore(tmp_path / "tokens.json")
+    token, _ = store.create("alice", {"team": "r"})
+    mangled = token[:-1] + ("A" if token[-1] != "A" else "B")  # not a valid key nor a token
+    mangled = mangled.replace("tv_", "tv-", 1)
+    with pytest.raises(ValidationError) as err:
+        store.revoke(mangled)
+    assert mangled not in str(err.value) and token.split("_")[-1] not in str(err.value)

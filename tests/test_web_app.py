@@ -217,3 +217,16 @@ def test_tiervault_ui_on_a_taken_port_says_so_without_a_traceback(tmp_path):
                            timeout=60)
     assert r.returncode == 2, r.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_malformed_post_is_a_400_page_and_changes_nothing(brain):
+    c = _client(brain)
+    csrf = _csrf(c)
+    r = c.post("/entry/twin-a/delete", content=f"csrf={csrf}&tier=agent&confirm=twin-a",
+               headers={"content-type": "application/x-www-form-urlencoded",
+                        "content-length": "many"})
+    assert r.status_code == 400 and "Content-Length" in r.text and "Traceback" not in r.text
+    r = c.post("/entry/twin-a/delete", content=b"--x\r\nbroken",
+               headers={"content-type": "multipart/form-data"})  # no boundary
+    assert r.status_code == 400 and "could not be read" in r.text
+    assert brain.manager.store("agent").get("twin-a") is not None

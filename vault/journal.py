@@ -11,9 +11,8 @@ import json
 import time
 from typing import Sequence
 
-from tiervault.errors import ValidationError
-from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
-from tiervault.vault.query import MAX_QUERY_CHARS, match_expression
+from tiervault.vault.journal_input import check_feedback_input, feedback_counts_from, new_memory
+from tiervault.vault.query import match_expression
 from tiervault.vault.rows import FeedbackCounts, FeedbackEvent, FeedbackRow, Memory, MemoryHit, WeightRecord
 from tiervault.vault.sqlite_db import SqliteDb
 
@@ -35,22 +34,13 @@ class Journal:
     def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),
                    project: str = "", created_at: float | None = None) -> str:
         """Store one session memory; returns its generated id."""
-        import uuid
-
-        if not isinstance(summary, str) or not summary.strip():
-            raise ValidationError("summary", "is required and must not be blank")
-        for field_name, value in (("summary", summary), ("context", context), ("project", project)):
-            check_text(field_name, value)
-        if isinstance(topics, (list, tuple)) and all(isinstance(t, str) for t in topics):
-            topics = " ".join(topics)
-        topic_text = check_text("topics", topics)  # a string, or a list of strings
-        memory_id = "mem-" + uuid.uuid4().hex[:16]
+        m = new_memory(summary, context, topics, project)
         with self.db.write("add_memory") as txn:
             txn.conn.execute(
                 "INSERT INTO memories(id, summary, context, topics, project, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (memory_id, summary, context, topic_text, project, created_at or time.time()))
-        return memory_id
+                (m.id, m.summary, m.context, m.topics, m.project, created_at or time.time()))
+        return m.id
 
     def search_memories(self, terms: Sequence[str], limit: int) -> list[MemoryHit]:
         if not terms or limit <= 0 or self.db.reader() is None:
@@ -90,12 +80,7 @@ class Journal:
 
         ``agent`` names who gave it (pooled team feedback); ``context`` is a JSON
         text the Brain attaches (what the ranking looked like)."""
-        if action not in FEEDBACK_ACTIONS:
-            raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
-        check_text("query", query, MAX_QUERY_CHARS)
-        if not check_text("entry_id", entry_id, MAX_ID_CHARS):
-            raise ValidationError("entry_id", "is required")
-        agent, context = check_text("agent", agent), check_text("context", context)
+        check_feedback_input(query, entry_id, action, agent, context)
         with self.db.write("add_feedback") as txn:
             conn = txn.conn
             conn.execute("INSERT INTO feedback(query, entry_id, action, created_at, agent, context) "
@@ -107,10 +92,7 @@ class Journal:
     def feedback_counts(self) -> FeedbackCounts:
         """{action: count} from running counters (O(1), no table scan)."""
         rows = self.db.query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%'")
-        counts = {a: 0 for a in FEEDBACK_ACTIONS}
-        counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
-        return FeedbackCounts(accepted=counts["accepted"], modified=counts["modified"],
-                              dismissed=counts["dismissed"], failed=counts["failed"])
+        return feedback_counts_from(rows)
 
     def feedback_for(self, entry_ids: Sequence[str]) -> list[FeedbackRow]:
         """Every feedback row recorded for these entries."""

@@ -204,7 +204,9 @@ class TokenStore:
             records = dict(self._load())
             rec = records.get(key)
             if rec is None:
-                raise ValidationError("key", f"no token with key {key!r}; `tiervault token list` "
+                # Never echo the input whole: a mistyped secret token must not reach a log.
+                shown = key if m else f"{key[:6]}..."
+                raise ValidationError("key", f"no token with key {shown!r}; `tiervault token list` "
                                              "shows the keys")
             if rec.revoked is None:
                 rec = TokenRecord(**{**asdict(rec), "revoked": time.time()})

@@ -146,10 +146,18 @@ def _endpoint(web: _Web, handler: Handler) -> Callable[[Request], Awaitable[Resp
             return response
         form: Any = {}
         if request.method == "POST":
-            length = int(request.headers.get("content-length") or 0)
+            try:
+                length = int(request.headers.get("content-length") or 0)
+            except ValueError:
+                return _error_page(web, None, 400, "The request's Content-Length is not a number.")
             if length > MAX_FORM_BYTES:
                 return _error_page(web, None, 413, "The form is too large.")
-            form = await request.form(max_files=0)
+            try:
+                form = await request.form(max_files=0)
+            except Exception as exc:  # starlette's multipart/urlencoded parser errors
+                log.info("unreadable form: %s", exc)
+                return _error_page(web, None, 400, "The form could not be read; submit it again "
+                                   "from the page.")
             if not web.csrf.check(request, form.get("csrf"), principal.agent_id):
                 return _error_page(web, None, 403, "This form has expired or did not come from "
                                    "this page. Reload the page and try again.")

@@ -8,17 +8,15 @@ the GIN index on ``memories.terms``.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Sequence
 
 import numpy as np
 
-from tiervault.errors import ValidationError
-from tiervault.vault.entry import FEEDBACK_ACTIONS, MAX_ID_CHARS, check_text
+from tiervault.vault.entry import check_text
+from tiervault.vault.journal_input import check_feedback_input, feedback_counts_from, new_memory
 from tiervault.vault.rows import (FeedbackCounts, FeedbackEvent, FeedbackRow, Memory, MemoryHit,
                                   WeightRecord)
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
-from tiervault.vault.query import MAX_QUERY_CHARS
 
 __all__ = ["PgJournal"]
 
@@ -35,22 +33,15 @@ class PgJournal:
     def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),
                    project: str = "", created_at: float | None = None) -> str:
         """Store one session memory; returns its generated id."""
-        if not isinstance(summary, str) or not summary.strip():
-            raise ValidationError("summary", "is required and must not be blank")
-        for field_name, value in (("summary", summary), ("context", context), ("project", project)):
-            check_text(field_name, value)
-        if isinstance(topics, (list, tuple)) and all(isinstance(t, str) for t in topics):
-            topics = " ".join(topics)
-        topic_text = check_text("topics", topics)
-        memory_id = "mem-" + uuid.uuid4().hex[:16]
-        stems, doclen = row_terms((summary, context, topic_text, project))
+        m = new_memory(summary, context, topics, project)
+        stems, doclen = row_terms((m.summary, m.context, m.topics, m.project))
         with self.write("store a memory") as (conn, _gen):
             conn.execute(
                 "INSERT INTO memories (id, summary, context, topics, project, created_at, doclen, terms) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
-                (memory_id, summary, context, topic_text, project, created_at or time.time(),
+                (m.id, m.summary, m.context, m.topics, m.project, created_at or time.time(),
                  doclen, [s for s in stems if len(s.encode()) <= 2_000]))
-        return memory_id
+        return m.id
 
     def search_memories(self, terms: Sequence[str], limit: int) -> list[MemoryHit]:
         stems = query_stems(terms)
@@ -90,13 +81,7 @@ class PgJournal:
                      context: str = "") -> None:
         """Record one accept/modify/dismiss/fail (with who gave it and the Brain's JSON
         context); counters update in the same transaction."""
-        if action not in FEEDBACK_ACTIONS:
-            raise ValidationError("action", f"{action!r} is not one of {', '.join(FEEDBACK_ACTIONS)}")
-        check_text("query", query, MAX_QUERY_CHARS)
-        if not check_text("entry_id", entry_id, MAX_ID_CHARS):
-            raise ValidationError("entry_id", "is required")
-        check_text("agent", agent)
-        check_text("context", context)
+        check_feedback_input(query, entry_id, action, agent, context)
         with self.write("record feedback") as (conn, _gen):
             conn.execute("INSERT INTO feedback (query, entry_id, action, created_at, agent, context) "
                          "VALUES (%s, %s, %s, %s, %s, %s)",
@@ -106,9 +91,7 @@ class PgJournal:
 
     def feedback_counts(self) -> FeedbackCounts:
         rows = self.query("SELECT key, value FROM meta WHERE key LIKE 'feedback:%%'")
-        counts = {a: 0 for a in FEEDBACK_ACTIONS}
-        counts.update({k.split(":", 1)[1]: int(v) for k, v in rows})
-        return counts  # type: ignore[return-value]
+        return feedback_counts_from(rows)
 
     def feedback_for(self, entry_ids: Sequence[str]) -> list[FeedbackRow]:
         if not entry_ids:

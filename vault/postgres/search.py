@@ -13,6 +13,7 @@ tier's uid), so a process reopening a large tier only catches up.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -23,6 +24,8 @@ import numpy as np
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import Changes, IdMask, LexicalHit, MirrorRow, TermStats
 from tiervault.vault.scoring import top_k
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PgLexical", "cache_root"]
 
@@ -66,7 +69,9 @@ class PgLexical:
         root = cache_root()
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError:
+        except OSError as exc:
+            log.warning("tier %r is not cached on disk: cannot create %s (%s)", self.name, root,
+                        exc.strerror or exc)
             return None
         return str(root / f"pg-{self.uid()}")
 
