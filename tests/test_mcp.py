@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-anyio = pytest.importorskip("anyio")
-pytest.importorskip("mcp")
+import anyio
 
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402

@@ -156,8 +156,7 @@ def test_an_agent_cannot_reach_another_agents_tier_through_the_cli(two_agents):
 
 
 def test_no_mcp_tool_takes_a_path_or_reaches_another_tier(tmp_path):
-    anyio = pytest.importorskip("anyio")
-    pytest.importorskip("mcp")
+    import anyio
     from tiervault.mcp_server import build_server
 
     bob = tmp_path / "bob.db"
@@ -199,8 +198,7 @@ def test_no_mcp_tool_takes_a_path_or_reaches_another_tier(tmp_path):
 
 # -- read-only -----------------------------------------------------------------------------
 def test_read_only_source_and_read_only_mcp_refuse_every_write(tmp_path):
-    anyio = pytest.importorskip("anyio")
-    pytest.importorskip("mcp")
+    import anyio
     from tiervault.mcp_server import WRITE_TOOLS, build_server
 
     home = tmp_path / "home"
@@ -325,8 +323,7 @@ def test_api_keys_never_appear_in_any_output(tmp_path, embeddings_server):
         runtime.embed_query("anything")
     except TierVaultError as exc:
         outputs += [str(exc), repr(exc), str(exc.__cause__), repr(exc.__cause__)]
-    anyio = pytest.importorskip("anyio")
-    pytest.importorskip("mcp")
+    import anyio
     from tiervault.mcp_server import build_server
 
     server = build_server(Brain(manager, settings, vectors=runtime))
