@@ -86,6 +86,19 @@ def test_capture_update_get_link_delete_list(server):
     r = call(server, "alice", "PATCH", "/api/v1/entries/srv-op-test",
              json={"tier": "team", "fields": {"severity": "critical"}})
     assert r.status_code == 200 and r.json()["entry"]["severity"] == "critical"
+    assert r.json()["changed"] == ["severity"]
+    r = call(server, "alice", "PATCH", "/api/v1/entries/srv-op-test",
+             json={"tier": "team", "fields": {"add_tags": ["lockfile"], "remove_tags": ["ci"]}})
+    assert r.status_code == 200 and r.json()["entry"]["tags"] == ["lockfile"], r.text
+    r = call(server, "alice", "PATCH", "/api/v1/entries/srv-op-test",
+             json={"tier": "team", "fields": {"severity": "critical"}})
+    assert r.status_code == 200 and r.json()["changed"] == []
+    r = call(server, "alice", "PATCH", "/api/v1/entries/srv-op-test",
+             json={"tier": "team", "fields": {"colour": "blue"}})
+    assert r.status_code == 400 and "colour" in error_of(r)["message"], r.text
+    r = call(server, "alice", "PATCH", "/api/v1/entries/no-such-entry",
+             json={"tier": "team", "fields": {"severity": "critical"}})
+    assert r.status_code == 404, r.text
     r = call(server, "bob", "GET", "/api/v1/entries/srv-op-test")
     assert r.status_code == 200 and r.json()["tier"] == "team"
     r = call(server, "alice", "POST", "/api/v1/links",

@@ -5,14 +5,12 @@ its error guard and registers it); they are left out entirely in read-only mode.
 """
 
 
-import json
 from typing import Annotated, Any, Callable
 
 from pydantic import Field
 
-from tiervault.errors import EntryNotFound, ValidationError
+from tiervault.errors import ValidationError
 from tiervault.mcp_params import Action, EntryType, LinkType, Severity, records, strings
-from tiervault.vault.jsonl import capture_linked
 
 __all__ = ["write_tools"]
 
@@ -52,43 +50,15 @@ def write_tools(brain: Any, tier_type: Any) -> list[Callable[..., Any]]:
         Entries are checked one by one: valid ones are written even if others fail; the
         reply lists "written" ids and "failed" items with the reason.
         """
-        from tiervault.vault.jsonl import parse_record
-        from tiervault.vault.patch import changed_fields
+        from tiervault.vault.edits import capture_batch
 
         items = records(entries)
-        store = manager.store(tier)
-        if store.read_only:
+        if manager.store(tier).read_only:
             raise ValidationError("tier", f"{tier!r} is read-only; write to \"agent\" or "
                                           "another writable tier")
-        failed: list[dict[str, Any]] = []
-        good: list[tuple[int, Any, Any]] = []
-        seen: dict[str, int] = {}
-        for i, record in enumerate(items):
-            rid = record.get("id") if isinstance(record, dict) else None
-            try:
-                if isinstance(record, str):
-                    record = json.loads(record)
-                if isinstance(record, dict):
-                    record = {"origin": "agent", **record}
-                entry, links = parse_record(record)
-            except (ValidationError, json.JSONDecodeError) as exc:
-                failed.append({"index": i, "id": rid, "error": str(exc)})
-                continue
-            if entry.id in seen:
-                failed.append({"index": i, "id": entry.id, "error": f"id {entry.id!r} is already "
-                               f"used by entries[{seen[entry.id]}] in this call; give it another id"})
-                continue
-            seen[entry.id] = i
-            good.append((i, entry, links))
-        before = store.get_many([e.id for _, e, _ in good])
-        # through the manager, so write hooks (embed on write) run
-        link_errors = capture_linked(manager, good, tier) if good else []
-        replaced = [{"id": e.id, "changed": list(changed_fields(before[e.id], e))}
-                    for _, e, _ in good if e.id in before]
-        out: dict[str, Any] = {"tier": tier, "written": [e.id for _, e, _ in good],
-                               "replaced": replaced, "failed": failed}
-        if link_errors:
-            out["linkErrors"] = link_errors
+        report = capture_batch(manager, items, tier)
+        good, replaced, failed = report.written, report.replaced, report.failed
+        out = report.as_dict()
         out["summary"] = (f"{len(good)} of {len(items)} entries written to {tier}"
                           + (f" ({len(replaced)} replaced an existing entry)" if replaced else "")
                           + (f"; {len(failed)} failed (see failed[].error, fix and resend "
@@ -140,12 +110,9 @@ def write_tools(brain: Any, tier_type: Any) -> list[Callable[..., Any]]:
         Without "tier", the copy in the highest-priority tier holding the id is deleted;
         copies in other tiers stay (the reply's "stillIn" lists them).
         """
-        name = tier if tier is not None else manager.locate(id)
-        if name is None or not manager.delete(id, name):
-            raise EntryNotFound(id)
-        still = [t.name for t in manager.ordered() if t.store is not None
-                 and t.store.get(id) is not None]
-        return {"id": id, "tier": name, "deleted": True, "stillIn": still}
+        from tiervault.vault.edits import delete_entry as delete
+
+        return delete(manager, id, tier).as_dict()
 
     def record_feedback(
         query: Annotated[str, Field(description="The query you searched with.")],

@@ -7,7 +7,7 @@ from typing import Any
 
 from tiervault.cli.common import add_json, manager_from, print_json, split_list
 from tiervault.cli.vault_cmds import ENTRY_HELP
-from tiervault.errors import EntryNotFound, ValidationError
+from tiervault.errors import ValidationError
 
 __all__ = ["register"]
 
@@ -117,17 +117,15 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    from tiervault.vault.edits import delete_entry
+
     with manager_from(args) as manager:
-        tier = args.tier or manager.locate(args.id)
-        if tier is None or not manager.delete(args.id, tier):
-            raise EntryNotFound(args.id)
-        still = [t.name for t in manager.ordered() if t.store is not None
-                 and t.store.get(args.id) is not None]
+        done = delete_entry(manager, args.id, args.tier or None)
     if args.json:
-        print_json({"id": args.id, "tier": tier, "deleted": True, "stillIn": still})
+        print_json(done.as_dict())
     else:
-        print(f"deleted {args.id} from {tier}"
-              + (f" (a copy remains in {', '.join(still)})" if still else ""))
+        print(f"deleted {done.id} from {done.tier}"
+              + (f" (a copy remains in {', '.join(done.still_in)})" if done.still_in else ""))
     return 0
 
 

@@ -31,13 +31,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tiervault.errors import ValidationError
 from tiervault.server.auth import Authenticator, Caller
 from tiervault.server.errors import ApiError, api_error_from
+from tiervault.server.rights import require_read, require_write
 from tiervault.server.host import VaultHost
 from tiervault.server.limits import Limits
 from tiervault.server.requests import Args, read_json
-from tiervault.vault.jsonl import capture_linked
 
 __all__ = ["api_routes", "ApiContext", "FEEDBACK_ACTIONS", "LINK_TYPES"]
 
@@ -78,20 +77,14 @@ def endpoint(fn: Handler) -> Callable[[ApiContext], Callable[[Request], Awaitabl
 
 # -- rights --------------------------------------------------------------------------------
 def readable(caller: Caller, tiers: list[str] | None) -> None:
-    for tier in tiers or ():
-        if not caller.principal.can_read(tier):
-            raise ApiError(403, f"this token may not read tier {tier!r}; it may read: "
-                                f"{', '.join(caller.principal.readable()) or 'nothing'}",
-                           field="tiers")
+    require_read(caller.principal, tiers)
 
 
 def writable(caller: Caller, tier: str, host: VaultHost) -> None:
     if tier not in host.tier_names():
         raise ApiError(400, f"tier {tier!r} is not served here; tiers: "
                             f"{', '.join(host.tier_names())}", field="tier")
-    if not caller.principal.can_write(tier):
-        raise ApiError(403, f"this token may not write tier {tier!r}; it may write: "
-                            f"{', '.join(caller.principal.writable()) or 'nothing'}", field="tier")
+    require_write(caller.principal, tier)
 
 
 def _public_stats(stats: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +155,7 @@ async def get_entry(ctx: ApiContext, request: Request, caller: Caller) -> Any:
 
 @endpoint
 async def capture(ctx: ApiContext, request: Request, caller: Caller) -> Any:
-    from tiervault.vault.jsonl import parse_record
+    from tiervault.vault.edits import parse_batch, write_parsed
 
     a = await ctx.body(request)
     tier = a.string("tier", default="agent", max_chars=64) or "agent"
@@ -175,21 +168,7 @@ async def capture(ctx: ApiContext, request: Request, caller: Caller) -> Any:
     if len(records) > ctx.limits.max_capture:
         raise ApiError(413, f"entries: {len(records)} items; send at most "
                             f"{ctx.limits.max_capture} per call", field="entries")
-    good, failed, seen = [], [], {}
-    for i, record in enumerate(records):
-        try:
-            if not isinstance(record, dict):
-                raise ValidationError("entries", f"item {i} is not an object")
-            entry, links = parse_record({"origin": "agent", **record})
-        except (ValidationError, TypeError) as exc:
-            failed.append({"index": i, "error": str(exc)})
-            continue
-        if entry.id in seen:
-            failed.append({"index": i, "id": entry.id, "error": f"id {entry.id!r} is already used "
-                           f"by entries[{seen[entry.id]}] in this call"})
-            continue
-        seen[entry.id] = i
-        good.append((i, entry, links))
+    good, failed = parse_batch(records)
     if not good:
         first = failed[0]
         raise ApiError(400, f"no entry written; entries[{first['index']}]: {first['error']}"
@@ -198,16 +177,12 @@ async def capture(ctx: ApiContext, request: Request, caller: Caller) -> Any:
     brain = ctx.host.brain_for(caller.principal)
 
     def run() -> dict[str, Any]:
-        link_errors = capture_linked(brain.manager, good, tier)
-        return {"tier": tier, "written": [e.id for _, e, _ in good], "failed": failed,
-                "linkErrors": link_errors}
+        return write_parsed(brain.manager, good, failed, tier).as_dict()
     return JSONResponse(await ctx.host.call(run), status_code=201)
 
 
 @endpoint
 async def update(ctx: ApiContext, request: Request, caller: Caller) -> Any:
-    from tiervault.vault.entry import Entry
-
     entry_id = request.path_params["entry_id"]
     a = await ctx.body(request)
     tier = a.string("tier", default="agent", max_chars=64) or "agent"
@@ -219,17 +194,13 @@ async def update(ctx: ApiContext, request: Request, caller: Caller) -> Any:
     if "id" in fields and fields["id"] != entry_id:
         raise ApiError(400, "fields.id: an entry's id cannot change; capture a new entry instead",
                        field="fields.id")
+    patch = {k: v for k, v in fields.items() if k != "id"}
     brain = ctx.host.brain_for(caller.principal)
 
     def run() -> dict[str, Any]:
-        store = brain.manager.store(tier)
-        current = store.get(entry_id)
-        if current is None:
-            raise ApiError(404, f"no entry with id {entry_id!r} in tier {tier!r}", field="id")
-        merged = {**current.to_dict(), **fields, "id": entry_id}
-        entry = Entry.from_dict(merged)
-        stored = brain.manager.capture(entry, tier)
-        return {"id": entry_id, "tier": tier, "entry": stored.to_dict()}
+        # The same partial-edit path as the CLI and MCP: only the named fields change,
+        # add_tags/remove_tags work, and a patch that changes nothing writes nothing.
+        return brain.manager.update(entry_id, patch, tier=tier).as_dict()
     return await ctx.host.call(run)
 
 

@@ -21,6 +21,7 @@ from starlette.routing import Route
 from tiervault.errors import ValidationError
 from tiervault.server.api import ApiContext
 from tiervault.server.errors import ApiError, api_error_from
+from tiervault.server.rights import require_read, require_write
 from tiervault.vault.wire import METHODS, WRITE_METHODS, decode, encode
 
 __all__ = ["tier_routes"]
@@ -28,9 +29,7 @@ __all__ = ["tier_routes"]
 
 def _backend(ctx: ApiContext, principal: Any, tier: str) -> Any:
     """The caller's backend of ``tier`` (its own agent tier for ``agent``)."""
-    if not principal.can_read(tier):
-        raise ApiError(403, f"this token may not use tier {tier!r}; it may read: "
-                            f"{', '.join(principal.readable()) or 'nothing'}", field="tier")
+    require_read(principal, [tier], field="tier")
     manager = ctx.host.brain_for(principal).manager
     entry = manager.tiers.get(tier)
     if entry is None:
@@ -50,8 +49,8 @@ def _bind(ctx: ApiContext) -> Any:
             if method not in METHODS:
                 raise ApiError(404, f"{method!r} is not a tier method this server offers",
                                field="method")
-            if method in WRITE_METHODS and not caller.principal.can_write(tier):
-                raise ApiError(403, f"this token may not write tier {tier!r}", field="tier")
+            if method in WRITE_METHODS:
+                require_write(caller.principal, tier)
             body = await ctx.body(request)
             args = decode(body.data.get("args", {"$t": "map", "v": {}}), trusted=False)
             if not isinstance(args, dict):
