@@ -284,14 +284,14 @@ class VectorIndex:
                 bad = (rows < 0) | (rows >= self._n)
                 if bad.any():
                     raise ValidationError("rows", f"row {int(rows[bad][0])} is outside 0..{self._n - 1}")
-                return self._exact[rows] @ q
+                return cosine_scores(self._exact[rows], q)
             get = self._row.get
             found = [get(str(i), -1) for i in (arr.tolist() if arr.ndim else [arr.item()])]
             rows = np.asarray(found, dtype=np.int64)
             out = np.full(rows.shape[0], np.nan, dtype=np.float32)
             hit = rows >= 0
             if hit.any():
-                out[hit] = self._exact[rows[hit]] @ q
+                out[hit] = cosine_scores(self._exact[rows[hit]], q)
             return out
 
     # -- updates -----------------------------------------------------------------------------

@@ -7,9 +7,10 @@ the SQLite backend does; a PostgreSQL or remote backend may too, or may score
 server-side with the same definition (``docs/backend.md``).
 
 A query touches the same tier several times (top-k, dedup look-ups, graph and
-vector neighbours, the match count), so the dense BM25 and TF-IDF arrays of the
-last few queries are kept, keyed by the terms, the statistics and the mirror's
-generation: a repeated call costs a dictionary look-up.
+vector neighbours, the match count), so the dense BM25 arrays of the last few
+queries are kept, keyed by the terms, the statistics and the mirror's
+generation: a repeated call costs a dictionary look-up. TF-IDF is computed only
+at the slots asked (``Postings.tfidf_at``), never as a dense array.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tiervault.vault.scoring import top_k
 
 __all__ = ["MirrorLexicon", "LocalMirror"]
 
-_KEEP = 8  # dense score arrays kept (a query needs 2: BM25 and TF-IDF)
+_KEEP = 4  # dense BM25 arrays kept (TF-IDF is computed at the slots asked only)
 
 
 class LocalMirror:
@@ -82,10 +83,6 @@ class MirrorLexicon:
         key = ("bm25", self._version(p), tuple(terms), stats)
         return self._cached(key, lambda: p.bm25(p.matches(terms), stats.idf(), stats.avg_len))
 
-    def _tfidf(self, p: Postings, words: Sequence[str]) -> np.ndarray:
-        key = ("tfidf", self._version(p), tuple(words))
-        return self._cached(key, lambda: p.tfidf_scores(words))
-
     # -- the contract ------------------------------------------------------------------
     def term_stats(self, terms: Sequence[str]) -> TermStats:
         p = self.mirror()
@@ -99,9 +96,11 @@ class MirrorLexicon:
         p = self.mirror()
         scores = self._bm25(p, terms, stats)
         slots = top_k(scores, k, p.mask(filters) & (scores > 0))
-        tfidf = self._tfidf(p, words) if words else None
-        return [LexicalHit(p.ids[s], p.hashes[s], float(scores[s]),
-                           float(tfidf[s]) if tfidf is not None else 0.0, True) for s in slots]
+        tfidf = p.tfidf_at(words, slots).tolist() if words else [0.0] * slots.size
+        best = scores[slots].tolist()
+        ids, hashes = p.ids, p.hashes
+        return [LexicalHit(ids[s], hashes[s], best[i], tfidf[i], True)
+                for i, s in enumerate(slots.tolist())]
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
@@ -118,13 +117,14 @@ class MirrorLexicon:
                 slots[s] = None
         if not slots:
             return []
-        scores = self._bm25(p, terms, stats) if terms else None
-        tfidf = self._tfidf(p, words) if words else None
-        mask = p.mask(filters) if filters is not None else None
-        return [LexicalHit(p.ids[s], p.hashes[s],
-                           float(scores[s]) if scores is not None else 0.0,
-                           float(tfidf[s]) if tfidf is not None else 0.0,
-                           bool(mask[s]) if mask is not None else True) for s in slots]
+        at = np.fromiter(slots, dtype=np.int64, count=len(slots))
+        n = at.size
+        bm25 = self._bm25(p, terms, stats)[at].tolist() if terms else [0.0] * n
+        tfidf = p.tfidf_at(words, at).tolist() if words else [0.0] * n
+        passes = p.mask(filters)[at].tolist() if filters is not None else [True] * n
+        ids, hashes = p.ids, p.hashes
+        return [LexicalHit(ids[s], hashes[s], bm25[i], tfidf[i], passes[i])
+                for i, s in enumerate(at.tolist())]
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
         if not terms:

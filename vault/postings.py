@@ -321,8 +321,11 @@ class Postings:
             for m in (*self.delta_W, *self.delta_T):
                 if m.shape[1] != n_terms:
                     m.resize(m.shape[0], n_terms)
-            self._delta_csc = (sp.vstack(self.delta_W, format="csc"),
-                               sp.vstack(self.delta_T, format="csc"))
+            dw = sp.vstack(self.delta_W, format="csc")
+            dt = sp.vstack(self.delta_T, format="csc")
+            dw.sort_indices()  # tfidf_at binary-searches a column's slots
+            dt.sort_indices()
+            self._delta_csc = (dw, dt)
         return self._delta_csc
 
     def _column(self, tid: int, base: sp.csc_matrix, delta: sp.csc_matrix | None) -> tuple[np.ndarray, np.ndarray]:
@@ -366,8 +369,14 @@ class Postings:
                 scores[slots] += bm25_term(wtf, self.doclen[slots], avglen, float(term_idf))
         return scores
 
-    def tfidf_vector(self, words: Sequence[str]) -> sp.csr_matrix | None:
-        """l2-normalised TF-IDF row (1, fitted terms) of ``words``; None if no known content word."""
+    def query_tfidf(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The query's l2-normalised TF-IDF weights as ``(term ids, weights)`` (fitted
+        terms only, stop words out); None if no known content word.
+
+        The same numbers as :func:`~tiervault.vault.scoring.tfidf_rows` on the count
+        row (tf * idf, then divided by its l2 norm), in plain NumPy: a scipy
+        one-row product cost ~2.5 ms per tier per query (the profile in bench/README.md).
+        """
         counts: dict[int, float] = {}
         stems = STEMMER.stems(words)
         stop_words = STOP_WORDS.get()
@@ -378,9 +387,20 @@ class Postings:
             counts[tid] = counts.get(tid, 0.0) + 1.0
         if not counts:
             return None
-        q = sp.csr_matrix((list(counts.values()), ([0] * len(counts), list(counts.keys()))),
-                          shape=(1, self.tfidf_terms), dtype=np.float64)
-        return tfidf_rows(q, self.idf)
+        tids = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+        x = np.fromiter(counts.values(), dtype=np.float64, count=len(counts)) * self.idf[tids]
+        norm = float(np.sqrt(np.dot(x, x)))
+        return tids, (x / norm if norm > 0 else x)
+
+    def tfidf_vector(self, words: Sequence[str]) -> sp.csr_matrix | None:
+        """l2-normalised TF-IDF row (1, fitted terms) of ``words``; None if no known content word."""
+        q = self.query_tfidf(words)
+        if q is None:
+            return None
+        tids, weights = q
+        order = np.argsort(tids)
+        return sp.csr_matrix((weights[order], tids[order], np.array([0, tids.size])),
+                             shape=(1, self.tfidf_terms))
 
     def tfidf_scores(self, query_words: Sequence[str]) -> np.ndarray:
         """Dense cosine between the query's TF-IDF vector and every slot's.
@@ -389,13 +409,31 @@ class Postings:
         the query's (non-stop-word) terms.
         """
         out = np.zeros(len(self.ids), dtype=np.float64)
-        qv = self.tfidf_vector(query_words)
-        if qv is None:
+        q = self.query_tfidf(query_words)
+        if q is None:
             return out
         delta = self._delta()
-        for tid, weight in zip(qv.indices, qv.data):
+        for tid, weight in zip(*q):
             slots, vals = self._column(int(tid), self.T, delta[1] if delta else None)
             out[slots] += weight * vals
+        return out
+
+    def tfidf_at(self, query_words: Sequence[str], slots: np.ndarray) -> np.ndarray:
+        """:meth:`tfidf_scores` at ``slots`` only (aligned with them): a binary search
+        per query term in its sorted column, instead of a dense array per tier."""
+        slots = np.asarray(slots, dtype=np.int64)
+        out = np.zeros(slots.size, dtype=np.float64)
+        q = self.query_tfidf(query_words) if slots.size else None
+        if q is None:
+            return out
+        delta = self._delta()
+        for tid, weight in zip(*q):
+            col, vals = self._column(int(tid), self.T, delta[1] if delta else None)
+            if not col.size:
+                continue
+            pos = np.minimum(np.searchsorted(col, slots), col.size - 1)
+            hit = col[pos] == slots
+            out[hit] += weight * vals[pos[hit]]
         return out
 
     def mask(self, filters: Filters) -> np.ndarray:
@@ -494,6 +532,7 @@ class Postings:
             m.W = sp.csc_matrix((z["W_data"], z["W_indices"], z["W_indptr"]), shape=shape)
             m.T = sp.csc_matrix((z["T_data"], z["T_indices"], z["T_indptr"]),
                                 shape=(base_rows, z["T_indptr"].size - 1))
+            m.T.sort_indices()  # tfidf_at binary-searches a column (a no-op when sorted)
             m.idf = z["idf"]
             stop_words = _split(z["stop_words"])
         validate_mirror(m, indptr, tag_slots, len(tag_names))

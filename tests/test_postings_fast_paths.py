@@ -1,0 +1,77 @@
+"""The mirror's fast paths give the numbers of the slow definitions they replace:
+TF-IDF at a few slots (base and delta segments), the NumPy query vector, and the
+single-thread cosine kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from tiervault.embeddings.vector_math import cosine_scores, l2_normalize
+from tiervault.vault.entry import Entry
+from tiervault.vault.store import TierStore
+from tiervault.vault.scoring import tfidf_rows
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
+
+from tests.test_vault_manager import random_entries
+
+QUERIES = (["retry", "backoff", "the", "jitter"], ["cache", "cache", "invalidation"],
+           ["zyzzyva", "lock"], ["the", "of"], [])
+
+
+def _check_tfidf_at(store: TierStore) -> None:
+    m = store.postings()
+    rng = np.random.default_rng(3)
+    slots = np.sort(rng.choice(len(m.ids), size=min(40, len(m.ids)), replace=False))
+    for words in QUERIES:
+        dense = m.tfidf_scores(words)
+        np.testing.assert_allclose(m.tfidf_at(words, slots), dense[slots], rtol=1e-12, atol=0)
+        # unsorted and repeated slots too (a caller's order is kept)
+        odd = np.concatenate([slots[::-1], slots[:3]])
+        np.testing.assert_allclose(m.tfidf_at(words, odd), dense[odd], rtol=1e-12, atol=0)
+
+
+def test_tfidf_at_equals_the_dense_scores_in_base_and_delta(tmp_path):
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1500))
+    _check_tfidf_at(store)
+    # a small change goes to the delta segment (no refit): both segments answer
+    store.capture_many(random_entries(40, seed=9, prefix="d"))
+    store.capture(Entry.create(id="z", title="zyzzyva lock", description="cache zyzzyva"))
+    store.delete("e7")
+    assert store.postings().delta_W
+    _check_tfidf_at(store)
+    store.close()
+    # reopened from the cache file: the loaded columns are searched the same way
+    reopened = TierStore(tmp_path / "a.db")
+    _check_tfidf_at(reopened)
+
+
+def test_query_tfidf_equals_the_sparse_definition(tmp_path):
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1200))
+    m = store.postings()
+    for words in QUERIES[:3]:
+        stems = STEMMER.stems(words)
+        cols = [m.term_ids[stems[w]] for w in words
+                if w not in STOP_WORDS.get() and stems[w] in m.term_ids]
+        counts = sp.csr_matrix((np.ones(len(cols)), ([0] * len(cols), cols)),
+                               shape=(1, m.tfidf_terms))
+        expected = tfidf_rows(counts, m.idf).toarray().ravel()
+        got = np.zeros(m.tfidf_terms)
+        q = m.query_tfidf(words)
+        assert q is not None
+        got[q[0]] = q[1]
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-15)
+        assert np.array_equal(m.tfidf_vector(words).toarray().ravel(), got)
+    assert m.query_tfidf(["the", "of"]) is None
+
+
+def test_cosine_kernel_equals_the_matrix_product():
+    rng = np.random.default_rng(0)
+    m = l2_normalize(rng.standard_normal((3000, 64)).astype(np.float32))
+    q = m[17]
+    got = cosine_scores(m, q)
+    assert got.dtype == np.float32 and got.shape == (3000,)
+    np.testing.assert_allclose(got, (m.astype(np.float64) @ q.astype(np.float64)), atol=1e-5)
+    assert int(np.argmax(got)) == 17
