@@ -54,6 +54,7 @@ class PgServer:
     root: Path | None = None  # temp folder we own (None: an external server)
     bin_dir: Path | None = None
     os_user: str | None = None
+    options: str = ""
     _databases: list[str] = field(default_factory=list)
 
     def url(self, database: str = "postgres", *, user: str | None = None,
@@ -81,6 +82,19 @@ class PgServer:
             self.execute("CREATE EXTENSION IF NOT EXISTS vector", database=name)
         self._databases.append(name)
         return self.url(name)
+
+    def pause(self) -> None:
+        """Stop the server process, keeping its data (``resume`` starts it again)."""
+        if self.root is None:
+            raise PgServerError("cannot pause an external server")
+        _run_pg(self, ["pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "-w", "stop"])
+
+    def resume(self) -> None:
+        """Start a paused server again, on the same port."""
+        if self.root is None:
+            raise PgServerError("cannot resume an external server")
+        _run_pg(self, ["pg_ctl", "-D", str(self.root / "data"), "-l", str(self.root / "server.log"),
+                       "-o", f"{self.options} -p {self.port}", "-w", "-t", "60", "start"])
 
     def stop(self) -> None:
         """Stop the server we started and delete its folder (no-op for an external one)."""
@@ -203,6 +217,7 @@ def start_server(*, fsync: bool = False) -> PgServer:
                    f"-c synchronous_commit={'on' if fsync else 'off'} "
                    f"-c full_page_writes={'on' if fsync else 'off'} "
                    "-c log_min_messages=warning")
+        server.options = options
         for attempt in range(5):  # a free port may be taken between the probe and the bind
             server.port = _free_port()
             done = _run_pg(server, ["pg_ctl", "-D", str(root / "data"), "-l", str(root / "server.log"),

@@ -80,32 +80,6 @@ def test_a_write_by_another_process_is_seen_by_the_next_search(pg_tier, pg_serve
                                                Filters(), 5)] == ["z1"]
 
 
-def test_server_down_at_start_then_back_is_retried_on_later_searches(pg_tier, pg_server, tmp_path):
-    pg_tier().capture_many(_entries(20))  # the tier exists on the server
-    schema = f"{pg_tier().address.schema[:-2]}_0"
-    proxy = TcpProxy(pg_server.host, pg_server.port)  # not started: nothing listens
-    url = pg_server.url("tiervault_test").replace(f":{pg_server.port}/", f":{proxy.port}/")
-    team = PgTierStore(url, name="team", schema=schema)  # does not raise: retried on use
-    agent = TierStore(tmp_path / "agent.db", name="agent")
-    agent.capture_many(_entries(5, "a-"))
-    with VaultManager([Tier("agent", str(agent.path), 1.0, store=agent),
-                       Tier("team", team.location, 0.6, store=team)]) as vm:
-        found = vm.search("retry", limit=20)
-        assert set(found.tiers) == {"agent"}
-        assert "cannot reach the PostgreSQL server" in vm.problems["team"]
-        proxy.start()
-        try:
-            found = vm.search("retry", limit=50)
-            assert "team" in found.tiers and "team" not in vm.problems
-            proxy.stop()  # lost mid-session: the open connection dies
-            found = vm.search("retry", limit=50)
-            assert set(found.tiers) == {"agent"} and "team" in vm.problems
-            proxy.start()
-            assert "team" in vm.search("retry", limit=50).tiers and not vm.problems
-        finally:
-            proxy.stop()
-
-
 def test_wrong_password_missing_database_missing_pgvector_name_the_tier_and_the_fix(pg_server):
     with pytest.raises(TierUnavailable, match="check the user and the password") as err:
         PgTierStore(pg_server.url("tiervault_test", user="postgres", password=PLANTED), name="team")

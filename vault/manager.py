@@ -25,6 +25,7 @@ import numpy as np
 from tiervault.errors import (ConfigError, EntryNotFound, QueryError, StorageError, TierError,
                               TierUnavailable, ValidationError)
 from tiervault.vault.backend import TierBackend, open_tier
+from tiervault.vault.backoff import Backoff
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.query import query_terms
@@ -56,6 +57,8 @@ class Tier:
     store: TierBackend | None = None
     problem: str | None = None
     config: Any = None
+    #: Paces re-opening a tier that could not be opened (see :meth:`VaultManager.ordered`).
+    retry: Backoff = field(default_factory=Backoff)
 
 
 @dataclass(slots=True)
@@ -115,13 +118,30 @@ class VaultManager:
             if tier.name in self.tiers:
                 raise ValidationError("tiers", f"tier {tier.name!r} is configured twice")
             if tier.store is None and tier.problem is None:
-                try:
-                    tier.store = open_tier(tier.config if tier.config is not None
-                                           else _sqlite_config(tier))
-                except (TierError, ConfigError) as exc:
-                    tier.problem = str(exc)
-                    log.warning("skipping tier %r: %s", tier.name, exc)
+                self._open(tier)
             self.tiers[tier.name] = tier
+
+    @staticmethod
+    def _open(tier: Tier) -> None:
+        """Open ``tier``'s backend; on failure record the problem and when to retry."""
+        try:
+            tier.store = open_tier(tier.config if tier.config is not None else _sqlite_config(tier))
+        except (TierError, ConfigError, StorageError) as exc:
+            first = tier.retry.failures == 0
+            tier.problem = str(exc)
+            tier.retry.failed(str(exc))
+            if first:
+                log.warning("skipping tier %r (retried on later calls): %s", tier.name, exc)
+        else:
+            tier.problem = None
+            tier.retry.succeeded()
+
+    def _reopen_failed(self) -> None:
+        """Tiers that could not be opened are tried again, paced by their backoff, so a
+        server down at start joins later searches once it is back (no restart needed)."""
+        for tier in self.tiers.values():
+            if tier.store is None and tier.retry.failures and tier.retry.ready():
+                self._open(tier)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "VaultManager":
@@ -157,6 +177,7 @@ class VaultManager:
             if unknown:
                 raise ValidationError("tiers", f"unknown tier {unknown[0]!r}; configured: "
                                       f"{', '.join(self.tiers)}")
+        self._reopen_failed()
         chosen = [t for t in self.tiers.values()
                   if t.store is not None and (names is None or t.name in names)]
         return sorted(chosen, key=lambda t: -t.weight)
@@ -167,6 +188,8 @@ class VaultManager:
         if tier is None:
             raise ValidationError("tier", f"{name!r} is not configured; configured tiers: "
                                   f"{', '.join(self.tiers) or 'none'}")
+        if tier.store is None and tier.retry.failures and tier.retry.ready():
+            self._open(tier)
         if tier.store is None:
             raise TierUnavailable(name, tier.path, tier.problem or "unavailable")
         return tier.store

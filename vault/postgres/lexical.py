@@ -11,6 +11,7 @@ memories), which reads candidates through the GIN index.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 from typing import Sequence
 
 import numpy as np
@@ -42,14 +43,21 @@ def tsvector_text(stems: Sequence[str]) -> str:
 
 
 def batch_terms(rows: Sequence[Sequence[str]]) -> list[tuple[str, int]]:
-    """(tsvector literal, token count) per row; the words of all rows are stemmed at once."""
-    words_of = [[w for f in fields for w in split_words(f or "")] for fields in rows]
-    stems = STEMMER.stems(w for words in words_of for w in words)
+    """(tsvector literal, token count) per row; the words of all rows are stemmed at once.
+
+    A row's fields are split as one text joined by newlines (a separator for
+    unicode61 and for :func:`split_words` alike): one split per row, not per field.
+    """
+    words_of = [split_words("\n".join([f or "" for f in fields])) for fields in rows]
+    stem_of = STEMMER.stems(chain.from_iterable(words_of)).__getitem__
     out = []
     for words in words_of:
-        kept = [stems[w] for w in words]
-        kept = [t for t in kept if t]
-        out.append((tsvector_text(sorted(set(kept))), len(kept)))
+        kept = [t for t in map(stem_of, words) if t]
+        distinct = set(kept)
+        if distinct and max(map(len, distinct)) > MAX_LEXEME_BYTES // 4:
+            out.append((tsvector_text(sorted(distinct)), len(kept)))
+        else:  # every stem is short enough: no per-stem length check
+            out.append(("'" + "' '".join(distinct) + "'" if distinct else "", len(kept)))
     return out
 
 

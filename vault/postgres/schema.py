@@ -20,7 +20,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "migrate_schema", "installed_version"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "migrate_schema", "installed_version", "ENTRY_INDEXES",
+           "drop_entry_indexes", "build_entry_indexes"]
+
+#: The secondary indexes of ``entries`` (name -> definition). A bulk load into an empty
+#: tier drops them and builds them once at the end (:func:`drop_entry_indexes`,
+#: :func:`build_entry_indexes`); opening a tier re-creates any that a killed load left out.
+ENTRY_INDEXES = {
+    "entries_gen": "(gen)",
+    "entries_hash": "(content_hash)",
+    "entries_domain": "(domain)",
+    "entries_id_c": '(id COLLATE "C")',
+    "entries_terms": "USING gin (terms)",
+}
+#: Memory for one index build (a GIN over 1M entries' terms builds in one pass with this).
+BUILD_MEMORY = "512MB"
 
 _V1 = [
     "CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -48,11 +62,7 @@ _V1 = [
         doclen integer NOT NULL DEFAULT 0,
         terms tsvector NOT NULL DEFAULT ''::tsvector
     )""",
-    "CREATE INDEX entries_gen ON {s}.entries (gen)",
-    "CREATE INDEX entries_hash ON {s}.entries (content_hash)",
-    "CREATE INDEX entries_domain ON {s}.entries (domain)",
-    'CREATE INDEX entries_id_c ON {s}.entries (id COLLATE "C")',
-    "CREATE INDEX entries_terms ON {s}.entries USING gin (terms)",
+    *(f"CREATE INDEX {name} ON {{s}}.entries {spec}" for name, spec in ENTRY_INDEXES.items()),
     "CREATE TABLE {s}.tombstones (row bigint NOT NULL, gen bigint NOT NULL, entry_id text NOT NULL)",
     "CREATE INDEX tombstones_gen ON {s}.tombstones (gen)",
     """CREATE TABLE {s}.links (
@@ -170,3 +180,29 @@ def migrate_schema(conn: Any, schema: str, target: int = SCHEMA_VERSION) -> int:
         cur.execute(f"INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', %s) "
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(target),))
     return current
+
+
+def _index_lock(conn: Any, schema: str) -> None:
+    """Serialise index drops and builds of one tier across processes (until commit)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiervault-indexes:{schema}",))
+
+
+def drop_entry_indexes(conn: Any, schema: str) -> None:
+    """Drop the secondary indexes of ``entries`` (before a bulk load into an empty tier)."""
+    with conn.transaction():
+        _index_lock(conn, schema)
+        for name in ENTRY_INDEXES:
+            conn.execute(f"DROP INDEX IF EXISTS {schema}.{name}")
+
+
+def build_entry_indexes(conn: Any, schema: str) -> list[str]:
+    """Create whichever secondary index of ``entries`` is missing; returns their names."""
+    present = {r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'entries'", (schema,))}
+    missing = [name for name in ENTRY_INDEXES if name not in present]
+    for name in missing:
+        with conn.transaction():
+            _index_lock(conn, schema)  # another process may be building it: wait, then IF NOT EXISTS
+            conn.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {schema}.entries {ENTRY_INDEXES[name]}")
+    return missing

@@ -20,7 +20,7 @@ saw generation g has seen every row stamped <= g.
 
 from __future__ import annotations
 
-import json
+from itertools import chain
 import logging
 import threading
 import time
@@ -32,15 +32,17 @@ import numpy as np
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, ValidationError
 from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
 from tiervault.vault.filters import Filters
-from tiervault.vault.postgres.connection import open_connection
+from tiervault.vault.postgres.connection import PgSession
+from tiervault.vault.postgres.schema import build_entry_indexes, drop_entry_indexes
 from tiervault.vault.boundary import map_errors
 from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
-from tiervault.vault.postgres.lexical import batch_terms, bm25_rows, query_stems, tsquery_of
+from tiervault.vault.postgres.lexical import bm25_rows, query_stems, tsquery_of
+from tiervault.vault.postgres.writer import PreparedBatch, batches, pipelined, prepare, stage_rows
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.rows import LightRow, Link
-from tiervault.vault.entry_rows import ENTRY_COLUMNS, SELECT_ENTRY, row_to_entry, unchanged, write_in_batches
+from tiervault.vault.entry_rows import ENTRY_COLUMNS, SELECT_ENTRY, row_to_entry, unchanged
 from tiervault.vault.rows import TierHits
 
 __all__ = ["PgEntryStore", "pg_filter_sql"]
@@ -83,18 +85,6 @@ def pg_filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     return "".join(" AND " + p for p in parts), params
 
 
-def _stage_rows(entries: Sequence[Entry], stored: dict[str, Any], now: float) -> list[tuple]:
-    """Staging rows (``_STAGE_COLUMNS``) of a batch; terms of every entry stemmed at once."""
-    terms = batch_terms([(e.id, e.title, e.description, e.context, e.tag_text) for e in entries])
-    return [(e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
-             e.counter_example, e.why, e.tag_text, json.dumps(list(e.applies_to)), e.severity,
-             e.origin, e.valid_from, e.valid_until,
-             e.created_at if e.created_at is not None else now,
-             e.updated_at if e.updated_at is not None else now,
-             e.content_hash or e.compute_hash(), e.created_at, e.id in stored, doclen, tsv)
-            for e, (tsv, doclen) in zip(entries, terms)]
-
-
 class PgEntryStore(PgJournal):
     """A tier in one schema of a PostgreSQL database. Thread-safe (one connection, one lock).
 
@@ -113,44 +103,39 @@ class PgEntryStore(PgJournal):
         self.path = self.address.display
         self.read_only = read_only
         self._lock = threading.RLock()
-        self._conn: Any = None
         self._postings: Any = None
         self._uid: str | None = None
         self._written = False
+        self._vector_indexes: set[str] = set()
+        self.session = PgSession(name, self.address, read_only=read_only, on_open=self._forget_schema)
         try:
-            self._connection()
-        except StorageError as exc:  # unreachable now; retried on every later call
+            self.session.open()
+        except StorageError as exc:  # unreachable now; retried on later calls (with backoff)
             log.warning("%s", exc)
 
     # -- connection -------------------------------------------------------------------
-    def _connection(self) -> Any:
-        with self._lock:
-            if self._conn is not None and (self._conn.closed or self._conn.broken):
-                self._conn = None
-            if self._conn is None:
-                self._conn = open_connection(self.name, self.address, read_only=self.read_only)
-                self._uid = None  # the schema may have been re-created meanwhile
-            return self._conn
-
-    def _drop_broken(self) -> None:
-        with self._lock:
-            if self._conn is not None and (self._conn.closed or self._conn.broken):
-                try:
-                    self._conn.close()
-                finally:
-                    self._conn = None
+    def _forget_schema(self) -> None:
+        """A new pool: the schema may have been re-created meanwhile."""
+        self._uid = None
+        self._vector_indexes.clear()
 
     @contextmanager
     def mapped(self, action: str) -> Iterator[Any]:
-        """The connection, with every driver error mapped and a broken connection dropped."""
-        with self._lock:
-            try:
-                conn = self._connection()
-                with map_errors(self.name, self.path, action):
-                    yield conn
-            except StorageError:
-                self._drop_broken()
-                raise
+        """A pooled connection, with every driver error mapped; a connection that died
+        with its server closes the pool (the next call reconnects)."""
+        broken = False
+        try:
+            with map_errors(self.name, self.path, action):
+                with self.session.connection() as conn:
+                    try:
+                        yield conn
+                    except BaseException:
+                        broken = bool(conn.closed or conn.broken)
+                        raise
+        except StorageError:
+            if broken:
+                self.session.reset()
+            raise
 
     def query(self, sql: str, params: Sequence[Any] = (), action: str = "read the tier") -> list[tuple]:
         with self.mapped(action) as conn:
@@ -176,10 +161,8 @@ class PgEntryStore(PgJournal):
                 yield conn
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        """Close the connection pool (its worker threads included)."""
+        self.session.close()
 
     def __enter__(self) -> "PgEntryStore":
         return self
@@ -207,38 +190,64 @@ class PgEntryStore(PgJournal):
 
     def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
                      on_batch: Callable[[int], None] | None = None) -> int:
-        """Upsert entries, one transaction per batch; returns how many were written."""
-        return write_in_batches(entries, batch_size, self._write_batch, on_batch)
+        """Upsert entries, one transaction per batch; returns how many were written.
 
-    def _write_batch(self, batch: list[Entry]) -> int:
-        """COPY the changed entries into a staging table, then one INSERT and one UPDATE.
-
-        Unchanged entries (same content hash and metadata) are skipped, as in SQLite.
+        Batches are prepared (stemmed) while the previous one is written
+        (:func:`~tiervault.vault.postgres.writer.pipelined`). A bulk load (more than
+        one batch) into an empty tier drops the secondary indexes first and builds
+        them once at the end -- one sorted build instead of a million index
+        insertions; a load killed half-way gets them back when the tier is next
+        opened (:func:`build_entry_indexes`).
         """
+        chunks = batches(entries, batch_size)
+        first = next(chunks, None)
+        if first is None:
+            return 0
+        second = next(chunks, None)
+        if second is None:  # one batch: nothing to overlap
+            written = self._write_batch(prepare(first))
+            if on_batch:
+                on_batch(written)
+            return written
+        if self.read_only or self.count() > 0:
+            return pipelined(chain([first, second], chunks), self._write_batch, on_batch)
+        with self.mapped("prepare a bulk load") as conn:
+            drop_entry_indexes(conn, self.address.schema)
+        try:
+            return pipelined(chain([first, second], chunks), self._write_batch, on_batch)
+        finally:
+            with self.mapped("build the indexes after a bulk load") as conn:
+                build_entry_indexes(conn, self.address.schema)
+
+    def _write_batch(self, prepared: PreparedBatch) -> int:
+        """COPY the changed entries into a staging table, then one INSERT (new ids) and one
+        UPDATE (changed ones), in one transaction. Unchanged entries (same content hash and
+        metadata) are skipped, as in SQLite."""
         now = time.time()
-        latest = list({e.id: e for e in batch}.values())
+        latest = prepared.entries
         with self.write("write entries") as (conn, gen):
             stored = {r[0]: r[1:] for r in conn.execute(
                 "SELECT id, content_hash, origin, valid_from, valid_until, created_at, updated_at "
                 "FROM entries WHERE id = ANY(%s)", ([e.id for e in latest],))}
-            todo = [e for e in latest if e.id not in stored or not unchanged(e, stored[e.id])]
+            keep = [e.id not in stored or not unchanged(e, stored[e.id]) for e in latest]
+            todo = sum(keep)
             if not todo:
                 return 0
             conn.execute(_STAGE_TABLE)
             with conn.cursor().copy(f"COPY tv_stage ({', '.join(_STAGE_COLUMNS)}) FROM STDIN") as copy:
-                for row in _stage_rows(todo, stored, now):
+                for row in stage_rows(prepared, keep, stored, now):
                     copy.write_row(row)
             conn.execute(
                 f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen, doclen, terms) "
                 f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, stems::tsvector "
                 "FROM tv_stage WHERE NOT existing", (gen,))
-            if len(todo) > len([e for e in todo if e.id not in stored]):
+            if any(k and e.id in stored for e, k in zip(latest, keep)):
                 conn.execute(
                     f"UPDATE entries SET {_SET}, created_at = COALESCE(s.given_created, entries.created_at), "
                     "gen = %s, doclen = s.doclen, terms = s.stems::tsvector "
                     "FROM tv_stage s WHERE s.existing AND entries.id = s.id", (gen,))
         self._sync_postings()
-        return len(todo)
+        return todo
 
     def get(self, entry_id: str) -> Entry | None:
         rows = self.query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE e.id = %s", (entry_id,))

@@ -1,0 +1,81 @@
+"""Batch writes of entries into a PostgreSQL tier: staging rows, bulk loads, a pipeline.
+
+A batch is *prepared* in Python (the FTS5 terms of every entry, stemmed at
+once, and the staging rows) and *written* by the server in one transaction
+(COPY into a staging table, then set-based INSERT / UPDATE: see
+:meth:`PgEntryStore.capture_many`). :func:`pipelined` overlaps the two: while
+the server writes batch k in a worker thread (psycopg releases the GIL while it
+waits), this thread prepares batch k+1, so the import runs at the pace of the
+slower side instead of their sum. Batches still commit one at a time, in order.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+
+from tiervault.vault.entry import Entry
+from tiervault.vault.postgres.lexical import batch_terms
+
+__all__ = ["PreparedBatch", "prepare", "stage_rows", "pipelined", "batches"]
+
+
+class PreparedBatch(NamedTuple):
+    """The latest version of each entry of a batch, with its terms (tsvector literal, doclen)."""
+
+    entries: list[Entry]
+    terms: list[tuple[str, int]]
+
+
+def prepare(batch: Sequence[Entry]) -> PreparedBatch:
+    """Dedupe a batch by id (the last version wins) and stem all its entries at once."""
+    latest = list({e.id: e for e in batch}.values())
+    return PreparedBatch(latest, batch_terms([(e.id, e.title, e.description, e.context, e.tag_text)
+                                              for e in latest]))
+
+
+def stage_rows(prepared: PreparedBatch, keep: Sequence[bool], stored: Any, now: float) -> Iterator[tuple]:
+    """Staging rows (the store's ``_STAGE_COLUMNS``) of the entries flagged in ``keep``."""
+    for e, (tsv, doclen), wanted in zip(prepared.entries, prepared.terms, keep):
+        if not wanted:
+            continue
+        applies = json.dumps(list(e.applies_to)) if e.applies_to else "[]"
+        yield (e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
+               e.counter_example, e.why, e.tag_text, applies, e.severity, e.origin,
+               e.valid_from, e.valid_until,
+               e.created_at if e.created_at is not None else now,
+               e.updated_at if e.updated_at is not None else now,
+               e.content_hash or e.compute_hash(), e.created_at, e.id in stored, doclen, tsv)
+
+
+def batches(entries: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
+    """``entries`` in lists of ``size`` (the last one shorter)."""
+    stream = iter(entries)
+    while batch := list(islice(stream, size)):
+        yield batch
+
+
+def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], int],
+              on_batch: Callable[[int], None] | None = None) -> int:
+    """Prepare each chunk here while ``write`` commits the previous one in a worker thread.
+
+    Returns the sum of what ``write`` returned; ``on_batch(total)`` after each commit.
+    An error in either side stops the load: batches committed before it stay committed.
+    """
+    total = 0
+    pending: Future[int] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiervault-pg-write") as worker:
+        for chunk in chunks:
+            prepared = prepare(chunk)
+            if pending is not None:
+                total += pending.result()
+                if on_batch:
+                    on_batch(total)
+            pending = worker.submit(write, prepared)
+        if pending is not None:
+            total += pending.result()
+            if on_batch:
+                on_batch(total)
+    return total
