@@ -161,6 +161,7 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
         imp.update(jsonl_s=round(dt, 2), jsonl_rate=round(written / dt, 1))
         progress(f"JSONL import end to end: {written:,} entries in {dt:.1f} s")
         shutil.rmtree(workdir / "e2e")
+        out["profile"] = profile_import(src / "team.jsonl", workdir / "profiled")
         shutil.rmtree(src)
     # Store-only: entries validated before the clock starts.
     entries = {t: [Entry.from_dict(d) for d in corpus.tiers[t]] for t in TIERS}
@@ -208,9 +209,32 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
     return out
 
 
-def numpy_topk(n: int, dim: int, seed: int, k: int = 10) -> Callable[[dict[str, Any]], Any]:
+def profile_import(jsonl: Path, scratch: Path) -> dict[str, Any]:
+    """cProfile of a JSONL import of the first ``PROFILE_IMPORT_ROWS`` lines of ``jsonl``
+    into a scratch tier, then of that tier's first mirror build (untimed figures)."""
+    from itertools import islice
+
+    from bench.profiling import profile_calls
+    from tiervault.vault.jsonl import import_lines
+    from tiervault.vault.manager import VaultManager
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"rows": PROFILE_IMPORT_ROWS}
+    with VaultManager.at({"team": str(scratch / "team.db")}) as manager:
+        with open(jsonl, encoding="utf-8") as fh:
+            lines = list(islice(fh, PROFILE_IMPORT_ROWS))
+        out["import_jsonl"] = profile_calls(lambda ls: import_lines(manager, "team", ls), [lines])
+        out["mirror_build"] = profile_calls(lambda st: st.postings(), [manager.store("team")])
+    shutil.rmtree(scratch)
+    return out
+
+
+def numpy_topk(n: int, dim: int, seed: int, k: int = 10,
+               kernel: str = "matmul") -> Callable[[dict[str, Any]], Any]:
     """A brute-force top-k over ``n`` random unit vectors (``M @ q`` + argpartition);
-    the query vector is a random unit vector derived from the query's text."""
+    the query vector is a random unit vector derived from the query's text.
+    ``kernel="einsum"``: the product as NumPy's single-thread ``einsum`` (what
+    tiervault's vector index uses) instead of BLAS (threaded, spin-waiting)."""
     import zlib
 
     import numpy as np
@@ -222,7 +246,7 @@ def numpy_topk(n: int, dim: int, seed: int, k: int = 10) -> Callable[[dict[str, 
     def top(q: dict[str, Any]) -> Any:
         v = np.random.default_rng(zlib.crc32(q["text"].encode())).standard_normal(dim).astype(np.float32)
         v /= np.linalg.norm(v)
-        s = m @ v
+        s = np.einsum("ij,j->i", m, v) if kernel == "einsum" else m @ v
         idx = np.argpartition(s, n - k)[n - k:] if n > k else np.arange(n)
         return idx[np.argsort(-s[idx])]
 
@@ -230,6 +254,10 @@ def numpy_topk(n: int, dim: int, seed: int, k: int = 10) -> Callable[[dict[str, 
 
 
 NUMPY_NOTE = "random unit float32 vectors, M @ q + argpartition, top 10"
+NUMPY_1T_NOTE = ("random unit float32 vectors, einsum('ij,j->i') on one thread + argpartition, "
+                 "top 10 (the kernel tiervault's index uses)")
+PROFILE_QUERIES = 100  # queries run under cProfile per search phase (after the timed ones)
+PROFILE_IMPORT_ROWS = 20_000  # JSONL lines imported under cProfile in the build phase
 
 
 # -- search (fresh process) ----------------------------------------------------------------
@@ -269,6 +297,11 @@ def search_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
         close()
     out["baseline_fts5"]["note"] = FTS5_NOTE
     out["rss_mb"] = peak_rss_mb()  # before the captures
+    from bench.profiling import profile_calls
+
+    out["profile"] = {"scan_fts": profile_calls(
+        lambda q: brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q)),
+        qs[:PROFILE_QUERIES])}
     out["capture"] = capture_latency(brain.manager, captures, seed)
     brain.close()
     return out
@@ -389,9 +422,16 @@ def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
     out["rss_mb"] = peak_rss_mb()  # before the NumPy baseline's matrix exists
     # The NumPy baseline, paired query by query with another pass of hybrid scans.
     paired = time_interleaved({"scan_hybrid": search("scan"),
-                               "baseline_numpy_topk": numpy_topk(entries, dim, seed)}, qs, warm)
+                               "baseline_numpy_topk": numpy_topk(entries, dim, seed),
+                               "baseline_numpy_topk_1t": numpy_topk(entries, dim, seed,
+                                                                    kernel="einsum")}, qs, warm)
     out["baseline_numpy_topk"] = {**paired["baseline_numpy_topk"], "dim": dim, "note": NUMPY_NOTE}
+    out["baseline_numpy_topk_1t"] = {**paired["baseline_numpy_topk_1t"], "dim": dim,
+                                     "note": NUMPY_1T_NOTE}
     out["scan_hybrid_paired"] = paired["scan_hybrid"]
+    from bench.profiling import profile_calls
+
+    out["profile"] = {"scan_hybrid": profile_calls(search("scan"), qs[:PROFILE_QUERIES])}
     out["capture_embed_on_write"] = capture_latency(manager, captures, seed + 1)
     brain.close()
     return out

@@ -127,6 +127,7 @@ def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]
         "capture": search["capture"],
         "baseline_fts5": search["baseline_fts5"],
         "baseline_numpy_topk": hybrid["baseline_numpy_topk"],
+        "baseline_numpy_topk_1t": hybrid.get("baseline_numpy_topk_1t"),
         "import": imp,
         "file_mb": build["file_mb"],
         "file_mb_per_tier": build["file_mb_per_tier"],
@@ -135,7 +136,10 @@ def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]
         "cold": search["cold"],
         "rss_build_mb": build["rss_build_mb"],
         "hybrid": {k: v for k, v in hybrid.items()
-                   if k not in ("scan_hybrid", "full_hybrid", "baseline_numpy_topk")},
+                   if k not in ("scan_hybrid", "full_hybrid", "baseline_numpy_topk",
+                                "baseline_numpy_topk_1t", "profile")},
+        "profile": {"build": build.get("profile"), **search.get("profile", {}),
+                    **hybrid.get("profile", {})},
         "vectors": build.get("vectors"),
         "generate_s": build["generate_s"],
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -159,6 +163,8 @@ def ratios(row: dict[str, Any]) -> dict[str, float | None]:
             "full_fts_vs_fts5": r(row["full_fts"], row["baseline_fts5"]),
             "scan_hybrid_vs_numpy": r(row["hybrid"].get("scan_hybrid_paired"),
                                       row["baseline_numpy_topk"]),
+            "scan_hybrid_vs_numpy_1t": r(row["hybrid"].get("scan_hybrid_paired"),
+                                         row.get("baseline_numpy_topk_1t")),
             "scan_hybrid_vs_scan_fts": r(row["scan_hybrid"], row["scan_fts"])}
 
 
@@ -210,11 +216,15 @@ def markdown(result: dict[str, Any]) -> str:
     add("baseline: raw FTS5 bm25(), 3 files (p50 / p95 ms)", lambda s: _lat(s["baseline_fts5"]))
     add("baseline: NumPy top-10, random unit vectors (p50 / p95 ms)",
         lambda s: _lat(s["baseline_numpy_topk"]))
+    add("baseline: NumPy top-10, one-thread einsum (p50 / p95 ms)",
+        lambda s: _lat(s.get("baseline_numpy_topk_1t") or {}))
     add("ratio: scan FTS-only / raw FTS5 (p50, same queries round-robin)",
         lambda s: _fmt(s["ratios"]["scan_fts_vs_fts5"], 2))
     add("ratio: full FTS-only / raw FTS5 (p50)", lambda s: _fmt(s["ratios"]["full_fts_vs_fts5"], 2))
     add("ratio: scan hybrid / NumPy top-10 (p50, same queries round-robin)",
         lambda s: _fmt(s["ratios"]["scan_hybrid_vs_numpy"], 2))
+    add("ratio: scan hybrid / NumPy one-thread top-10 (p50, round-robin)",
+        lambda s: _fmt(s["ratios"].get("scan_hybrid_vs_numpy_1t"), 2))
     add("ratio: scan hybrid / scan FTS-only (p50)",
         lambda s: _fmt(s["ratios"]["scan_hybrid_vs_scan_fts"], 2))
     add("capture into the populated vault (p50 / p95 ms)", lambda s: _lat(s["capture"]))
@@ -225,6 +235,9 @@ def markdown(result: dict[str, Any]) -> str:
     add("load average before / after (1 min)",
         lambda s: f"{s['load_avg_before'][0]:.1f} / {s['load_avg_after'][0]:.1f}")
     out = "\n".join(lines)
+    for span, ks in (result.get("growth") or {}).items():
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in ks.items() if v is not None)
+        out += f"\n\ngrowth exponents {span} (cost ~ N^k): {shown}"
     notes = {s["hybrid"].get("reason") for s in sizes if s["hybrid"].get("reason")}
     for note in notes:
         out += f"\n\nhybrid: {note}"
@@ -261,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the tier files after the run")
     parser.add_argument("--no-jsonl", action="store_true",
                         help="skip the JSONL end-to-end import (store-only import is always timed)")
+    parser.add_argument("--include", type=Path, action="append", default=[],
+                        help="a previous --json result whose sizes join this one's for the "
+                             "growth exponents (e.g. a separate 1,000,000 run); repeatable")
     parser.add_argument("--_phase", help=argparse.SUPPRESS)
     parser.add_argument("--_params", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -287,6 +303,15 @@ def main(argv: list[str] | None = None) -> int:
         if not args.workdir and not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     result["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    from bench.profiling import growth
+
+    measured = {s["entries"] for s in result["sizes"]}
+    included = [s for path in args.include for s in json.loads(path.read_text())["sizes"]
+                if s["entries"] not in measured]
+    if included:
+        result["included_sizes"] = {"from": [str(p) for p in args.include],
+                                    "entries": sorted(s["entries"] for s in included)}
+    result["growth"] = growth(result["sizes"] + included)
     print(markdown(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -59,6 +59,28 @@ def test_bench_run_writes_every_figure(tmp_path: Path) -> None:
     assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = proc.stdout
     assert "| metric | 300 |" in table and "search_intelligent scan, FTS-only" in table
+    # where the time goes: the top functions of each search phase, by own time
+    for phase in ("scan_fts", "scan_hybrid"):
+        top = size["profile"][phase]
+        assert top and all(r["calls"] > 0 and r["tottime_ms"] >= 0 for r in top), phase
+        assert [r["tottime_ms"] for r in top] == sorted((r["tottime_ms"] for r in top), reverse=True)
+    assert size["baseline_numpy_topk_1t"]["dim"] == 32
+    assert result["growth"] == {}  # one size: no exponent
+
+
+def test_growth_exponents_between_sizes() -> None:
+    sys.path.insert(0, str(ROOT))
+    from bench.profiling import growth
+
+    def size(n: int, ms: float) -> dict:
+        return {"entries": n, "scan_fts": {"p50_ms": ms}, "rss_mb": 100.0}
+
+    ks = growth([size(100_000, 10.0), size(10_000, 1.0), size(1_000_000, 10.0)])
+    assert list(ks) == ["10000->100000", "100000->1000000"]
+    assert ks["10000->100000"]["scan_fts_p50_ms"] == 1.0  # 10x entries, 10x time: linear
+    assert ks["100000->1000000"]["scan_fts_p50_ms"] == 0.0
+    assert ks["10000->100000"]["rss_mb"] == 0.0
+    assert ks["10000->100000"]["mirror_build_s"] is None  # missing figure: null, not a guess
 
 
 def _write_beir(root: Path) -> None:
