@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tiervault.vault.filter_compile import matches
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import LIGHT_FIELDS, LightRow
 
@@ -22,22 +23,9 @@ __all__ = ["Pool", "passes_filters"]
 
 
 def passes_filters(filters: Filters, row: LightRow) -> bool:
-    """The same rules as ``Filters`` applied in SQL / by mask, on one light row."""
-    if filters.types and row.type not in filters.types:
-        return False
-    if filters.domains and row.domain not in filters.domains:
-        return False
-    if filters.severities and row.severity not in filters.severities:
-        return False
-    if filters.tags and not set(filters.tags) & set((row.tags or "").split()):
-        return False
-    now = filters.moment
-    until, start = row.valid_until, row.valid_from
-    if not filters.include_expired and until is not None and until <= now:
-        return False
-    if not filters.include_future and start is not None and start > now:
-        return False
-    return True
+    """The rules ``Filters`` applies in SQL / by mask, on one light row
+    (:func:`~tiervault.vault.filter_compile.matches`)."""
+    return matches(filters, row)
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ from tiervault.brain.pool import Pool
 from tiervault.brain.rows import EntryRows, MemoryRows
 from tiervault.brain.weights import WeightSet
 from tiervault.errors import EmbeddingError
+from tiervault.vault.filter_compile import memories_possible, memory_matches
 from tiervault.vault.filters import Filters
 from tiervault.vault.scoring import top_k
 
@@ -130,10 +131,8 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
         ctx.directions, ctx.n_suppress = modulating.directions(brain, mods, ctx.tiers)
         modulating.direction_sims(brain, ctx, 0)
     f = ctx.filters
-    if ctx.include_memories and not (f.types or f.severities or f.domains):
-        hits = manager.search_memories(ctx.query, fetch)
-        if f.tags:
-            hits = [h for h in hits if set(f.tags) & set(h[0].topics.split())]
+    if ctx.include_memories and memories_possible(f):
+        hits = [h for h in manager.search_memories(ctx.query, fetch) if memory_matches(f, h[0])]
         if hits:
             ctx.memories = memory_signals(hits, ctx.lq, manager=manager, now=ctx.now,
                                           half_life_days=cfg.half_life_days,

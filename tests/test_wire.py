@@ -26,7 +26,7 @@ def test_rows_entries_filters_and_arrays_round_trip():
         rows.TermStats(10, 123.25, (1, 0, 7)),
         rows.LexicalHit("e-1", "h" * 64, 3.141592653589793, 0.1 + 0.2, False),
         rows.LightRow("e-1", "rule", "sec", "critical", "T", "snip", "a b", 1.0, 2.0, None, None,
-                      "h" * 64, 42),
+                      "h" * 64, 42, "human"),
         rows.Link("a", "b", "supports", "n", 1.25, "team"),
         rows.FeedbackRow("e-1", "q", "accepted", 3.5),
         rows.TierStats("/x", True, 1, 2, 3, 4),

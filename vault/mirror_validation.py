@@ -25,7 +25,7 @@ def validate_mirror(m: Any, tag_indptr: np.ndarray, tag_slots: np.ndarray, n_tag
     if len(m.ids) != n or len(m.hashes) != n:
         raise ValueError(f"{len(m.ids)} ids / {len(m.hashes)} hashes for {n} rows")
     kinds = {"rowids": "i", "alive": "b", "doclen": "f", "type_code": "i", "severity_code": "i",
-             "origin_code": "i", "domain_code": "i", "valid_from": "f", "valid_until": "f"}
+             "origin_code": "i", "domain_code": "i", "valid_from": "f", "valid_until": "f", "updated_at": "f"}
     for name, kind in kinds.items():
         arr = getattr(m, name)
         if arr.ndim != 1 or arr.shape[0] != n or arr.dtype.kind != kind:

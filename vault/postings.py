@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from tiervault.errors import TierVaultError
 from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
+from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
 from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.rows import MirrorRow
@@ -44,7 +45,7 @@ __all__ = ["Postings", "TermMatches", "CACHE_VERSION"]
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 3  # 3: the tier epoch is recorded (restored tiers refuse stale caches)
+CACHE_VERSION = 4  # 3: the tier epoch is recorded (restored tiers refuse stale caches); 4: updated_at
 #: Below this many rows a change rebuilds the mirror (and refits TF-IDF) at once.
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
@@ -95,6 +96,7 @@ class Postings:
         self.domains: list[str] = []
         self.valid_from = np.zeros(0, dtype=np.float64)
         self.valid_until = np.zeros(0, dtype=np.float64)
+        self.updated_at = np.zeros(0, dtype=np.float64)  # NaN: none (date filters fail it)
         self.tags: dict[str, list[int]] = {}
         self.base_rows = 0
         self.W = sp.csc_matrix((0, 0), dtype=np.float32)  # column-weighted tf, base segment
@@ -306,6 +308,7 @@ class Postings:
         self.domain_code = cat([self.domain_code, np.array(dcodes, dtype=np.int32)])
         self.valid_from = cat([self.valid_from, np.array([np.nan if r.valid_from is None else r.valid_from for r in rows])])
         self.valid_until = cat([self.valid_until, np.array([np.nan if r.valid_until is None else r.valid_until for r in rows])])
+        self.updated_at = cat([self.updated_at, np.array([np.nan if r.updated_at is None else r.updated_at for r in rows], dtype=np.float64)])
         self.total_len += float(doclen.sum())
 
     # -- queries ----------------------------------------------------------------------
@@ -437,29 +440,9 @@ class Postings:
         return out
 
     def mask(self, filters: Filters) -> np.ndarray:
-        """Boolean mask of live slots passing ``filters``."""
-        m = self.alive.copy()
-        if filters.types:
-            m &= np.isin(self.type_code, [ENTRY_TYPES.index(t) for t in filters.types])
-        if filters.severities:
-            m &= np.isin(self.severity_code, [SEVERITIES.index(s) for s in filters.severities])
-        if filters.origins:
-            m &= np.isin(self.origin_code, [ORIGINS.index(o) for o in filters.origins])
-        if filters.domains:
-            codes = [self.domains.index(d) for d in filters.domains if d in self.domains]
-            m &= np.isin(self.domain_code, codes)
-        if filters.tags:
-            tagged = np.zeros(m.size, dtype=bool)
-            for tag in filters.tags:
-                tagged[self.tags.get(tag, [])] = True
-            m &= tagged
-        now = filters.moment
-        with np.errstate(invalid="ignore"):
-            if not filters.include_expired:
-                m &= ~(self.valid_until <= now)
-            if not filters.include_future:
-                m &= ~(self.valid_from > now)
-        return m
+        """Boolean mask of live slots passing ``filters`` (rules compiled by
+        :func:`~tiervault.vault.filter_compile.mirror_mask`)."""
+        return mirror_mask(filters, self)
 
     # -- cache ------------------------------------------------------------------------
     @staticmethod
@@ -489,6 +472,7 @@ class Postings:
                 rowids=self.rowids, alive=self.alive, doclen=self.doclen, type_code=self.type_code,
                 severity_code=self.severity_code, origin_code=self.origin_code,
                 domain_code=self.domain_code, valid_from=self.valid_from, valid_until=self.valid_until,
+                updated_at=self.updated_at,
                 W_data=self.W.data, W_indices=self.W.indices, W_indptr=self.W.indptr,
                 T_data=self.T.data, T_indices=self.T.indices, T_indptr=self.T.indptr,
                 idf=self.idf, stop_words=_join(sorted(STOP_WORDS.get())),
@@ -526,7 +510,7 @@ class Postings:
             indptr, tag_slots = z["tag_indptr"], z["tag_slots"]
             tag_names = _split(z["tags"])
             for name in ("rowids", "alive", "doclen", "type_code", "severity_code",
-                         "origin_code", "domain_code", "valid_from", "valid_until"):
+                         "origin_code", "domain_code", "valid_from", "valid_until", "updated_at"):
                 setattr(m, name, z[name])
             shape = (base_rows, len(m.terms))
             m.W = sp.csc_matrix((z["W_data"], z["W_indices"], z["W_indptr"]), shape=shape)

@@ -44,7 +44,8 @@ class LightRow(NamedTuple):
     ``snippet`` is the first ``snippet_chars`` characters of the description;
     ``chars`` is the total length of the text fields (title, description,
     context, example, counter_example, why): a token estimate is ``chars / 4``.
-    ``tags`` is the space-separated tag text (as stored).
+    ``tags`` is the space-separated tag text (as stored); ``origin`` is last so the
+    filter predicate (:func:`~tiervault.vault.filter_compile.matches`) sees every field.
     """
 
     id: str
@@ -60,6 +61,7 @@ class LightRow(NamedTuple):
     valid_until: float | None
     content_hash: str
     chars: int
+    origin: str
 
 
 #: LightRow field names, in order.
@@ -83,6 +85,7 @@ class MirrorRow(NamedTuple):
     origin: str
     valid_from: float | None
     valid_until: float | None
+    updated_at: float | None
     title: str
     description: str
     context: str

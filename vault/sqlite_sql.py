@@ -1,6 +1,6 @@
 """SQL of the entries table shared by the SQLite backend modules.
 
-The upsert statement, the FTS maintenance statements and the Filters -> WHERE compiler of the SQLite dialect (rows and their
+The upsert statement, the FTS maintenance statements and the Filters -> WHERE fragment of the SQLite dialect (rows and their
 conversion to entries: :mod:`entry_rows`).
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiervault.vault.entry_rows import ENTRY_COLUMNS, SANE_TIMES
+from tiervault.vault.filter_compile import to_sqlite
 from tiervault.vault.filters import Filters
 
 __all__ = ["UPSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "filter_sql", "SANE_TIMES"]
@@ -31,23 +32,6 @@ FTS_INSERT = (
 
 
 def filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
-    """Filters -> (" AND ..." SQL fragment, parameters). Values are always parameters."""
-    parts: list[str] = []
-    params: list[Any] = []
-    for column, values in (("type", filters.types), ("domain", filters.domains),
-                           ("severity", filters.severities), ("origin", filters.origins)):
-        if values:
-            parts.append(f"{alias}.{column} IN ({', '.join('?' * len(values))})")
-            params.extend(values)
-    if filters.tags:
-        parts.append("(" + " OR ".join(
-            f"instr(' ' || {alias}.tags || ' ', ' ' || ? || ' ') > 0" for _ in filters.tags) + ")")
-        params.extend(filters.tags)
-    now = filters.moment
-    if not filters.include_expired:
-        parts.append(f"({alias}.valid_until IS NULL OR {alias}.valid_until > ?)")
-        params.append(now)
-    if not filters.include_future:
-        parts.append(f"({alias}.valid_from IS NULL OR {alias}.valid_from <= ?)")
-        params.append(now)
-    return "".join(" AND " + p for p in parts), params
+    """Filters -> (" AND ..." SQL fragment, parameters); compiled by
+    :func:`~tiervault.vault.filter_compile.to_sqlite` (values always parameters)."""
+    return to_sqlite(filters, alias)

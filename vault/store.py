@@ -45,7 +45,7 @@ from tiervault.vault.vectors import TierVectors
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
 _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
-                   "valid_until, title, description, context, tags")
+                   "valid_until, updated_at, title, description, context, tags")
 
 
 class TierStore:
@@ -220,7 +220,7 @@ class TierStore:
             "SELECT e.id, e.type, e.domain, e.severity, e.title, substr(e.description, 1, ?), "
             "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
             "length(e.title) + length(e.description) + length(e.context) + length(e.example) "
-            "+ length(e.counter_example) + length(e.why) FROM entries e "
+            "+ length(e.counter_example) + length(e.why), e.origin FROM entries e "
             f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {SANE_TIMES}",
             (int(snippet_chars), json.dumps(list(ids))))
         return {row[0]: LightRow._make(row) for row in rows}

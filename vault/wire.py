@@ -109,10 +109,12 @@ def decode(value: Any, *, trusted: bool = True) -> Any:
     if kind == "entry":
         return _entry(items, trusted)
     if kind == "filters":
-        try:
-            return Filters(**{k: tuple(v) if isinstance(v, list) else v for k, v in items.items()})
-        except TypeError as exc:
-            raise ValidationError("filters", f"unknown filter field ({exc})") from None
+        if trusted:
+            try:
+                return Filters(**{k: tuple(v) if isinstance(v, list) else v for k, v in items.items()})
+            except TypeError as exc:
+                raise ValidationError("filters", f"unknown filter field ({exc})") from None
+        return Filters.from_wire(items)  # a client's filters are user input: validated
     cls = _ROWS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise ValidationError("arguments", f"unknown value kind {str(kind)[:40]!r}")

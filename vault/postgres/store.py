@@ -39,6 +39,7 @@ from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, tsquery_of
 from tiervault.vault.postgres.writer import PreparedBatch, batches, pipelined, prepare, stage_rows
+from tiervault.vault.filter_compile import to_postgres
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.rows import LightRow, Link
@@ -60,29 +61,13 @@ _STAGE_TABLE = (
     "stems text) ON COMMIT DELETE ROWS")
 _SET = ", ".join(f"{c} = s.{c}" for c in ENTRY_COLUMNS if c not in ("id", "created_at"))
 _MIRROR = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, valid_until, "
-           "title, description, context, tags")
+           "updated_at, title, description, context, tags")
 
 
 def pg_filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
-    """Filters -> (" AND ..." SQL fragment, parameters). Values are always parameters."""
-    parts: list[str] = []
-    params: list[Any] = []
-    for column, values in (("type", filters.types), ("domain", filters.domains),
-                           ("severity", filters.severities), ("origin", filters.origins)):
-        if values:
-            parts.append(f"{alias}.{column} = ANY(%s)")
-            params.append(list(values))
-    if filters.tags:
-        parts.append(f"string_to_array({alias}.tags, ' ') && %s::text[]")
-        params.append(list(filters.tags))
-    now = filters.moment
-    if not filters.include_expired:
-        parts.append(f"({alias}.valid_until IS NULL OR {alias}.valid_until > %s)")
-        params.append(now)
-    if not filters.include_future:
-        parts.append(f"({alias}.valid_from IS NULL OR {alias}.valid_from <= %s)")
-        params.append(now)
-    return "".join(" AND " + p for p in parts), params
+    """Filters -> (" AND ..." SQL fragment, parameters); compiled by
+    :func:`~tiervault.vault.filter_compile.to_postgres` (values always parameters)."""
+    return to_postgres(filters, alias)
 
 
 class PgEntryStore(PgJournal):
@@ -266,8 +251,8 @@ class PgEntryStore(PgJournal):
             "SELECT e.id, e.type, e.domain, e.severity, e.title, substr(e.description, 1, %s), "
             "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
             "char_length(e.title) + char_length(e.description) + char_length(e.context) "
-            "+ char_length(e.example) + char_length(e.counter_example) + char_length(e.why) "
-            "FROM entries e WHERE e.id = ANY(%s)", (int(snippet_chars), list(ids)))
+            "+ char_length(e.example) + char_length(e.counter_example) + char_length(e.why), "
+            "e.origin FROM entries e WHERE e.id = ANY(%s)", (int(snippet_chars), list(ids)))
         return {row[0]: LightRow(*row) for row in rows}
 
     def delete(self, entry_id: str) -> bool:

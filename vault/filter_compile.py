@@ -1,0 +1,238 @@
+"""The one place the rules of :class:`~tiervault.vault.filters.Filters` are written,
+compiled to each form that applies them:
+
+- :func:`to_sqlite` -- an SQLite ``WHERE`` fragment and its parameters;
+- :func:`to_postgres` -- the same in PostgreSQL (psycopg ``%s`` parameters);
+- :func:`mirror_mask` -- a boolean mask over the search mirror's column arrays
+  (:class:`~tiervault.vault.postings.Postings`);
+- :func:`matches` -- a predicate on one row (a :class:`~tiervault.vault.rows.LightRow`
+  or anything with the same attributes);
+- :func:`memory_matches` -- a predicate on one session memory.
+
+User values are ALWAYS bound parameters (or compared as Python values), never spliced
+into SQL: only column names and placeholders are written into the text. A test
+(tests/test_filter_compile.py) checks on random entries that the SQLite file, a
+PostgreSQL tier, the mirror and the predicate select the same entries.
+
+Missing values: an entry without ``updated_at`` fails any date bound (SQL ``NULL``
+comparisons, NaN in the mirror); a missing ``valid_from`` / ``valid_until`` never
+excludes. Session memories have no type, domain, severity, origin or validity: a
+filter on any of those keeps no memory; ``not_type`` / ``not_domain`` keep every
+memory; tags are their topics and their date is ``created_at`` (memories are
+never updated).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
+from tiervault.vault.filters import Filters
+
+__all__ = ["to_sqlite", "to_postgres", "mirror_mask", "matches", "memory_matches",
+           "memories_possible", "MirrorColumns"]
+
+
+class MirrorColumns(Protocol):
+    """What :func:`mirror_mask` reads of a search mirror (one slot per stored row)."""
+
+    alive: np.ndarray
+    type_code: np.ndarray
+    severity_code: np.ndarray
+    origin_code: np.ndarray
+    domain_code: np.ndarray
+    domains: list[str]
+    tags: dict[str, list[int]]
+    valid_from: np.ndarray
+    valid_until: np.ndarray
+    updated_at: np.ndarray
+
+    def slot(self, entry_id: str) -> int | None: ...
+
+
+_IN_COLUMNS = (("type", "types"), ("domain", "domains"), ("severity", "severities"),
+               ("origin", "origins"))
+_NOT_IN_COLUMNS = (("type", "not_types"), ("domain", "not_domains"))
+
+
+# -- SQL ------------------------------------------------------------------------------------
+def to_sqlite(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
+    """Filters -> (``" AND ..."`` SQL fragment, parameters) in SQLite's dialect."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for column, name in _IN_COLUMNS:
+        values = getattr(filters, name)
+        if values:
+            parts.append(f"{alias}.{column} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+    for column, name in _NOT_IN_COLUMNS:
+        values = getattr(filters, name)
+        if values:
+            parts.append(f"{alias}.{column} NOT IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+    padded = f"' ' || COALESCE({alias}.tags, '') || ' '"
+    if filters.tags:
+        parts.append("(" + " OR ".join(f"instr({padded}, ' ' || ? || ' ') > 0"
+                                       for _ in filters.tags) + ")")
+        params.extend(filters.tags)
+    if filters.not_tags:
+        parts.append("NOT (" + " OR ".join(f"instr({padded}, ' ' || ? || ' ') > 0"
+                                           for _ in filters.not_tags) + ")")
+        params.extend(filters.not_tags)
+    if filters.exclude_ids:
+        # One JSON parameter however many ids (SQLite caps the number of parameters).
+        parts.append(f"{alias}.id NOT IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(filters.exclude_ids)))
+    _dates(filters, alias, "?", parts, params)
+    return "".join(" AND " + p for p in parts), params
+
+
+def to_postgres(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
+    """Filters -> (``" AND ..."`` SQL fragment, parameters) in PostgreSQL's dialect."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for column, name in _IN_COLUMNS:
+        values = getattr(filters, name)
+        if values:
+            parts.append(f"{alias}.{column} = ANY(%s)")
+            params.append(list(values))
+    for column, name in _NOT_IN_COLUMNS:
+        values = getattr(filters, name)
+        if values:
+            parts.append(f"{alias}.{column} <> ALL(%s)")
+            params.append(list(values))
+    words = f"string_to_array(COALESCE({alias}.tags, ''), ' ')"
+    if filters.tags:
+        parts.append(f"{words} && %s::text[]")
+        params.append(list(filters.tags))
+    if filters.not_tags:
+        parts.append(f"NOT ({words} && %s::text[])")
+        params.append(list(filters.not_tags))
+    if filters.exclude_ids:
+        parts.append(f"{alias}.id <> ALL(%s::text[])")
+        params.append(list(filters.exclude_ids))
+    _dates(filters, alias, "%s", parts, params)
+    return "".join(" AND " + p for p in parts), params
+
+
+def _dates(filters: Filters, alias: str, mark: str, parts: list[str], params: list[Any]) -> None:
+    """Date bounds and the validity window (the same text in both dialects)."""
+    if filters.updated_after is not None:
+        parts.append(f"{alias}.updated_at >= {mark}")
+        params.append(filters.updated_after)
+    if filters.updated_before is not None:
+        parts.append(f"{alias}.updated_at < {mark}")
+        params.append(filters.updated_before)
+    now = filters.moment
+    if not filters.include_expired:
+        parts.append(f"({alias}.valid_until IS NULL OR {alias}.valid_until > {mark})")
+        params.append(now)
+    if not filters.include_future:
+        parts.append(f"({alias}.valid_from IS NULL OR {alias}.valid_from <= {mark})")
+        params.append(now)
+
+
+# -- the search mirror --------------------------------------------------------------------
+def _codes(values: Sequence[str], vocabulary: Sequence[str]) -> list[int]:
+    index = {v: i for i, v in enumerate(vocabulary)}
+    return [index[v] for v in values if v in index]
+
+
+def mirror_mask(filters: Filters, m: MirrorColumns) -> np.ndarray:
+    """Boolean mask of the mirror's live slots passing ``filters``."""
+    mask = m.alive.copy()
+    for codes, values, vocabulary in ((m.type_code, filters.types, ENTRY_TYPES),
+                                      (m.severity_code, filters.severities, SEVERITIES),
+                                      (m.origin_code, filters.origins, ORIGINS),
+                                      (m.domain_code, filters.domains, m.domains)):
+        if values:
+            mask &= np.isin(codes, _codes(values, vocabulary))
+    for codes, values, vocabulary in ((m.type_code, filters.not_types, ENTRY_TYPES),
+                                      (m.domain_code, filters.not_domains, m.domains)):
+        if values:
+            mask &= ~np.isin(codes, _codes(values, vocabulary))
+    if filters.tags:
+        tagged = np.zeros(mask.size, dtype=bool)
+        for tag in filters.tags:
+            tagged[m.tags.get(tag, [])] = True
+        mask &= tagged
+    for tag in filters.not_tags:
+        mask[m.tags.get(tag, [])] = False
+    for entry_id in filters.exclude_ids:
+        slot = m.slot(entry_id)
+        if slot is not None:
+            mask[slot] = False
+    now = filters.moment
+    with np.errstate(invalid="ignore"):  # NaN = no value: fails a date bound, passes validity
+        if filters.updated_after is not None:
+            mask &= m.updated_at >= filters.updated_after
+        if filters.updated_before is not None:
+            mask &= m.updated_at < filters.updated_before
+        if not filters.include_expired:
+            mask &= ~(m.valid_until <= now)
+        if not filters.include_future:
+            mask &= ~(m.valid_from > now)
+    return mask
+
+
+# -- predicates ---------------------------------------------------------------------------
+def _given(value: float | None) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _dated(filters: Filters, stamp: float | None) -> bool:
+    if filters.updated_after is None and filters.updated_before is None:
+        return True
+    if not _given(stamp):
+        return False
+    if filters.updated_after is not None and stamp < filters.updated_after:  # type: ignore[operator]
+        return False
+    return filters.updated_before is None or stamp < filters.updated_before  # type: ignore[operator]
+
+
+def matches(filters: Filters, row: Any) -> bool:
+    """True when one entry row passes ``filters``. ``row`` has the attributes ``id``,
+    ``type``, ``domain``, ``severity``, ``origin``, ``tags`` (space-separated text),
+    ``updated_at``, ``valid_from`` and ``valid_until`` (a LightRow has them)."""
+    for column, name in _IN_COLUMNS:
+        values = getattr(filters, name)
+        if values and getattr(row, column) not in values:
+            return False
+    for column, name in _NOT_IN_COLUMNS:
+        if getattr(row, column) in getattr(filters, name):
+            return False
+    tags = set((row.tags or "").split())
+    if filters.tags and not tags.intersection(filters.tags):
+        return False
+    if tags.intersection(filters.not_tags) or row.id in filters.exclude_ids:
+        return False
+    if not _dated(filters, row.updated_at):
+        return False
+    now = filters.moment
+    if not filters.include_expired and _given(row.valid_until) and row.valid_until <= now:
+        return False
+    if not filters.include_future and _given(row.valid_from) and row.valid_from > now:
+        return False
+    return True
+
+
+def memories_possible(filters: Filters) -> bool:
+    """False when ``filters`` asks for an entry field memories do not have."""
+    return not (filters.types or filters.domains or filters.severities or filters.origins)
+
+
+def memory_matches(filters: Filters, memory: Any) -> bool:
+    """True when one session memory (``id``, ``topics`` text, ``created_at``) passes
+    ``filters`` (rules for memories: module docstring)."""
+    if not memories_possible(filters) or memory.id in filters.exclude_ids:
+        return False
+    topics = set((memory.topics or "").split())
+    if filters.tags and not topics.intersection(filters.tags):
+        return False
+    if topics.intersection(filters.not_tags):
+        return False
+    return _dated(filters, memory.created_at)
