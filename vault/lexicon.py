@@ -22,13 +22,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tiervault.vault.filters import Filters
-from tiervault.vault.postings import Postings
+from tiervault.vault.postings import Postings, TermMatches
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
 from tiervault.vault.scoring import top_k
 
 __all__ = ["MirrorLexicon", "LocalMirror"]
 
-_KEEP = 4  # dense BM25 arrays kept (TF-IDF is computed at the slots asked only)
+_KEEP = 6  # matches + dense BM25 arrays kept (TF-IDF is computed at the slots asked only)
 
 
 class LocalMirror:
@@ -62,7 +62,7 @@ class MirrorLexicon:
         self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _cached(self, key: tuple, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    def _cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
@@ -79,14 +79,20 @@ class MirrorLexicon:
     def _version(p: Postings) -> tuple:
         return (id(p), p.gen, len(p.ids), p.n_alive)
 
+    def _matches(self, p: Postings, terms: Sequence[str]) -> TermMatches:
+        # term_stats and the BM25 of the same query read the same columns
+        return self._cached(("matches", self._version(p), tuple(terms)),
+                            lambda: p.matches(terms))
+
     def _bm25(self, p: Postings, terms: Sequence[str], stats: TermStats) -> np.ndarray:
         key = ("bm25", self._version(p), tuple(terms), stats)
-        return self._cached(key, lambda: p.bm25(p.matches(terms), stats.idf(), stats.avg_len))
+        return self._cached(key, lambda: p.bm25(self._matches(p, terms), stats.idf(),
+                                                stats.avg_len))
 
     # -- the contract ------------------------------------------------------------------
     def term_stats(self, terms: Sequence[str]) -> TermStats:
         p = self.mirror()
-        df = p.matches(terms).df if terms else np.zeros(0)
+        df = self._matches(p, terms).df if terms else np.zeros(0)
         return TermStats(p.n_alive, float(p.total_len), tuple(int(x) for x in df))
 
     def lexical_top_k(self, terms: Sequence[str], stats: TermStats, filters: Filters, k: int,
@@ -131,7 +137,7 @@ class MirrorLexicon:
             return 0
         p = self.mirror()
         matched = np.zeros(len(p.ids), dtype=bool)
-        for slots in p.matches(terms).slots:
+        for slots in self._matches(p, terms).slots:
             matched[slots] = True
         hits = np.flatnonzero(matched)
         if hits.size == 0:

@@ -186,6 +186,22 @@ class Postings:
             if self._by_hash.get(self.hashes[slot]) == slot:
                 del self._by_hash[self.hashes[slot]]
 
+    def _index_live(self) -> None:
+        """The look-up dicts of live slots (rowid, id, first slot of each content hash),
+        built by C-level ``dict(zip(...))`` rather than a Python loop per slot."""
+        live = np.flatnonzero(self.alive)
+        rowids = self.rowids[live].tolist()
+        slots = live.tolist()
+        if live.size == len(self.ids):
+            ids, hashes = self.ids, self.hashes
+        else:
+            ids = [self.ids[i] for i in slots]
+            hashes = [self.hashes[i] for i in slots]
+        self._slot_of = dict(zip(rowids, slots))
+        self._by_id = dict(zip(ids, slots))
+        # the first slot of a hash wins: later keys overwrite earlier ones, so go backwards
+        self._by_hash = dict(zip(reversed(hashes), reversed(slots)))
+
     def slot(self, entry_id: str) -> int | None:
         """Live slot of ``entry_id``, if this tier holds it."""
         return self._by_id.get(entry_id)
@@ -505,7 +521,7 @@ class Postings:
             m = cls()
             m.gen, m.epoch, m.base_rows, m.tfidf_terms = gen, epoch, base_rows, tfidf_terms
             m.terms = _split(z["terms"])
-            m.term_ids = {t: i for i, t in enumerate(m.terms)}
+            m.term_ids = dict(zip(m.terms, range(len(m.terms))))
             m.ids, m.hashes, m.domains = _split(z["ids"]), _split(z["hashes"]), _split(z["domains"])
             indptr, tag_slots = z["tag_indptr"], z["tag_slots"]
             tag_names = _split(z["tags"])
@@ -516,18 +532,13 @@ class Postings:
             m.W = sp.csc_matrix((z["W_data"], z["W_indices"], z["W_indptr"]), shape=shape)
             m.T = sp.csc_matrix((z["T_data"], z["T_indices"], z["T_indptr"]),
                                 shape=(base_rows, z["T_indptr"].size - 1))
-            m.T.sort_indices()  # tfidf_at binary-searches a column (a no-op when sorted)
             m.idf = z["idf"]
             stop_words = _split(z["stop_words"])
         validate_mirror(m, indptr, tag_slots, len(tag_names))
+        m.T.sort_indices()  # tfidf_at binary-searches a column (a no-op when sorted)
         m.tags = {t: tag_slots[indptr[i]:indptr[i + 1]].tolist() for i, t in enumerate(tag_names)}
         STOP_WORDS.prime(stop_words)
-        live = np.flatnonzero(m.alive).tolist()
-        rowids = m.rowids.tolist()
-        m._slot_of = {rowids[i]: i for i in live}
-        m._by_id = {m.ids[i]: i for i in live}
-        for i in live:
-            m._by_hash.setdefault(m.hashes[i], i)
+        m._index_live()
         m.total_len = float(m.doclen[m.alive].sum())
         return m
 
