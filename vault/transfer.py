@@ -10,11 +10,12 @@ idempotent, so a copy interrupted at any point is finished by running it again.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, Sequence
 
 from tiervault.vault.rows import Link
 
-__all__ = ["MemoryRecord", "FeedbackRecord", "TierTransfer", "transfer_for"]
+__all__ = ["MemoryRecord", "FeedbackRecord", "TierTransfer", "SqlTransfer", "Statements", "transfer_for"]
 
 
 class MemoryRecord(NamedTuple):
@@ -63,6 +64,90 @@ class TierTransfer(Protocol):
     def vector_count(self, model: str) -> int: ...
 
     def feedback_count(self) -> int: ...
+
+
+class Statements(Protocol):
+    """One open write transaction of a backend: statements in its SQL dialect."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the number of rows it changed."""
+        ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Run one statement per row; returns the number of rows changed in all."""
+        ...
+
+
+class SqlTransfer:
+    """The part of a transfer both SQL backends share; SQL written with ``?`` placeholders.
+
+    A backend supplies :meth:`read` (one statement's rows), :meth:`transaction`
+    (a :class:`Statements` inside one write transaction) and ``put_memories``
+    (the PostgreSQL tier computes search terms for each memory, SQLite's FTS
+    table does it by itself).
+    """
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def transaction(self, action: str) -> AbstractContextManager[Statements]:
+        raise NotImplementedError
+
+    def memories_after(self, after: int, limit: int) -> list[MemoryRecord]:
+        return [MemoryRecord(*r) for r in self.read(
+            "SELECT rowid, id, summary, context, topics, project, created_at FROM memories "
+            "WHERE rowid > ? ORDER BY rowid LIMIT ?", (after, limit))]
+
+    def feedback_after(self, after: int, limit: int) -> list[FeedbackRecord]:
+        return [FeedbackRecord(*r) for r in self.read(
+            "SELECT seq, entry_id, query, action, created_at FROM feedback WHERE seq > ? "
+            "ORDER BY seq LIMIT ?", (after, limit))]
+
+    def put_feedback(self, rows: Sequence[FeedbackRecord]) -> int:
+        """Insert the rows not held yet; one statement run per action, then its counter."""
+        if not rows:
+            return 0
+        by_action: dict[str, list[tuple]] = {}
+        for r in rows:
+            by_action.setdefault(r.action, []).append(
+                (r.query, r.entry_id, r.action, r.created_at, r.entry_id, r.query, r.action, r.created_at))
+        added = 0
+        with self.transaction("copy feedback") as txn:
+            for action, params in by_action.items():
+                n = txn.executemany(
+                    "INSERT INTO feedback (query, entry_id, action, created_at) SELECT ?, ?, ?, ? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM feedback WHERE entry_id = ? AND query = ? "
+                    "AND action = ? AND created_at = ?)", params)
+                if n:
+                    txn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                                "SET value = CAST(CAST(meta.value AS BIGINT) + ? AS TEXT)",
+                                (f"feedback:{action}", str(n), n))
+                added += n
+        return added
+
+    def put_links(self, links: Sequence[Link]) -> int:
+        if not links:
+            return 0
+        with self.transaction("copy links") as txn:
+            txn.executemany(
+                "INSERT INTO links (source_id, target_id, link_type, note, created_at) "
+                "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM entries WHERE id = ?) "
+                "ON CONFLICT (source_id, target_id, link_type) DO UPDATE SET note = excluded.note, "
+                "created_at = excluded.created_at",
+                [(l.source_id, l.target_id, l.link_type, l.note, l.created_at, l.source_id)
+                 for l in links])
+        return len(links)
+
+    def vector_models(self) -> list[str]:
+        return [r[0] for r in self.read("SELECT DISTINCT model FROM entry_vectors ORDER BY model")]
+
+    def vector_count(self, model: str) -> int:
+        rows = self.read("SELECT count(*) FROM entry_vectors WHERE model = ?", (model,))
+        return rows[0][0] if rows else 0
+
+    def feedback_count(self) -> int:
+        rows = self.read("SELECT count(*) FROM feedback")
+        return rows[0][0] if rows else 0
 
 
 def transfer_for(store: Any) -> TierTransfer:

@@ -16,7 +16,7 @@ from tiervault.vault.entry import check_text
 from tiervault.vault.journal_input import check_feedback_input, feedback_counts_from, new_memory
 from tiervault.vault.rows import (FeedbackCounts, FeedbackEvent, FeedbackRow, Memory, MemoryHit,
                                   WeightRecord)
-from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, tsquery_of
+from tiervault.vault.postgres.lexical import bm25_rows, query_stems, row_terms, statistics_sql, tsquery_of
 
 __all__ = ["PgJournal"]
 
@@ -48,9 +48,7 @@ class PgJournal:
         if not stems or limit <= 0:
             return []
         with self.snapshot() as conn:
-            n_rows, total = conn.execute("SELECT count(*), coalesce(sum(doclen), 0) FROM memories").fetchone()
-            df = [conn.execute("SELECT count(*) FROM memories WHERE terms @@ %s::tsquery",
-                               (tsquery_of([s]),)).fetchone()[0] for s in stems]
+            n_rows, total, df = conn.execute(statistics_sql("memories"), (stems,)).fetchone()
             rows = conn.execute("SELECT id, summary, context, topics, project, created_at FROM memories "
                                 "WHERE terms @@ %s::tsquery ORDER BY rowid", (tsquery_of(stems),)).fetchall()
         if not rows:

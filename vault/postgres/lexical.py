@@ -19,7 +19,7 @@ import numpy as np
 from tiervault.vault.scoring import bm25_term, fts5_idf
 from tiervault.vault.tokenizer import STEMMER, split_words
 
-__all__ = ["row_terms", "batch_terms", "query_stems", "bm25_rows", "tsquery_of", "tsvector_text"]
+__all__ = ["statistics_sql", "row_terms", "batch_terms", "query_stems", "bm25_rows", "tsquery_of", "tsvector_text"]
 
 #: Lexemes longer than this are left out of a tsvector (PostgreSQL's limit is 2,047 bytes).
 MAX_LEXEME_BYTES = 2_000
@@ -95,3 +95,14 @@ def bm25_rows(rows: Sequence[Sequence[str]], weights: Sequence[float], stems: Se
     for i in range(len(stems)):
         scores += np.where(wtf[:, i] > 0, bm25_term(wtf[:, i], doclen, avglen, float(idf[i])), 0.0)
     return scores
+
+
+def statistics_sql(table: str) -> str:
+    """One statement: (rows, total doclen, [document frequency of each stem]) of ``table``.
+
+    Its parameter is the list of stems; each frequency is read through the GIN
+    index on ``terms`` (a lexeme as a tsquery: ``quote_literal`` makes it one term).
+    """
+    return (f"SELECT (SELECT count(*) FROM {table}), (SELECT coalesce(sum(doclen), 0) FROM {table}), "
+            f"ARRAY(SELECT (SELECT count(*) FROM {table} WHERE terms @@ quote_literal(s.stem)::tsquery) "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS s(stem, n) ORDER BY s.n)")

@@ -37,7 +37,7 @@ from tiervault.vault.postgres.schema import build_entry_indexes, drop_entry_inde
 from tiervault.vault.boundary import map_errors
 from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
-from tiervault.vault.postgres.lexical import bm25_rows, query_stems, tsquery_of
+from tiervault.vault.postgres.lexical import bm25_rows, query_stems, statistics_sql, tsquery_of
 from tiervault.vault.postgres.writer import PreparedBatch, batches, pipelined, prepare, stage_rows
 from tiervault.vault.filter_compile import to_postgres
 from tiervault.vault.postgres.url import PgAddress, parse_address
@@ -335,9 +335,7 @@ class PgEntryStore(PgJournal):
             return TierHits.empty()
         where, params = pg_filter_sql(filters)
         with self.snapshot() as conn:
-            n_rows, total = conn.execute("SELECT count(*), coalesce(sum(doclen), 0) FROM entries").fetchone()
-            df = [conn.execute("SELECT count(*) FROM entries WHERE terms @@ %s::tsquery",
-                               (tsquery_of([s]),)).fetchone()[0] for s in stems]
+            n_rows, total, df = conn.execute(statistics_sql("entries"), (stems,)).fetchone()
             rows = conn.execute(f"SELECT e.id, e.title, e.description, e.context, e.tags FROM entries e "
                                 f"WHERE e.terms @@ %s::tsquery{where} ORDER BY e.rowid",
                                 [tsquery_of(stems), *params]).fetchall()

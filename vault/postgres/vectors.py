@@ -44,6 +44,20 @@ POOL_MIN = 100
 EF_SEARCH_MIN = 200
 
 
+_VEC_STAGE = ("CREATE TEMP TABLE IF NOT EXISTS tv_vec_stage (entry_id text, dim integer, "
+              "input_hash text, vector vector) ON COMMIT DELETE ROWS")
+
+
+def _register_vector(conn: Any) -> None:
+    """Teach this connection pgvector's binary format (once per connection)."""
+    if conn.adapters.types.get("vector") is not None:
+        return
+    from pgvector.psycopg.vector import register_vector_info
+    from psycopg.types import TypeInfo
+
+    register_vector_info(conn, TypeInfo.fetch(conn, "vector"))
+
+
 def _literal(vec: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
 
@@ -91,33 +105,39 @@ class PgVectors:
     def put(self, model: str, rows: Iterable[tuple[str, str, np.ndarray]]) -> int:
         """Upsert (entry id, input hash, vector) rows, mark them ok; one transaction.
 
-        Rows whose entry was deleted meanwhile are skipped (never resurrected).
+        The vectors go in by binary COPY into a staging table, then one INSERT ...
+        ON CONFLICT for the vectors and one for their state. Rows whose entry was
+        deleted meanwhile are skipped (never resurrected).
         """
-        rows = list(rows)
-        if not rows:
+        latest = {r[0]: r for r in rows}  # one row per entry: ON CONFLICT may touch a row once
+        if not latest:
             return 0
         now = time.time()
         with self.store.write("store vectors") as (conn, gen):
-            live = {r[0] for r in conn.execute("SELECT id FROM entries WHERE id = ANY(%s)",
-                                               ([r[0] for r in rows],))}
-            payload = [(eid, model, int(vec.shape[0]), h, _literal(vec), now, gen)
-                       for eid, h, vec in rows if eid in live]
-            if payload:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO entry_vectors (entry_id, model, dim, input_hash, vector, updated_at, gen) "
-                        "VALUES (%s, %s, %s, %s, %s::vector, %s, %s) ON CONFLICT (entry_id, model) DO UPDATE "
-                        "SET dim = excluded.dim, input_hash = excluded.input_hash, vector = excluded.vector, "
-                        "updated_at = excluded.updated_at, gen = excluded.gen", payload)
-                    cur.executemany(
-                        "INSERT INTO embedding_state (entry_id, model, state, input_hash, error, retries, "
-                        "updated_at) VALUES (%s, %s, 'ok', %s, '', 0, %s) ON CONFLICT (entry_id, model) "
-                        "DO UPDATE SET state = 'ok', input_hash = excluded.input_hash, error = '', "
-                        "retries = 0, updated_at = excluded.updated_at",
-                        [(p[0], model, p[3], now) for p in payload])
-        if payload:
-            self.ensure_index(model, payload[0][2])
-        return len(payload)
+            _register_vector(conn)
+            conn.execute(_VEC_STAGE)
+            with conn.cursor().copy("COPY tv_vec_stage (entry_id, dim, input_hash, vector) "
+                                    "FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["text", "int4", "text", "vector"])
+                for eid, h, vec in latest.values():
+                    v = np.asarray(vec, dtype=np.float32).ravel()
+                    copy.write_row((eid, int(v.shape[0]), h, v))
+            written = conn.execute(
+                "INSERT INTO entry_vectors (entry_id, model, dim, input_hash, vector, updated_at, gen) "
+                "SELECT s.entry_id, %s, s.dim, s.input_hash, s.vector, %s, %s FROM tv_vec_stage s "
+                "JOIN entries e ON e.id = s.entry_id ON CONFLICT (entry_id, model) DO UPDATE "
+                "SET dim = excluded.dim, input_hash = excluded.input_hash, vector = excluded.vector, "
+                "updated_at = excluded.updated_at, gen = excluded.gen "
+                "RETURNING dim", (model, now, gen)).fetchall()
+            conn.execute(
+                "INSERT INTO embedding_state (entry_id, model, state, input_hash, error, retries, "
+                "updated_at) SELECT s.entry_id, %s, 'ok', s.input_hash, '', 0, %s FROM tv_vec_stage s "
+                "JOIN entries e ON e.id = s.entry_id ON CONFLICT (entry_id, model) "
+                "DO UPDATE SET state = 'ok', input_hash = excluded.input_hash, error = '', "
+                "retries = 0, updated_at = excluded.updated_at", (model, now))
+        for dim in {r[0] for r in written}:
+            self.ensure_index(model, dim)
+        return len(written)
 
     def ensure_index(self, model: str, dim: int) -> bool:
         """Create the HNSW index of (model, dim) once it holds HNSW_MIN_ROWS vectors."""
