@@ -38,8 +38,9 @@ from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
 from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.rows import MirrorRow
-from tiervault.vault.scoring import FTS_WEIGHTS, bm25_term, tfidf_rows
-from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
+from tiervault.vault.scoring import bm25_term, tfidf_rows
+from tiervault.vault.mirror_analysis import analyse_rows
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
 __all__ = ["Postings", "TermMatches", "CACHE_VERSION"]
 
@@ -49,9 +50,6 @@ CACHE_VERSION = 4  # 3: the tier epoch is recorded (restored tiers refuse stale 
 #: Below this many rows a change rebuilds the mirror (and refits TF-IDF) at once.
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
-_WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.float32)
-# FTS column order of the MirrorRow text fields: id, title, description, context, tags.
-_TEXT_FIELDS = ("id", "title", "description", "context", "tags")
 
 
 @dataclass(slots=True)
@@ -257,43 +255,9 @@ class Postings:
 
     def _analyse(self, rows: Sequence[MirrorRow]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """Rows -> (column-weighted tf, tf-idf counts) CSR blocks; registers slots."""
-        words: list[str] = []
-        lengths: list[int] = []
-        for row in rows:
-            for field_name in _TEXT_FIELDS:
-                ws = split_words(getattr(row, field_name) or "")
-                words.extend(ws)
-                lengths.append(len(ws))
-        stems = STEMMER.stems(words)
-        stop_words = STOP_WORDS.get()
-        term_ids, terms = self.term_ids, self.terms
-        code: dict[str, int] = {}
-        for word, stem in stems.items():
-            if not stem:
-                code[word] = -1
-                continue
-            tid = term_ids.get(stem)
-            if tid is None:
-                tid = term_ids[stem] = len(terms)
-                terms.append(stem)
-            # Low bit marks a stop word: it counts for BM25, not for TF-IDF.
-            code[word] = 2 * tid + (word in stop_words)
-        codes = np.fromiter(map(code.__getitem__, words), dtype=np.int64, count=len(words))
-        n = len(rows)
-        lens = np.asarray(lengths, dtype=np.int64)
-        doc = np.repeat(np.repeat(np.arange(n), len(_TEXT_FIELDS)), lens)
-        col = np.repeat(np.tile(np.arange(len(_TEXT_FIELDS)), n), lens)
-        keep = codes >= 0
-        codes, doc, col = codes[keep], doc[keep], col[keep]
-        tid = codes >> 1
-        shape = (n, len(terms))
-        w = sp.csr_matrix((_WEIGHTS[col], (doc, tid)), shape=shape, dtype=np.float32)
-        counted = ((col != 0) & ((codes & 1) == 0)).astype(np.float32)
-        c = sp.csr_matrix((counted, (doc, tid)), shape=shape, dtype=np.float32)
-        c.eliminate_zeros()
-        doclen = np.bincount(doc, minlength=n).astype(np.float32)
-        self._register(rows, doclen)
-        return w, c
+        blocks = analyse_rows(rows, self.term_ids, self.terms)
+        self._register(rows, blocks.doclen)
+        return blocks.w, blocks.c
 
     def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray) -> None:
         first = len(self.ids)
