@@ -74,6 +74,8 @@ def test_migrate_round_trip_with_kill_and_resume(tmp_path, pg_server):
     done = _cli("migrate", "--from", url, "--to", str(back), "--schema", "t_migrate", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "verified" in done.stdout and "ok  links: source" in done.stdout
+    # what was copied counts the rows themselves (not the FTS rows SQLite's triggers add)
+    assert "1 memories" in done.stdout and "2 feedback" in done.stdout
     original, copy = TierStore(tmp_path / "team.db", name="team"), TierStore(back, name="team")
     assert [e for e in original.iter_entries()] == [e for e in copy.iter_entries()]
     assert sorted(map(repr, original.links_touching(["m00000", "m00007"]))) == \

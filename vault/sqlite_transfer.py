@@ -16,20 +16,21 @@ __all__ = ["SqliteTransfer"]
 
 
 class _SqliteStatements:
-    """Statements inside one SQLite write transaction (rows changed from ``total_changes``)."""
+    """Statements inside one SQLite write transaction.
+
+    Rows changed come from the cursor's ``rowcount`` (``sqlite3_changes``): rows the
+    statement itself changed, not those its triggers changed (the FTS index of
+    memories), which ``total_changes`` would add.
+    """
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        before = self.conn.total_changes
-        self.conn.execute(sql, params)
-        return self.conn.total_changes - before
+        return max(self.conn.execute(sql, params).rowcount, 0)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
-        before = self.conn.total_changes
-        self.conn.executemany(sql, rows)
-        return self.conn.total_changes - before
+        return max(self.conn.executemany(sql, rows).rowcount, 0)
 
 
 class SqliteTransfer(SqlTransfer):

@@ -26,6 +26,7 @@ import numpy as np
 from tiervault.errors import StorageError, ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
+from tiervault.vault.postgres.schema import BUILD_MEMORY
 from tiervault.vault.postgres.store import pg_filter_sql
 from tiervault.vault.entry_rows import SELECT_ENTRY, row_to_entry
 
@@ -39,6 +40,8 @@ HALFVEC_ABOVE_DIM = 2_000
 #: The ANN pool re-scored exactly: max(POOL_FACTOR * k, POOL_MIN) candidates, searched with
 #: ``hnsw.ef_search`` = max(pool, EF_SEARCH_MIN). Measured (bench/postgres.py, 100K x 384,
 #: hash-embedder vectors): see bench/README.md; ef 40 (pgvector's default) lost recall.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 128
 POOL_FACTOR = 10
 POOL_MIN = 100
 EF_SEARCH_MIN = 200
@@ -146,9 +149,12 @@ class PgVectors:
         if n < HNSW_MIN_ROWS or self._has_index(name):
             return False
         kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
-        with self.store.mapped("create a vector index") as conn:
+        with self.store.mapped("create a vector index") as conn, conn.transaction():
+            # The graph is built in memory when it fits (far faster than spilling to disk).
+            conn.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
             conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON entry_vectors USING hnsw "
-                         f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) WITH (m = 16, ef_construction = 128) "
+                         f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) "
+                         f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
                          f"WHERE model = {_quote(model)} AND dim = {int(dim)}")
         return True
 
