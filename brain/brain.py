@@ -178,7 +178,10 @@ class Brain:
             raise QueryError("query", f"expected a string, got {type_name(query)}")
         if isinstance(tiers, str):
             tiers = [t.strip() for t in tiers.split(",") if t.strip()]
-        filters = Filters.build(type=type, domain=domain, severity=severity, tags=tags)
+        # One instant for the whole query: every tier and every stage judges validity
+        # at the same moment, and a tier may reuse one filter mask within the query.
+        filters = Filters.build(type=type, domain=domain, severity=severity, tags=tags,
+                                now=time.time())
         if not query.strip() and (filters.types or filters.domains or filters.severities
                                   or filters.tags):
             # Filters alone: the newest matching entries (an empty query without any

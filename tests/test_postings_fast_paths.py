@@ -131,3 +131,21 @@ def test_mirror_of_rows_with_odd_text_matches_fts5(tmp_path):
         ref = store.search_fts(query_terms(q), Filters(), 20)
         assert ids and set(ids) == set(ref.ids), q
         np.testing.assert_allclose(scores, ref.scores, rtol=1e-5)
+
+
+def test_a_query_instant_shares_one_mask_and_a_write_renews_it(tmp_path):
+    import time
+
+    from tiervault.vault.filters import Filters
+
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(50))
+    f = Filters.build(domain="db", now=time.time())
+    first = store.filter_mask(f)
+    again = store.filter_mask(f)
+    assert again.mask is first.mask and not first.mask.flags.writeable  # shared, read-only
+    store.capture(Entry.create(id="fresh", title="t", description="d", domain="db"))
+    after = store.filter_mask(f)
+    assert after.version != first.version and after.mask[after.ids.index("fresh")]
+    # without an instant the wall clock decides each time: nothing kept
+    assert store.filter_mask(Filters()).mask is not store.filter_mask(Filters()).mask

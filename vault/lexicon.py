@@ -79,6 +79,14 @@ class MirrorLexicon:
     def _version(p: Postings) -> tuple:
         return (id(p), p.gen, len(p.ids), p.n_alive)
 
+    def _mask(self, p: Postings, filters: Filters) -> np.ndarray:
+        """``p.mask(filters)``, kept for the query when the filters name their instant
+        (``now``): top-k, dedup and the vector pre-filter of one query share it. With
+        ``now`` unset the wall clock decides, so nothing is kept."""
+        if filters.now is None:
+            return p.mask(filters)
+        return self._cached(("mask", self._version(p), filters), lambda: _frozen(p.mask(filters)))
+
     def _matches(self, p: Postings, terms: Sequence[str]) -> TermMatches:
         # term_stats and the BM25 of the same query read the same columns
         return self._cached(("matches", self._version(p), tuple(terms)),
@@ -101,7 +109,7 @@ class MirrorLexicon:
             return []
         p = self.mirror()
         scores = self._bm25(p, terms, stats)
-        slots = top_k(scores, k, p.mask(filters) & (scores > 0))
+        slots = top_k(scores, k, self._mask(p, filters) & (scores > 0))
         tfidf = p.tfidf_at(words, slots).tolist() if words else [0.0] * slots.size
         best = scores[slots].tolist()
         ids, hashes = p.ids, p.hashes
@@ -127,7 +135,7 @@ class MirrorLexicon:
         n = at.size
         bm25 = self._bm25(p, terms, stats)[at].tolist() if terms else [0.0] * n
         tfidf = p.tfidf_at(words, at).tolist() if words else [0.0] * n
-        passes = p.mask(filters)[at].tolist() if filters is not None else [True] * n
+        passes = self._mask(p, filters)[at].tolist() if filters is not None else [True] * n
         ids, hashes = p.ids, p.hashes
         return [LexicalHit(ids[s], hashes[s], bm25[i], tfidf[i], passes[i])
                 for i, s in enumerate(at.tolist())]
@@ -145,7 +153,7 @@ class MirrorLexicon:
         # Validity only on the matching slots; the full mask only for category filters.
         category = filters.types or filters.domains or filters.severities or filters.origins or filters.tags
         if category:
-            return int(np.count_nonzero(p.mask(filters)[hits]))
+            return int(np.count_nonzero(self._mask(p, filters)[hits]))
         now = filters.moment
         keep = np.ones(hits.size, dtype=bool)
         with np.errstate(invalid="ignore"):
@@ -171,4 +179,10 @@ class MirrorLexicon:
 
     def filter_mask(self, filters: Filters) -> IdMask:
         p = self.mirror()
-        return IdMask(p.ids, p.mask(filters), self._version(p))
+        return IdMask(p.ids, self._mask(p, filters), self._version(p))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only: a kept array is shared by every caller of the query."""
+    a.flags.writeable = False
+    return a
