@@ -184,7 +184,7 @@ def hybrid_phase(team: Any, sqlite: dict[str, Any], workdir: Path, dim: int,
     ids, mat = changes.ids, np.asarray(changes.matrix, dtype=np.float32)
     everything = Filters(include_expired=True, include_future=True)
     recall = []
-    for q in qs[:100]:
+    for q in qs[100:200]:  # the constants were chosen on qs[:100] (vault/postgres/vectors.py)
         exact = {ids[i] for i in np.argsort(-(mat @ qvec[q["id"]]))[:10]}
         got = {h.id for h in team.vector_search(model, qvec[q["id"]], 10, filters=everything)}
         recall.append(len(got & exact) / 10)
@@ -192,7 +192,7 @@ def hybrid_phase(team: Any, sqlite: dict[str, Any], workdir: Path, dim: int,
                hnsw_index=team.vectors._has_index(pgv._index_name(model, dim)),  # noqa: SLF001
                hnsw_params={"m": pgv.HNSW_M, "ef_construction": pgv.HNSW_EF_CONSTRUCTION,
                             "pool": f"max({pgv.POOL_FACTOR} k, {pgv.POOL_MIN})",
-                            "ef_search": f"max(pool, {pgv.EF_SEARCH_MIN})"},
+                            "ef_search": f"min(max(2 pool, {pgv.EF_SEARCH_MIN}), 1000)"},
                hnsw_recall_at_10=round(float(np.mean(recall)), 4),
                ratio_vector_p50_to_plain_p50=round(out["vector_search"]["p50_ms"]
                                                    / out["baseline_plain_pgvector"]["p50_ms"], 2),
@@ -204,7 +204,8 @@ def hybrid_phase(team: Any, sqlite: dict[str, Any], workdir: Path, dim: int,
                      "by vector_changes_since); vector_search: the server's HNSW, pool re-scored "
                      "exactly, filters in the SQL; baseline: plain ORDER BY vector <=> q LIMIT 10 "
                      "(exact scan, no filters); recall@10 of unfiltered vector_search against the "
-                     "exact NumPy top-10 of the same stored vectors, 100 queries"))
+                     "exact NumPy top-10 of the same stored vectors, queries 100-199 (held out: the "
+                     "pool / ef_search constants were chosen on queries 0-99)"))
     return out
 
 
