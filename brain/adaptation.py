@@ -82,6 +82,10 @@ class Adaptation:
         self.manager = manager
         self.config = config
         self.agent_id = agent_id
+        # (feedback counts, last weight record) read together: the weights in force only
+        # change with a refit, and a refit only follows new feedback, so while the counts
+        # stay the same the last record does too (see _in_force).
+        self._cache: tuple[tuple[int, ...], WeightHistoryRow | None] | None = None
         if config.feedback_pool == "team" and "team" not in manager.tiers:
             raise ConfigError("brain.feedbackPool: team needs a team tier; add tiers.team or use "
                               "feedbackPool: agent", key="brain.feedbackPool")
@@ -114,14 +118,36 @@ class Adaptation:
         rows = store.weight_history(1) if store is not None else []
         return _parse(rows[0]) if rows else None
 
+    def _refit_due(self, total: int, last: WeightHistoryRow | None) -> bool:
+        """True when ``total`` non-failed actions call for a refit that ``last`` is not."""
+        if total < self.config.feedback_threshold:
+            return False
+        return last is None or last.adaptation != self.config.adaptation \
+            or total - last.events >= self.config.refit_every
+
+    def _in_force(self) -> tuple[dict[str, int], WeightHistoryRow | None]:
+        """(counts, last weight record): one read of the counters per search; the weight
+        history is read again only when the counts moved (the feedback generation).
+
+        Not cached while a refit is due for these counts: another process may have
+        stored the feedback and not yet its refit, and the record it is about to
+        append must not be missed until the next action."""
+        counts = self.counts()
+        key = tuple(int(counts.get(k, 0)) for k in ("accepted", "modified", "dismissed", "failed"))
+        if self._cache is not None and self._cache[0] == key:
+            return counts, self._cache[1]
+        last = self._last()
+        _, total = accept_rate(counts)
+        self._cache = None if self._refit_due(total, last) else (key, last)
+        return counts, last
+
     def weights(self, base: np.ndarray, name: str) -> WeightSet:
         """The weights in force for the weight set ``name`` ("fts" | "hybrid") over ``base``."""
-        counts = self.counts()
+        counts, last = self._in_force()
         if self.config.adaptation == "seed":
             values, rate, adapted = adapt(base, counts, self.config.feedback_threshold)
             return WeightSet(tuple(float(v) for v in values), name, adapted, rate)
         rate, _ = accept_rate(counts)
-        last = self._last()
         if last is None or last.adaptation != "learned" or name not in last.weights:
             return WeightSet(tuple(float(v) for v in base), name, False, rate)
         values = _rebase(last, name, base)
@@ -136,12 +162,8 @@ class Adaptation:
             return
         _, total = accept_rate(self.counts())
         last = self._last()
-        if total < self.config.feedback_threshold:
-            return
-        if last is not None and last.adaptation == self.config.adaptation \
-                and total - last.events < self.config.refit_every:
-            return
-        self.refit(bases, total, last)
+        if self._refit_due(total, last):
+            self.refit(bases, total, last)
 
     def refit(self, bases: Mapping[str, np.ndarray], total: int,
               last: WeightHistoryRow | None) -> WeightHistoryRow:
@@ -155,7 +177,8 @@ class Adaptation:
             pairs = learning.pairs_from_events(store.feedback_events(MAX_EVENTS))
             n_pairs = len(pairs)
             for name, base in bases.items():
-                target = learning.fit_pairwise(pairs, base, learning.DEFAULT_C)
+                target = learning.fit_pairwise(pairs, base, learning.DEFAULT_C,
+                                               self.config.prior_strength)
                 prev = base  # the first refit steps from the base, like every later one
                 if last is not None and last.adaptation == "learned" and name in last.weights:
                     prev = _rebase(last, name, base)
@@ -167,6 +190,7 @@ class Adaptation:
                 out[name] = _pack(w, base)
         payload = json.dumps({"adaptation": self.config.adaptation, "sets": out})
         store.add_weight_record(total, n_pairs, payload)
+        self._cache = None
         return self._last()  # type: ignore[return-value]
 
     def history(self, limit: int = 20) -> list[WeightHistoryRow]:

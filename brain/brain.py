@@ -120,10 +120,17 @@ class Brain:
         return tier.store if tier is not None else None
 
     def feedback_counts(self) -> dict[str, int]:
+        """The feedback counts the weights rest on: this agent's tier, or with
+        ``brain.feedbackPool: team`` the team tier's (every agent of the team), the
+        same counts the adaptation's threshold and accept rate use."""
+        return dict(self.adaptation.counts())
+
+    def agent_feedback_counts(self) -> dict[str, int]:
+        """This agent's own feedback counts (its agent tier), whatever the pool."""
         store = self._agent_store()
         if store is None:
             return {"accepted": 0, "modified": 0, "dismissed": 0, "failed": 0}
-        return store.feedback_counts()
+        return dict(store.feedback_counts())
 
     def weights(self, hybrid: bool | None = None) -> WeightSet:
         """The weights in force: hybrid when vectors are available (or asked), adapted
@@ -278,7 +285,7 @@ class Brain:
         history = self.adaptation.history(STATS_HISTORY)
         return {"tiers": self.manager.stats(), "vocabulary": self.manager.vocabulary(),
                 "weights": ws.as_dict(), "weightSet": ws.name, "adapted": ws.adapted,
-                "feedback": self.feedback_counts(),
+                "feedback": self.feedback_counts(), "agentFeedback": self.agent_feedback_counts(),
                 "adaptation": self.config.adaptation, "feedbackPool": self.config.feedback_pool,
                 "weightEvents": history[-1].events if ws.adapted and history else 0,
                 "weightHistory": [h.as_dict() for h in history]}

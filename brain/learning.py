@@ -2,23 +2,22 @@
 
 Feedback on one result list says more than an accept rate: an accepted entry
 should have ranked above a dismissed one *for that query*. Each such pair gives
-the difference of the two entries' seven signal values (recorded when the
-feedback was given), and a pairwise logistic model (RankNet with a linear
-scorer) finds the weights that order the pairs::
+the two entries' seven signal values (recorded when the feedback was given), and
+a pairwise logistic model (RankNet with a linear scorer) finds the weights whose
+scores order the pairs::
 
-    P(accepted above dismissed) = sigmoid(w . (s_acc - s_dis))
+    P(accepted above dismissed) = sigmoid(T * w . (phi(s_acc) - phi(s_dis)))
 
-Regularisation toward the base weights ``w0`` (the seed's set): the model is
-fitted as ``w = alpha * w0 + delta`` — the base margin ``w0 . d`` is one extra
-feature whose coefficient (``alpha``, the scale) is nearly unpenalised (the
-column is multiplied by :data:`BASE_COLUMN_SCALE`), while the deviation
-``delta`` carries scikit-learn's L2 penalty ``|delta|^2 / (2 C)``. Few or
-contradictory pairs leave ``delta`` near 0, i.e. the base direction; many
-consistent pairs move it. Then ``w = clip(w, 0) / sum`` (weights >= 0, sum 1),
-and the guard rails of :func:`bounded` apply.
+``phi`` (:func:`score_features`) puts the signals in the shape the Brain's score
+uses them (``R * (1 + beta * P)``, brain/combine.py), so ``w . phi`` is that score
+for the weights w: a prior moves a score by at most ``beta * R``, and lowering
+the text weight raises ``beta``. Regularisation toward the base weights ``w0``
+(the seed's set) is an L2 pull ``|w - w0|^2 / (2 C)``; weights are kept >= 0 by
+the solver's bounds (SciPy L-BFGS-B) and normalised to sum 1 afterwards; the guard
+rails of :func:`bounded` then apply.
 
-Everything here is pure (NumPy / scikit-learn, no storage, no clock) and
-deterministic: pairs are built in stored order and lbfgs has no randomness.
+Everything here is pure (NumPy / SciPy, no storage, no clock) and deterministic:
+pairs are built in stored order and L-BFGS-B has no randomness.
 """
 
 from __future__ import annotations
@@ -33,27 +32,40 @@ from tiervault.brain.shapes import SIGNALS
 
 __all__ = ["FeedbackContext", "Pairs", "pairs_from_events", "fit_pairwise", "bounded",
            "query_profile", "profile_similarity", "normalise_query", "ACTION_VALUES",
-           "BASE_COLUMN_SCALE", "DEFAULT_C", "MAX_SHIFT", "MAX_STEP", "MAX_PAIRS_PER_QUERY",
-           "MAX_PAIRS_PER_AGENT", "PROFILE_K"]
+           "TEMPERATURE", "DEFAULT_C", "MAX_SHIFT", "MAX_STEP", "MIN_TEXT_SHARE", "MAX_PAIRS_PER_QUERY",
+           "MAX_PAIRS_PER_AGENT", "PROFILE_K", "PRIOR_STRENGTH", "score_features"]
 
 ACTION_VALUES = {"accepted": 1.0, "modified": 0.5, "dismissed": -1.0, "failed": 0.0}
-#: The base-margin column is multiplied by this, so its coefficient's L2 penalty is
-#: 1/BASE_COLUMN_SCALE^2 of a deviation coefficient's: the scale is (almost) free.
-BASE_COLUMN_SCALE = 10.0
-#: Inverse L2 strength on the deviation from the base (scikit-learn's C). Chosen on
-#: the agent set's tune half (eval/feedback_sim.py --split tune, unseen nDCG@10 after
-#: 200 judged events): C 0.01 0.924, 0.03 0.924, 0.1 0.929, 0.3 0.927, 1 0.918, 3 0.919.
-DEFAULT_C = 0.1
-#: Guard rails: the learned weights stay within this L1 distance of the base set...
-MAX_SHIFT = 0.5
-#: ...and one refit moves them at most this far (L1) from the weights in force.
+#: Logit scale of a score margin: weights sum to 1, so ``w . d`` of a pair is a small
+#: number (the base's median margin on the agent set's pairs is ~0.05); T = 20 makes
+#: that a probability of ~0.73 that the base orders such a pair right.
+TEMPERATURE = 20.0
+#: Inverse strength of the L2 pull toward the base. Chosen on the agent set's tune half
+#: (eval/feedback_sim.py --split tune, learned/judged, unseen-half nDCG@10 after 200 /
+#: 400 events, from 0.911): C 0.03 -> 0.912 / 0.912, 0.1 0.912 / 0.912, 0.3 0.918 /
+#: 0.919, 1 0.924 / 0.928, 10 0.928 / 0.927 (larger C: the same fit). The guard rails
+#: below, not C, bound how far the weights go.
+DEFAULT_C = 10.0
+#: Guard rails: the learned weights stay within this L1 distance of the base set
+#: (2.0 is the whole simplex; on the tune half, 0.5 held the unseen gain after 200
+#: judged events to +0.007, 1.0 gives +0.017)...
+MAX_SHIFT = 1.0
+#: ...and one refit moves them at most this far (L1) from the weights in force...
 MAX_STEP = 0.15
+#: ...and the text weight (semantic + vector) stays at least this share of the base's
+#: (with the FTS-only base: semantic >= 0.097, so beta <= 0.2 * 0.903 / 0.097 = 1.86).
+MIN_TEXT_SHARE = 0.25
 #: At most this many pairs from one query's list (the newest actions win), and
 #: at most this many from one agent (pooled team feedback).
 MAX_PAIRS_PER_QUERY = 20
 MAX_PAIRS_PER_AGENT = 1_000
 #: A query's relevance profile keeps its K best entries by text relevance.
 PROFILE_K = 10
+#: The default of ``brain`` config ``prior_strength`` (BrainConfig), used when a
+#: caller gives none: how far the priors may lift a score.
+PRIOR_STRENGTH = 0.2
+_SEM, _VEC = SIGNALS.index("semantic"), SIGNALS.index("vector")
+_PRIORS = [i for i in range(len(SIGNALS)) if i not in (_SEM, _VEC)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +101,25 @@ class FeedbackContext:
 
 @dataclass(frozen=True, slots=True)
 class Pairs:
-    """Preference pairs: ``diffs[i] = s_preferred - s_other`` (7 signals), with a weight."""
+    """Preference pairs: row i of ``preferred`` should outrank row i of ``other``
+    (each row an entry's seven signal values for that query), with a weight."""
 
-    diffs: np.ndarray
+    preferred: np.ndarray
+    other: np.ndarray
     weights: np.ndarray
 
+    @property
+    def diffs(self) -> np.ndarray:
+        """``preferred - other``, one row per pair."""
+        return self.preferred - self.other
+
     def __len__(self) -> int:
-        return int(self.diffs.shape[0])
+        return int(self.preferred.shape[0])
+
+    @classmethod
+    def empty(cls) -> "Pairs":
+        z = np.zeros((0, len(SIGNALS)))
+        return cls(z, z.copy(), np.zeros(0))
 
 
 class _Event:  # the fields of tiervault.vault.journal.FeedbackEvent this module reads
@@ -133,7 +157,8 @@ def pairs_from_events(events: Iterable[_Event], *, max_per_query: int = MAX_PAIR
         if value != 0.0 and sig is not None:
             group[ev.entry_id] = (value, sig)
         groups[key] = group
-    diffs: list[np.ndarray] = []
+    hi: list[tuple[float, ...]] = []
+    lo: list[tuple[float, ...]] = []
     weights: list[float] = []
     per_agent: dict[str, int] = {}
     for (agent, _), group in reversed(list(groups.items())):  # newest groups first
@@ -144,55 +169,95 @@ def pairs_from_events(events: Iterable[_Event], *, max_per_query: int = MAX_PAIR
             for vn, sn in reversed(neg):
                 if taken >= max_per_query or per_agent.get(agent, 0) >= max_per_agent:
                     break
-                diffs.append(np.subtract(sp, sn))
+                hi.append(sp)
+                lo.append(sn)
                 weights.append((vp - vn) / 2.0)
                 taken += 1
                 per_agent[agent] = per_agent.get(agent, 0) + 1
-    if not diffs:
-        return Pairs(np.zeros((0, len(SIGNALS))), np.zeros(0))
-    return Pairs(np.vstack(diffs), np.asarray(weights, dtype=np.float64))
+    if not hi:
+        return Pairs.empty()
+    return Pairs(np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64),
+                 np.asarray(weights, dtype=np.float64))
 
 
-def fit_pairwise(pairs: Pairs, base: np.ndarray, c: float = DEFAULT_C) -> np.ndarray:
+def score_features(signals: np.ndarray, base: np.ndarray,
+                   strength: float = PRIOR_STRENGTH) -> np.ndarray:
+    """The signals in the shape the score uses them, so a linear model over these
+    features *is* the Brain's score for some weights (see :func:`fit_pairwise`)::
+
+        phi_sem = semantic,  phi_vec = vector,  phi_k = strength * R0 * signal_k  (priors)
+        R0 = (w0_sem * semantic + w0_vec * vector) / (w0_sem + w0_vec)
+
+    For weights w (sum 1), ``w . phi`` is ``w_text * R * (1 + beta * P)`` with
+    ``beta = strength * (1 - w_text) / w_text`` (brain/combine.py): the score up to a
+    positive factor (exactly, in FTS-only mode; with the base's text split, in hybrid).
+    A plain difference of the raw signals would let a prior move a score as much as
+    text relevance does, while the score lets it move at most ``beta * R``.
+    """
+    s = np.asarray(signals, dtype=np.float64)
+    w0 = np.asarray(base, dtype=np.float64)
+    w_text = float(w0[_SEM] + w0[_VEC])
+    r0 = (w0[_SEM] * s[:, _SEM] + w0[_VEC] * s[:, _VEC]) / w_text if w_text > 0 else s[:, _SEM]
+    phi = s.copy()
+    phi[:, _PRIORS] = strength * r0[:, None] * s[:, _PRIORS]
+    return phi
+
+
+def fit_pairwise(pairs: Pairs, base: np.ndarray, c: float = DEFAULT_C,
+                 strength: float = PRIOR_STRENGTH) -> np.ndarray:
     """Weights fitted to ``pairs``, regularised toward ``base`` (sums to 1, all >= 0).
 
-    With d the pair differences restricted to the signals the base weighs
-    (a signal at 0 in the base stays 0), scikit-learn's LogisticRegression
-    (lbfgs, no intercept, L2 with inverse strength ``c``) fits on the rows
-    ``[d, S * (w0 . d)] -> 1`` and their mirrors ``[-d, -S * (w0 . d)] -> 0``::
+    With d = phi(preferred) - phi(other) (:func:`score_features`, restricted to the
+    signals the base weighs: a signal at 0 in the base stays 0) and pair weights s,
+    the pairwise logistic loss with an L2 pull toward the base::
 
-        alpha = S * gamma,   w = alpha * w0 + delta,   w = clip(w, 0) / sum(clip(w, 0))
+        minimise  sum_i s_i * log(1 + exp(-T * w . d_i))  +  |w - w0|^2 / (2 C),   w >= 0
 
-    (S = BASE_COLUMN_SCALE). The base itself is returned with no pairs, when
-    every weight clips to 0, and when alpha <= 0: pairs that on the whole prefer
-    the reverse of the base ordering (what accepting random entries below
-    dismissed top results looks like) are not trusted to set the weights.
+    (T = :data:`TEMPERATURE`), solved by SciPy's L-BFGS-B (bounded quasi-Newton,
+    deterministic), then ``w / sum(w)``. Because ``w . phi`` is the score for
+    weights w, the fitted w are the weights whose *scores* order the pairs, the
+    priors' strength ``beta`` included (lowering the text weight raises beta).
+    Few or contradictory pairs leave w near the base; many consistent ones move it.
+
+    The base itself is returned with no pairs, when every pair is a tie, and when
+    the pairs on the whole prefer the entry matching the *text* worse
+    (``sum s_i * (R_preferred - R_other) <= 0``, R = the base's text relevance):
+    that is what accepting random entries below dismissed top results looks like,
+    and such feedback is not trusted to set the weights. A fit that leaves no text
+    weight (semantic + vector = 0) also keeps the base.
     """
-    from sklearn.linear_model import LogisticRegression
+    from scipy.optimize import minimize
+    from scipy.special import expit
 
     w0 = np.asarray(base, dtype=np.float64)
     if len(pairs) == 0:
         return w0.copy()
+    w_text = float(w0[_SEM] + w0[_VEC])
+    text = ((pairs.preferred - pairs.other)[:, [_SEM, _VEC]] @ w0[[_SEM, _VEC]]) / max(w_text, 1e-12)
+    if float(pairs.weights @ text) <= 0:
+        return w0.copy()  # the pairs prefer the worse text match as a whole: not trusted
     active = w0 > 0
-    d = pairs.diffs[:, active]
-    margin = d @ w0[active]
-    x = np.column_stack([d, BASE_COLUMN_SCALE * margin])
-    if not np.any(np.abs(x) > 1e-12):
+    d = (score_features(pairs.preferred, w0, strength)
+         - score_features(pairs.other, w0, strength))[:, active]
+    if not np.any(np.abs(d) > 1e-12):
         return w0.copy()  # every pair is a tie on every signal: nothing to learn
-    xx = np.vstack([x, -x])
-    yy = np.concatenate([np.ones(len(x)), np.zeros(len(x))])
-    sw = np.concatenate([pairs.weights, pairs.weights])
-    model = LogisticRegression(C=c, fit_intercept=False, solver="lbfgs", max_iter=500)
-    model.fit(xx, yy, sample_weight=sw)
-    coef = model.coef_[0]
-    alpha = BASE_COLUMN_SCALE * coef[-1]
-    if alpha <= 0:
-        return w0.copy()  # the pairs reverse the base ordering as a whole: not trusted
+    sw, v0 = pairs.weights, w0[active]
+
+    def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
+        m = TEMPERATURE * (d @ v)
+        r = v - v0
+        loss = float(sw @ np.logaddexp(0.0, -m)) + float(r @ r) / (2.0 * c)
+        grad = -TEMPERATURE * ((sw * expit(-m)) @ d) + r / c
+        return loss, grad
+
+    res = minimize(objective, v0, jac=True, method="L-BFGS-B",
+                   bounds=[(0.0, None)] * int(active.sum()), options={"maxiter": 500})
     w = np.zeros_like(w0)
-    w[active] = alpha * w0[active] + coef[:-1]
-    w = np.clip(w, 0.0, None)
+    w[active] = np.clip(res.x, 0.0, None)
     total = float(w.sum())
-    return w0.copy() if total <= 1e-12 or not np.isfinite(total) else w / total
+    if total <= 1e-12 or not np.isfinite(total) or w[_SEM] + w[_VEC] <= 1e-12:
+        return w0.copy()  # nothing left to rank by, or no text relevance: keep the base
+    return w / total
 
 
 def bounded(target: np.ndarray, base: np.ndarray, previous: np.ndarray | None = None,

@@ -100,7 +100,8 @@ class StatsReport(TypedDict):
     weights: WeightsDict
     weightSet: str
     adapted: bool
-    feedback: dict[str, int]
+    feedback: dict[str, int]           # the counts the weights rest on (the pool's)
+    agentFeedback: dict[str, int]      # this agent's own counts (== feedback unless pooling)
     adaptation: str                    # "seed" | "learned" (brain.adaptation)
     feedbackPool: str                  # "agent" | "team" (brain.feedbackPool)
     weightEvents: int                  # feedback actions the weights in force rest on

@@ -1,6 +1,7 @@
 """Feedback simulation: does accept/dismiss improve ranking for queries the vault has not seen?
 
     python eval/feedback_sim.py [--split report|tune] [--adaptation learned seed]
+                                [--agentset eval/agentset/ops] [--pack PACK.jsonl]
                                 [--json eval/results/feedback_sim.json]
                                 [--plot docs/feedback_learning.png] [--set NAME=VALUE ...]
 
@@ -23,7 +24,9 @@ Policies, each run from a fresh agent tier, cycling over the fed queries in roun
   probability 0.3, each other top-3 entry dismissed with probability 0.3 (seed 7).
 
 nDCG@10 (trec_eval) of the fed and the unseen half is measured after 0, 50, 100,
-200 and 400 events. ``--set learning.DEFAULT_C=0.3`` overrides a module constant
+200 and 400 events; the summary gives each half's headroom (1 - nDCG@10 before), the
+share of it closed, and the ceilings of a perfect reorder of the first ranking's top
+10 / top 20. ``--set learning.DEFAULT_C=0.3`` overrides a module constant
 of tiervault.brain.{learning,feedback} for tuning runs (recorded in the JSON).
 """
 
@@ -94,7 +97,7 @@ def apply_overrides(pairs: list[str]) -> dict[str, float]:
 class Sim:
     """One fresh vault (pack in team, empty agent tier) and a Brain over it."""
 
-    def __init__(self, workdir: Path, adaptation: str) -> None:
+    def __init__(self, workdir: Path, adaptation: str, pack: Path = PACK) -> None:
         from tiervault.brain.brain import Brain
         from tiervault.config import BrainConfig, Settings
         from tiervault.vault.jsonl import import_lines
@@ -102,7 +105,7 @@ class Sim:
 
         self.manager = VaultManager.at({"agent": str(workdir / "agent.db"),
                                         "team": str(workdir / "team.db")})
-        import_lines(self.manager, "team", PACK.read_text(encoding="utf-8").splitlines(), strict=True)
+        import_lines(self.manager, "team", pack.read_text(encoding="utf-8").splitlines(), strict=True)
         settings = Settings(agent_id="sim", tiers=(), embedding=None, features=frozenset(),
                             brain=BrainConfig(adaptation=adaptation), config_path=None)
         self.brain = Brain(self.manager, settings, clock=lambda: NOW)
@@ -114,10 +117,15 @@ class Sim:
         return [r["id"] for r in self.brain.search_intelligent(q["text"], limit=limit,
                                                                **q.get("filters", {}))]
 
-    def ndcg(self, queries: list[dict[str, Any]], qrels: dict[str, dict[str, int]]) -> float:
+    def ndcg(self, queries: list[dict[str, Any]], qrels: dict[str, dict[str, int]],
+             reorder: int = 0) -> float:
+        """Mean nDCG@10 of the current ranking; with ``reorder`` = k, of the ranking
+        whose top k are put in the judged order (a ceiling for feedback on that list)."""
         run = {}
         for q in queries:
             ids = self.ranked(q, EVAL_DEPTH)
+            grades = qrels.get(q["id"], {})
+            ids = sorted(ids[:reorder], key=lambda e: -grades.get(e, 0)) + ids[reorder:]
             run[q["id"]] = {eid: float(len(ids) - i) for i, eid in enumerate(ids)}
         vals = per_query(run, {q["id"]: qrels.get(q["id"], {}) for q in queries})
         return sum(v["ndcg@10"] for v in vals.values()) / len(vals)
@@ -142,10 +150,10 @@ def actions(policy: str, ids: list[str], grades: dict[str, int], rng: random.Ran
 
 def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict],
                qrels: dict[str, dict[str, int]],
-               checkpoints: tuple[int, ...] = CHECKPOINTS) -> dict[str, Any]:
+               checkpoints: tuple[int, ...] = CHECKPOINTS, pack: Path = PACK) -> dict[str, Any]:
     """The learning curve of one (adaptation, policy) from a fresh vault."""
     with tempfile.TemporaryDirectory(prefix="tv-fbsim-") as tmp:
-        sim = Sim(Path(tmp), adaptation)
+        sim = Sim(Path(tmp), adaptation, pack)
         try:
             curve = []
 
@@ -156,6 +164,8 @@ def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict]
                               "weights": ws.as_dict(), "adapted": ws.adapted})
 
             measure(0)
+            ceiling = {half: {f"top{k}": round(sim.ndcg(qs, qrels, reorder=k), 4) for k in (10, 20)}
+                       for half, qs in (("fed", fed), ("unseen", unseen))}
             rng = random.Random(RANDOM_SEED)
             events, rnd, todo = 0, 0, [c for c in checkpoints if c > 0]
             while todo:
@@ -173,7 +183,7 @@ def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict]
                             break
                     if not todo:
                         break
-            return {"curve": curve, "rounds": rnd}
+            return {"curve": curve, "rounds": rnd, "ceiling": ceiling}
         finally:
             sim.close()
 
@@ -193,7 +203,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
                 ax.plot(xs, ys, marker="o", linestyle="-" if policy == "judged" else "--",
                         label=f"{adaptation} / {policy} feedback")
         ax.set_title(f"{'queries given feedback' if half == 'fed' else 'unseen queries'} "
-                     f"({report['split']} run)")
+                     f"({report['set']}, {report['split']} run)", fontsize=10)
         ax.set_xlabel("feedback events")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("nDCG@10")
@@ -204,12 +214,23 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def summary(report: dict[str, Any]) -> dict[str, Any]:
-    """Deltas at 200 events (and 400) per adaptation: fed, unseen, random cost."""
+    """Deltas at 200 events (and 400) per adaptation: fed, unseen, random cost; and the
+    headroom (1 - nDCG@10 before any feedback) of each half with the share of it closed,
+    beside the ceilings of reordering the first ranking's top 10 / top 20 perfectly
+    (what the judged feedback on the top 10 could reach without new entries surfacing)."""
     out = {}
     for adaptation, runs in report["runs"].items():
         at = {p["events"]: p for p in runs["judged"]["curve"]}
         rnd = {p["events"]: p for p in runs.get("random", {"curve": []})["curve"]}
         row = {}
+        for half in ("fed", "unseen"):
+            room = 1.0 - at[0][half]
+            row[f"{half}_headroom"] = round(room, 4)
+            for k, v in runs["judged"]["ceiling"][half].items():
+                row[f"{half}_ceiling_reorder_{k}"] = v
+            for n in (200, 400):
+                gain = at[n][half] - at[0][half]
+                row[f"{half}_headroom_closed@{n}"] = round(gain / room, 3) if room > 0 else None
         for n in (200, 400):
             row[f"fed_gain@{n}"] = round(at[n]["fed"] - at[0]["fed"], 4)
             row[f"unseen_gain@{n}"] = round(at[n]["unseen"] - at[0]["unseen"], 4)
@@ -220,9 +241,19 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _rel(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--split", choices=("report", "tune"), default="report")
+    ap.add_argument("--agentset", type=Path, default=SET_DIR,
+                    help="judged set directory (queries.jsonl, qrels.tsv); eval/agentset/ops "
+                         "for the ops pack")
+    ap.add_argument("--pack", type=Path, help="JSONL pack (default: the set's pack.jsonl if "
+                    "it has one, else the starter pack)")
     ap.add_argument("--adaptation", nargs="+", default=["learned", "seed"],
                     choices=("learned", "seed"))
     ap.add_argument("--policy", nargs="+", default=list(POLICIES), choices=POLICIES)
@@ -231,16 +262,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", nargs="*", default=[], help="override constants (tuning)")
     args = ap.parse_args(argv)
     overrides = apply_overrides(args.set)
-    queries, qrels = load_set()
+    queries, qrels = load_set(args.agentset)
+    pack = args.pack or (args.agentset / "pack.jsonl" if (args.agentset / "pack.jsonl").exists()
+                         else PACK)
     fed, unseen = halves(queries, args.split)
     t0 = time.perf_counter()
-    report: dict[str, Any] = {"split": args.split, "fed": [q["id"] for q in fed],
+    report: dict[str, Any] = {"set": _rel(args.agentset), "pack": _rel(pack), "split": args.split, "fed": [q["id"] for q in fed],
                               "unseen": [q["id"] for q in unseen], "checkpoints": list(CHECKPOINTS),
                               "overrides": overrides, "runs": {}}
     for adaptation in args.adaptation:
         report["runs"][adaptation] = {}
         for policy in args.policy:
-            report["runs"][adaptation][policy] = run_policy(adaptation, policy, fed, unseen, qrels)
+            report["runs"][adaptation][policy] = run_policy(adaptation, policy, fed, unseen, qrels,
+                                                            pack=pack)
             curve = report["runs"][adaptation][policy]["curve"]
             print(f"{adaptation:8s} {policy:7s} " + "  ".join(
                 f"{p['events']}: fed {p['fed']:.3f} unseen {p['unseen']:.3f}" for p in curve),

@@ -375,7 +375,8 @@ def test_feedback_nudges_the_entry_for_similar_queries(manager):
     assert ids.index("twin-b") < ids.index("twin-a")
     after = by_id(rows)
     assert after["twin-a"]["explain"]["feedback"] < 0 < after["twin-b"]["explain"]["feedback"]
-    assert abs(after["twin-a"]["explain"]["feedback"]) <= 0.1
+    # the same content words in another order: the agent's own verdict (up to 0.1 + 0.5)
+    assert 0.1 < abs(after["twin-a"]["explain"]["feedback"]) <= 0.6
     # a query sharing 1 of the 3 stems but retrieving the same entries (the same
     # relevance profile, cosine 1) gets the whole (age-decayed) acceptance; the
     # dismissal counts only through the other entry (cosine 0.5 < 0.7): nothing

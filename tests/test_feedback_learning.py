@@ -27,7 +27,7 @@ from tiervault.vault.store import TierStore
 NOW = 1_800_000_000.0
 DAY = 86_400.0
 BASE = base_weights(False)
-SEM, SEV = SIGNALS.index("semantic"), SIGNALS.index("severity")
+SEM, SEV, GRAPH = (SIGNALS.index(k) for k in ("semantic", "severity", "graphProximity"))
 
 
 def E(**kw) -> Entry:  # noqa: N802 - short constructor for test data
@@ -53,29 +53,50 @@ def sig(semantic=0.0, severity=0.0, decay=1.0, graph=0.0) -> list[float]:
 
 # -- the learner (pure) ---------------------------------------------------------------------
 def test_fit_moves_weight_to_the_signal_that_orders_the_pairs():
-    # accepted entries match the text; dismissed ones were lifted by severity and graph
+    # most accepted entries simply match the text better; in 2 lists of 5 a loud
+    # neighbour (critical, graph-linked) matching a little worse was lifted above them
     rng = np.random.default_rng(0)
     events, seq = [], 0
     for q in range(40):
-        for kind in ("acc", "dis"):
+        a = 0.6 + 0.3 * rng.random()
+        loud = q % 5 >= 3
+        pair = (sig(semantic=a, severity=0.4),
+                sig(semantic=a - 0.05 * rng.random(), severity=1.0, graph=0.5) if loud
+                else sig(semantic=a - 0.3, severity=0.4))
+        for kind, s in zip(("acc", "dis"), pair):
             seq += 1
-            s = (sig(semantic=0.5 + 0.3 * rng.random(), severity=0.4) if kind == "acc"
-                 else sig(semantic=0.1 * rng.random(), severity=1.0, graph=0.5))
             events.append(event(seq, f"q{q}", f"{kind}{q}", "accepted" if kind == "acc" else "dismissed", s))
     pairs = learning.pairs_from_events(events)
     assert len(pairs) == 40
     w = learning.fit_pairwise(pairs, BASE)
     assert w.sum() == pytest.approx(1.0) and (w >= 0).all()
-    assert w[SEM] > BASE[SEM] + 0.1 and w[SEV] < BASE[SEV]
+    assert w[SEM] > BASE[SEM] + 0.1 and w[SEV] < BASE[SEV] and w[GRAPH] < BASE[GRAPH]
     assert w[SIGNALS.index("vector")] == 0.0  # a signal the base does not weigh stays 0
     assert np.array_equal(w, learning.fit_pairwise(pairs, BASE))  # deterministic
+    # the fitted weights' scores order every pair; the base's only the first kind
+    d = learning.score_features(pairs.preferred, BASE) - learning.score_features(pairs.other, BASE)
+    assert (d @ w > 0).all() and (d @ BASE > 0).mean() == pytest.approx(0.6, abs=0.05)
+
+
+def test_score_features_give_the_brains_score(manager):
+    """w . phi(signals) is the Brain's score up to one positive factor (FTS-only, one
+    tier, no feedback): so a fit over phi fits the ranking the Brain makes."""
+    b = brain(manager)
+    rows = [r for r in b.search_intelligent("kafka consumer lag outage", mode="full", limit=30)
+            if r["breakdown"]["semantic"] > 0]
+    assert len(rows) >= 3
+    w = np.array(b.weights().values)
+    phi = learning.score_features(np.array([[r["breakdown"][k] for k in SIGNALS] for r in rows]), w)
+    ratios = np.array([r["score"] for r in rows]) / (phi @ w)
+    assert np.allclose(ratios, ratios[0], rtol=1e-4)
 
 
 def test_fit_keeps_the_base_without_evidence_or_against_it():
     empty = learning.pairs_from_events([])
     assert np.array_equal(learning.fit_pairwise(empty, BASE), BASE)
     # pairs preferring the reverse of the base ordering (random accepts below dismissed top hits)
-    reverse = learning.Pairs(np.array([sig(semantic=-0.5, severity=-0.3)] * 30), np.ones(30))
+    reverse = learning.Pairs(np.array([sig(semantic=0.3, severity=0.4)] * 30),
+                             np.array([sig(semantic=0.8, severity=0.7)] * 30), np.ones(30))
     assert np.array_equal(learning.fit_pairwise(reverse, BASE), BASE)
 
 
@@ -99,9 +120,10 @@ def test_pairs_latest_action_wins_and_caps_hold():
 
 
 def test_guard_rails_bound_the_shift_and_the_step():
-    # a burst of pairs preferring severity over text (the base ordering still wins overall)
-    d = np.array([[0.3, 0, 0, 0, 0, 0, 0]] * 100 + [[-0.5, 0, 1, 0, 0, 0, 0]] * 400)
-    target = learning.fit_pairwise(learning.Pairs(d, np.ones(len(d))), BASE, c=100.0)
+    # a burst of pairs preferring severity over a slightly better text match
+    hi = np.array([sig(semantic=0.8)] * 100 + [sig(semantic=0.78, severity=1.0)] * 400)
+    lo = np.array([sig(semantic=0.5)] * 100 + [sig(semantic=0.8, severity=0.0)] * 400)
+    target = learning.fit_pairwise(learning.Pairs(hi, lo, np.ones(len(hi))), BASE, c=100.0)
     assert target[SEV] > 2 * BASE[SEV] and np.abs(target - BASE).sum() > 0.2
     w = learning.bounded(target, BASE, max_shift=0.1)
     assert np.abs(w - BASE).sum() == pytest.approx(0.1)
@@ -188,8 +210,8 @@ def by_id(rows):
 
 def test_a_burst_cannot_swing_the_weights_past_the_bounds(manager, monkeypatch):
     # tighter bounds than the defaults so that this small vault reaches them
-    monkeypatch.setattr(learning, "MAX_STEP", 0.01)
-    monkeypatch.setattr(learning, "MAX_SHIFT", 0.04)
+    monkeypatch.setattr(learning, "MAX_STEP", 0.004)
+    monkeypatch.setattr(learning, "MAX_SHIFT", 0.02)
     b = brain(manager)
     base = np.array(b.weights().values)
     give_feedback(b, 25)  # 300 actions from one agent in one go
@@ -385,3 +407,109 @@ def test_health_page_shows_the_learned_weights_and_their_history(manager):
     table = table[:table.index("</table>")]
     assert table.count("<tr>") == 3  # header + two refits, newest first
     assert table.index("<td class=\"num\">40</td>") < table.index("<td class=\"num\">30</td>")
+
+
+# -- what feedback teaches beyond the queries it was given on -------------------------------
+LOUD_TOPICS = ["kafka consumer lag", "postgres vacuum bloat", "redis eviction policy",
+               "jwt token rotation", "terraform state locking", "docker layer caching",
+               "nginx upstream timeout", "grpc deadline propagation"]
+
+
+def loud_vault(tmp_path: Path) -> VaultManager:
+    """Per topic: the answer (a suggestion, matching every word) and a loud entry (critical,
+    matching nearly as well): the severity prior puts the loud one first."""
+    m = VaultManager.at({t: str(tmp_path / f"{t}.db") for t in ("agent", "team")})
+    m.capture_many(filler(30), tier="team")
+    for i, topic in enumerate(LOUD_TOPICS):
+        m.capture(E(id=f"good-{i}", title=f"Handling {topic}",
+                    description=f"What to do about {topic} in practice.", severity="suggestion"),
+                  tier="team")
+        m.capture(E(id=f"loud-{i}", title=f"Handling {topic} rule",
+                    description=f"What to do about {topic} in practice, always.", severity="critical"),
+                  tier="team")
+    return m
+
+
+def first_of(b: Brain, query: str, ids: tuple[str, str]) -> str:
+    ranked = [r["id"] for r in b.search_intelligent(query, limit=10)]
+    return min(ids, key=ranked.index)
+
+
+def test_learned_weights_reorder_queries_never_given_feedback(tmp_path):
+    m = loud_vault(tmp_path)
+    b = brain(m)
+    fed, unseen = range(0, 4), range(4, 8)
+    assert all(first_of(b, LOUD_TOPICS[i], (f"good-{i}", f"loud-{i}")) == f"loud-{i}" for i in unseen)
+    for _ in range(10):  # 80 actions on the first four topics only
+        for i in fed:
+            b.feedback(LOUD_TOPICS[i], f"good-{i}", "accepted")
+            b.feedback(LOUD_TOPICS[i], f"loud-{i}", "dismissed")
+    ws = b.weights()
+    assert ws.adapted and ws.values[SEV] < BASE[SEV]
+    for i in unseen:  # no nudge reaches these (other topics): the weights did it
+        rows = by_id(b.search_intelligent(LOUD_TOPICS[i], explain=True, limit=10))
+        assert rows[f"good-{i}"]["explain"]["feedback"] == 0.0 == rows[f"loud-{i}"]["explain"]["feedback"]
+        assert first_of(b, LOUD_TOPICS[i], (f"good-{i}", f"loud-{i}")) == f"good-{i}"
+    m.close()
+
+
+def test_the_agents_verdict_on_the_same_query_nudges_more_than_a_similar_querys(tmp_path):
+    from tiervault.brain import feedback
+
+    m = loud_vault(tmp_path)
+    b = brain(m)
+    b.feedback("kafka consumer lag", "good-0", "accepted")
+    b.feedback("kafka consumer lag", "loud-0", "dismissed")
+    same = by_id(b.search_intelligent("Kafka consumer  lag", explain=True, limit=10))
+    assert same["good-0"]["explain"]["feedback"] > 2 * feedback.MAX_NUDGE
+    assert same["loud-0"]["explain"]["feedback"] < -2 * feedback.MAX_NUDGE
+    # a longer question about the same thing shares only the small nudge
+    near = by_id(b.search_intelligent("kafka consumer lag growing", explain=True, limit=10))
+    assert 0 < near["good-0"]["explain"]["feedback"] <= feedback.MAX_NUDGE
+    m.close()
+
+
+def test_pooled_counts_are_the_ones_the_weights_rest_on(tmp_path):
+    """feedbackPool: team — stats and feedback() report the team's counts, which the
+    threshold and the accept rate use (they showed the agent's own, 0 here)."""
+    team = str(tmp_path / "team.db")
+    m1 = loud_vault(tmp_path)  # agent.db + team.db
+    one = brain(m1, agent_id="one", feedback_pool="team", adaptation="seed")
+    for _ in range(4):
+        for i in range(8):
+            one.feedback(LOUD_TOPICS[i], f"good-{i}", "accepted")
+    m2 = VaultManager.at({"agent": str(tmp_path / "two.db"), "team": team})
+    two = brain(m2, agent_id="two", feedback_pool="team", adaptation="seed")
+    ws, stats = two.weights(), two.stats()
+    assert ws.adapted and ws.accept_rate == 1.0
+    assert stats["feedback"]["accepted"] == 32 == two.feedback_counts()["accepted"]
+    assert stats["agentFeedback"]["accepted"] == 0  # agent two's own tier
+    out = two.feedback(LOUD_TOPICS[0], "loud-0", "dismissed")
+    assert out["feedback"] == {"accepted": 32, "modified": 0, "dismissed": 1, "failed": 0}
+    assert two.stats()["agentFeedback"]["dismissed"] == 1
+    m1.close()
+    m2.close()
+
+
+def test_weights_follow_another_process_and_are_read_once_per_feedback(tmp_path, monkeypatch):
+    m = loud_vault(tmp_path)
+    reader = brain(m)
+    store = m.store("agent")
+    reads = []
+    original = store.weight_history
+    monkeypatch.setattr(store, "weight_history", lambda limit=20: reads.append(limit) or original(limit))
+    for _ in range(5):
+        reader.search_intelligent("kafka consumer lag")
+    assert len(reads) == 1  # no feedback between the searches: the history was read once
+    # another process (its own connections to the same files) gives feedback and refits
+    other = VaultManager.at({"agent": str(tmp_path / "agent.db"), "team": str(tmp_path / "team.db")})
+    writer = brain(other)
+    for _ in range(5):
+        for i in range(4):
+            writer.feedback(LOUD_TOPICS[i], f"good-{i}", "accepted")
+            writer.feedback(LOUD_TOPICS[i], f"loud-{i}", "dismissed")
+    assert writer.weights().adapted
+    assert reader.weights().values == pytest.approx(writer.weights().values)
+    assert reader.weights().adapted
+    other.close()
+    m.close()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tiervault.brain import signals
-from tiervault.brain.feedback import MAX_NUDGE, entry_nudges
+from tiervault.brain.feedback import MAX_NUDGE, MAX_SAME_NUDGE, entry_nudges
 from tiervault.brain.weights import FTS_ONLY, HYBRID, adapt, base_weights, normalise
 from tiervault.errors import ConfigError
 
@@ -142,9 +142,13 @@ def test_entry_nudge_sign_similarity_age_and_bound():
         ev("d", "retry policy http", "accepted", NOW - 90 * DAY),  # one half-life old
     ]
     got = entry_nudges("What's the HTTP retry policy?", ids, rows, None, NOW)
-    assert got[0] == pytest.approx(MAX_NUDGE * math.tanh(1.0))
-    assert got[1] == pytest.approx(-MAX_NUDGE * math.tanh(1.0))
+    both = MAX_NUDGE + MAX_SAME_NUDGE  # the same words: the similar-query share and the own one
+    assert got[0] == pytest.approx(both * math.tanh(1.0))
+    assert got[1] == pytest.approx(-both * math.tanh(1.0))
     assert got[2] == 0.0
-    assert got[3] == pytest.approx(MAX_NUDGE * math.tanh(0.5))
+    assert got[3] == pytest.approx(both * math.tanh(0.5))
     many = [ev("a", "retry policy http", "accepted", NOW)] * 500
-    assert 0 < entry_nudges("retry policy http", ["a"], many, None, NOW)[0] <= MAX_NUDGE
+    assert 0 < entry_nudges("retry policy http", ["a"], many, None, NOW)[0] <= both
+    # a similar, not the same, query (stem Jaccard 3/4 >= 0.7, < 0.8) shares only MAX_NUDGE
+    near = entry_nudges("retry policy http client", ["a"], many, None, NOW)[0]
+    assert near == pytest.approx(MAX_NUDGE * math.tanh(500 * 0.75))

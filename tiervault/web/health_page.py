@@ -79,6 +79,7 @@ def health(call: Call) -> Response:
         adaptation=stats.get("adaptation", ""), weight_events=stats.get("weightEvents", 0),
         history=list(reversed(stats.get("weightHistory", [])[-10:])),
         extra={k: v for k, v in stats.items()
-               if k not in ("tiers", "weights", "weightSet", "adapted", "feedback", "adaptation",
+               if k not in ("tiers", "weights", "weightSet", "adapted", "feedback", "agentFeedback",
+                            "adaptation",
                             "weightEvents", "weightHistory")},
         embedding=_embedding(call, readable), problems=problems, check=check, integrity=integrity)
