@@ -202,6 +202,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
                 ys = [p[half] for p in run["curve"]]
                 ax.plot(xs, ys, marker="o", linestyle="-" if policy == "judged" else "--",
                         label=f"{adaptation} / {policy} feedback")
+        ceiling = next(iter(next(iter(report["runs"].values())).values())).get("ceiling")
+        if ceiling:
+            ax.axhline(ceiling[half]["top10"], color="grey", linestyle=":",
+                       label="ceiling: first top 10 in judged order")
         ax.set_title(f"{'queries given feedback' if half == 'fed' else 'unseen queries'} "
                      f"({report['set']}, {report['split']} run)", fontsize=10)
         ax.set_xlabel("feedback events")
