@@ -312,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
         result["included_sizes"] = {"from": [str(p) for p in args.include],
                                     "entries": sorted(s["entries"] for s in included)}
     result["growth"] = growth(result["sizes"] + included)
+    # The local embedder is timed by bench/embedder.py (issue 16); its summary joins here.
+    embedder_json = Path(__file__).resolve().parent / "results" / "local-embedder.json"
+    if embedder_json.is_file():
+        result["local_embedder"] = json.loads(embedder_json.read_text())["local_embedder"]
     print(markdown(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
