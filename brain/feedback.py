@@ -50,7 +50,8 @@ from tiervault.vault.query import query_terms
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
 __all__ = ["ACTION_VALUES", "MAX_NUDGE", "FEEDBACK_HALF_LIFE_DAYS", "SIMILARITY_THRESHOLD",
-           "MAX_SAME_NUDGE", "SAME_QUERY_WORDS", "MAX_NUDGE_EVENTS", "check_feedback", "record_feedback", "query_stems", "entry_nudges"]
+           "MAX_SAME_NUDGE", "SAME_QUERY_WORDS", "MAX_NUDGE_EVENTS", "check_feedback",
+           "record_feedback", "query_stems", "entry_nudges"]
 
 MAX_NUDGE = 0.1
 #: Feedback on the same query (Jaccard of the content-word stems >= SAME_QUERY_WORDS)

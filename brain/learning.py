@@ -32,8 +32,9 @@ from tiervault.brain.shapes import SIGNALS
 
 __all__ = ["FeedbackContext", "Pairs", "pairs_from_events", "fit_pairwise", "bounded",
            "query_profile", "profile_similarity", "normalise_query", "ACTION_VALUES",
-           "TEMPERATURE", "DEFAULT_C", "MAX_SHIFT", "MAX_STEP", "MIN_TEXT_SHARE", "MAX_PAIRS_PER_QUERY",
-           "MAX_PAIRS_PER_AGENT", "PROFILE_K", "PRIOR_STRENGTH", "score_features"]
+           "TEMPERATURE", "DEFAULT_C", "MAX_SHIFT", "MAX_STEP", "MIN_TEXT_SHARE",
+           "MAX_PAIRS_PER_QUERY", "MAX_PAIRS_PER_AGENT", "PROFILE_K", "PRIOR_STRENGTH",
+           "score_features"]
 
 ACTION_VALUES = {"accepted": 1.0, "modified": 0.5, "dismissed": -1.0, "failed": 0.0}
 #: Logit scale of a score margin: weights sum to 1, so ``w . d`` of a pair is a small
@@ -270,12 +271,24 @@ def bounded(target: np.ndarray, base: np.ndarray, previous: np.ndarray | None = 
     Both are convex combinations of weight vectors (>= 0, sum 1), so the result
     is one too; it lies within ``max_shift`` of the base and ``max_step`` of the
     weights in force, however many events pushed it. The bounds default to
-    MAX_SHIFT and MAX_STEP.
+    MAX_SHIFT and MAX_STEP. First, the target's text weight (semantic + vector) is
+    raised to MIN_TEXT_SHARE of the base's when it is below, the same way (a convex
+    step back toward the base)::
+
+        w = base + t * (target - base),  t = (text(base) - floor) / (text(base) - text(target))
+
+    Every later step is a convex combination of points at or above the floor, so
+    the result keeps it: the priors' strength ``beta`` stays bounded and text
+    relevance keeps deciding what is relevant at all.
     """
     max_shift = MAX_SHIFT if max_shift is None else max_shift
     max_step = MAX_STEP if max_step is None else max_step
     b = np.asarray(base, dtype=np.float64)
     w = np.asarray(target, dtype=np.float64)
+    b_text, w_text = float(b[_SEM] + b[_VEC]), float(w[_SEM] + w[_VEC])
+    floor = MIN_TEXT_SHARE * b_text
+    if w_text < floor:
+        w = b + ((b_text - floor) / (b_text - w_text)) * (w - b)
     dist = float(np.abs(w - b).sum())
     if dist > max_shift:
         w = b + (max_shift / dist) * (w - b)

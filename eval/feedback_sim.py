@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                          else PACK)
     fed, unseen = halves(queries, args.split)
     t0 = time.perf_counter()
-    report: dict[str, Any] = {"set": _rel(args.agentset), "pack": _rel(pack), "split": args.split, "fed": [q["id"] for q in fed],
+    report: dict[str, Any] = {"set": _rel(args.agentset), "pack": _rel(pack), "split": args.split,
+                              "fed": [q["id"] for q in fed],
                               "unseen": [q["id"] for q in unseen], "checkpoints": list(CHECKPOINTS),
                               "overrides": overrides, "runs": {}}
     for adaptation in args.adaptation:
