@@ -145,7 +145,9 @@ class Brain:
         self, query: str, *, mode: str = "scan", limit: int | None = None, domain: Any = None,
         type: Any = None, severity: Any = None, tags: Any = None,  # noqa: A002 - public names
         tiers: Sequence[str] | None = None, include_memories: bool = False, explain: bool = False,
-        fusion: str = "signals", modulate: Any = None,
+        fusion: str = "signals", modulate: Any = None, not_domain: Any = None,
+        not_type: Any = None, not_tags: Any = None, exclude_ids: Any = None,
+        updated_after: Any = None, updated_before: Any = None,
     ) -> SearchResults:
         """Search every tier and rank relevant entries; rows best first.
 
@@ -153,12 +155,16 @@ class Brain:
         entries with their score breakdown. ``domain``/``type``/``severity``/``tags``
         filter before the candidate limit (tags: any of them); ``tags`` and ``#tag``
         words in the query also feed the tag-overlap signal, ``domain`` the
-        domain-match signal. ``limit`` (default 10 scan / 20 full) is a hard
+        domain-match signal. Exclusions ``not_domain`` / ``not_type`` / ``not_tags``
+        (none of them) / ``exclude_ids``, and ``updated_after`` (inclusive) /
+        ``updated_before`` (exclusive; ISO 8601 or unix seconds) filter the same way
+        (rules: :mod:`tiervault.vault.filters`). ``limit`` (default 10 scan / 20 full) is a hard
         ceiling; only the default scan limit may be widened by the small-corpus
         guard, and the result's ``widened`` attribute then says so.
 
         Returns a :class:`~tiervault.brain.shapes.SearchResults` (a list of rows
-        with ``.limit`` and ``.widened``).
+        with ``.limit``, ``.widened`` and ``.filters``: the filters in force, in the
+        argument names and forms accepted here, dates as ISO 8601 UTC).
 
         ``fusion="rrf"`` orders by reciprocal-rank fusion (k=60, absent = rank 1000)
         of the lexical ranking (BM25 x tier weight) and the vector ranking instead
@@ -188,15 +194,17 @@ class Brain:
         # One instant for the whole query: every tier and every stage judges validity
         # at the same moment, and a tier may reuse one filter mask within the query.
         filters = Filters.build(type=type, domain=domain, severity=severity, tags=tags,
-                                now=time.time())
-        if not query.strip() and (filters.types or filters.domains or filters.severities
-                                  or filters.tags):
+                                not_type=not_type, not_domain=not_domain, not_tags=not_tags,
+                                exclude_ids=exclude_ids, updated_after=updated_after,
+                                updated_before=updated_before, now=time.time())
+        if not query.strip() and filters.restricts:
             # Filters alone: the newest matching entries (an empty query without any
             # filter matches nothing, as before).
             from tiervault.brain.listing import filtered_rows
 
             return SearchResults(filtered_rows(self.manager, filters, mode=mode, limit=limit,
-                                               tiers=tiers), limit=limit)
+                                               tiers=tiers), limit=limit,
+                                 filters=filters.describe())
         mods = Modulations.build(modulate)
         ctx = ScoringContext(
             query=query, mode=mode, limit=limit, limit_given=limit_given, filters=filters,
@@ -206,7 +214,7 @@ class Brain:
             now=self.clock(), config=self.config, modulations=mods)
         run_stages(self, ctx)
         return SearchResults(ctx.rows, limit=len(ctx.rows) if ctx.widened else limit,
-                             widened=ctx.widened)
+                             widened=ctx.widened, filters=filters.describe())
 
     def nudges(self, query: str, ids: list[str], text_relevance: Any, now: float) -> Any:
         """Feedback nudge per candidate (:func:`~tiervault.brain.feedback.entry_nudges`),

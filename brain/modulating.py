@@ -17,9 +17,14 @@ Fixed order, whatever order the tokens were written in:
 5. ``diverse[:l]`` — MMR over the candidates' vectors with relevance ``s``; the
    order it selects is the answer's order (``rank`` uses it).
 
-A candidate without a vector has similarity 0 to every direction. Suppress,
-centroid, trajectory and diverse need embeddings: without them the search is
-refused with an error naming them; decay and pool always work.
+A candidate without a vector has similarity 0 to every direction.
+
+Lexical-only vaults (no embeddings): ``suppress:@ID`` still works -- the resemblance
+``S_i`` is then the TF-IDF cosine between each candidate and the suppressed entry's
+text (title, description, context, tags) under its tier's TF-IDF model (the
+semantic signal's model), and the same formula applies. ``suppress:TEXT``,
+centroid, trajectory and diverse need embeddings: the search is refused with an
+error naming them; decay and pool always work.
 """
 
 from __future__ import annotations
@@ -32,18 +37,51 @@ from tiervault.brain import modulation as mod
 from tiervault.brain.modulation_spec import Modulations, Target
 from tiervault.errors import QueryError
 
-__all__ = ["check_available", "shifted_query", "directions", "direction_sims", "apply"]
+__all__ = ["check_available", "shifted_query", "directions", "direction_sims", "apply",
+           "lexical_targets"]
 
 DAY_SECONDS = 86_400.0
 
 
 def check_available(brain: Any, mods: Modulations) -> None:
     """Refuse, naming them, the modulations this Brain cannot run (no embeddings)."""
-    need = mods.needs_vectors or (("suppress:@ID",) if mods.suppress else ())
+    need = mods.needs_vectors
     if need and brain.vectors is None:
         raise QueryError("modulate", f"{', '.join(need)} need embeddings, and this vault has "
                                      "none; enable embedding in agent.yaml and run "
-                                     "`tiervault embed`, or use decay / pool")
+                                     "`tiervault embed`, or use suppress:@ID / decay / pool")
+
+
+def lexical_targets(brain: Any, mods: Modulations, tiers: Any) -> list[Any]:
+    """Without embeddings: one lexical query (the manager's LexicalQuery) per
+    ``suppress:@ID``, made of that entry's text; an id no searched tier holds is an error."""
+    ids = [t.entry_id for t in mods.suppress if t.entry_id is not None]
+    found = brain.manager.get_many(ids, tiers) if ids else {}
+    out = []
+    for entry_id in ids:
+        if entry_id not in found:
+            raise QueryError("modulate", f"suppress:@{entry_id}: no searched tier holds an entry "
+                                         f"with id {entry_id!r}")
+        e = found[entry_id][0]
+        text = " ".join([e.title, e.description, e.context, " ".join(e.tags)])
+        out.append(brain.manager.lexical_query(text, tiers))
+    return out
+
+
+def _lexical_sims(brain: Any, ctx: Any, start: int) -> np.ndarray:
+    """(n - start, k) TF-IDF cosines of the pool's candidates from ``start`` with each
+    suppressed entry's text (0 where a tier does not answer)."""
+    pool, n = ctx.pool, len(ctx.pool)
+    out = np.zeros((n - start, len(ctx.suppress_queries)))
+    by_tier: dict[str, list[int]] = {}
+    for i in range(start, n):
+        by_tier.setdefault(pool.tiers[i], []).append(i)
+    for col, lq in enumerate(ctx.suppress_queries):
+        for tier, idx in by_tier.items():
+            scores = brain.manager.lexical_scores(lq, tier, [pool.ids[i] for i in idx])
+            for i in idx:
+                out[i - start, col] = scores.get(pool.ids[i], (0.0, 0.0))[1]
+    return out
 
 
 def _entry_vector(brain: Any, entry_id: str, tiers: Any) -> np.ndarray:
@@ -96,7 +134,12 @@ def candidate_vectors(brain: Any, pool: Any, start: int, dim: int) -> np.ndarray
 
 def direction_sims(brain: Any, ctx: Any, start: int) -> None:
     """Extend ``ctx.vectors`` and ``ctx.direction_sims`` (= M @ D^T, one product) to the
-    pool's candidates from ``start`` on."""
+    pool's candidates from ``start`` on (without embeddings: the lexical resemblance
+    to each ``suppress:@ID`` entry instead)."""
+    if ctx.suppress_queries:
+        sims = _lexical_sims(brain, ctx, start)
+        ctx.direction_sims = np.vstack([ctx.direction_sims[:start], sims]) if start else sims
+        return
     if ctx.directions is None and ctx.modulations.diverse is None:
         return
     dim = (ctx.directions.shape[1] if ctx.directions is not None
@@ -111,7 +154,7 @@ def direction_sims(brain: Any, ctx: Any, start: int) -> None:
 def suppression(ctx: Any) -> np.ndarray:
     """sum_i w_i * max(S_i, 0) per candidate (0 when nothing is suppressed)."""
     k = ctx.n_suppress
-    if ctx.directions is None or k == 0 or not len(ctx.pool):
+    if k == 0 or not len(ctx.pool):
         return np.zeros(len(ctx.pool))
     w = np.full(k, mod.DEFAULT_SUPPRESS_WEIGHT, dtype=np.float64)
     return np.maximum(ctx.direction_sims[:, :k].astype(np.float64), 0.0) @ w
@@ -121,7 +164,7 @@ def apply(ctx: Any, age_days: np.ndarray) -> None:
     """Steps 3-5 of the module docstring on ``ctx.score`` (and the memories' scores)."""
     mods: Modulations = ctx.modulations
     s = np.asarray(ctx.score, dtype=np.float64)
-    if ctx.directions is not None and len(s):
+    if (ctx.directions is not None or ctx.suppress_queries) and len(s):
         if mods.trajectory is not None:
             c = mod.TRAJECTORY_SHARE
             s = (1.0 - c) * s + c * ctx.direction_sims[:, -1].astype(np.float64)

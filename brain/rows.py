@@ -25,10 +25,11 @@ class EntryRows:
     def __init__(self, pool: Pool, signals: SignalMatrix, relevance: np.ndarray,
                  prior: np.ndarray, tier_factor: np.ndarray, nudge: np.ndarray,
                  score: np.ndarray, weights: WeightSet, contradicts: dict[str, set[str]],
-                 explain: bool) -> None:
+                 explain: bool, mmr: dict[int, float] | None = None) -> None:
         self.pool, self.signals, self.relevance, self.prior = pool, signals, relevance, prior
         self.tier_factor, self.nudge, self.score = tier_factor, nudge, score
         self.weights, self.contradicts, self.explain = weights, contradicts, explain
+        self.mmr = mmr  # pool index -> MMR score (``diverse`` only)
 
     def _explain(self, i: int) -> dict[str, Any]:
         p = self.pool
@@ -47,6 +48,8 @@ class EntryRows:
                "snippet": row.snippet or "",
                "tokenEstimate": int(math.ceil((row.chars or 0) / 4)),
                "tier": self.pool.tiers[i]}
+        if self.mmr is not None:
+            out["mmr"] = _r(self.mmr[i])
         if self.explain:
             out["explain"] = self._explain(i)
         return out
@@ -63,6 +66,8 @@ class EntryRows:
             raise TierVaultError(f"entry {eid!r} in tier {tier!r} was deleted during the search; retry")
         out = {"entry": entry.to_dict(), "score": _r(self.score[i]), "breakdown": self.breakdown(i),
                "tier": tier}
+        if self.mmr is not None:
+            out["mmr"] = _r(self.mmr[i])
         if self.explain:
             out["explain"] = self._explain(i)
         return out

@@ -72,14 +72,21 @@ class ScanRow(TypedDict):
     snippet: str
     tokenEstimate: int
     tier: str
+    mmr: NotRequired[float]  # only with the ``diverse`` modulation, see FullRow
     explain: NotRequired[Explain]
 
 
 class FullRow(TypedDict):
+    """``score`` is the row's relevance score (after suppress / trajectory / decay);
+    with ``diverse``, rows are in MMR selection order and ``mmr`` is the MMR score
+    ``lambda * score - (1 - lambda) * max similarity to the rows above`` at the moment
+    the row was picked (both are returned: the order comes from ``mmr``)."""
+
     entry: dict[str, Any]
     score: float
     breakdown: Breakdown
     tier: str
+    mmr: NotRequired[float]
     explain: NotRequired[Explain]
 
 
@@ -112,9 +119,13 @@ class SearchResults(list):
     """The rows of one ``search_intelligent`` call (a list, best first), plus how the
     limit was applied: ``limit`` is the ceiling used, and ``widened`` is True when
     the small-corpus guard returned more than the default scan limit (never when a
-    limit was given)."""
+    limit was given); ``filters`` is the filters in force as
+    :meth:`~tiervault.vault.filters.Filters.describe` gives them (what was asked,
+    normalised: a caller can send it back and get the same filters)."""
 
-    def __init__(self, rows: Any = (), *, limit: int = 0, widened: bool = False) -> None:
+    def __init__(self, rows: Any = (), *, limit: int = 0, widened: bool = False,
+                 filters: dict[str, Any] | None = None) -> None:
         super().__init__(rows)
         self.limit = limit
         self.widened = widened
+        self.filters = dict(filters or {})

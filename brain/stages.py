@@ -92,6 +92,7 @@ class ScoringContext:
     # modulate (directions: stacked suppress/trajectory vectors; sims = vectors @ directions.T)
     directions: np.ndarray | None = None
     n_suppress: int = 0
+    suppress_queries: list[Any] = field(default_factory=list)  # no embeddings: suppress:@ID texts
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     direction_sims: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     mmr_order: np.ndarray | None = None
@@ -129,6 +130,10 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     ctx.cosines = _cosines(brain, ctx, 0)
     if not mods.empty and brain.vectors is not None:
         ctx.directions, ctx.n_suppress = modulating.directions(brain, mods, ctx.tiers)
+        modulating.direction_sims(brain, ctx, 0)
+    elif mods.suppress:  # no embeddings: suppress:@ID by lexical resemblance
+        ctx.suppress_queries = modulating.lexical_targets(brain, mods, ctx.tiers)
+        ctx.n_suppress = len(ctx.suppress_queries)
         modulating.direction_sims(brain, ctx, 0)
     f = ctx.filters
     if ctx.include_memories and memories_possible(f):
@@ -317,8 +322,10 @@ def rank(brain: Any, ctx: ScoringContext) -> None:
 # -- render -------------------------------------------------------------------------------
 def render(brain: Any, ctx: ScoringContext) -> None:
     weights = ctx.weights
+    mmr = (None if ctx.mmr_order is None or ctx.mmr_scores is None else
+           {int(i): float(v) for i, v in zip(ctx.mmr_order, ctx.mmr_scores)})
     entries = EntryRows(ctx.pool, ctx.signals, ctx.relevance, ctx.prior, ctx.tier_factor,
-                        ctx.nudge, ctx.score, weights, ctx.graph.contradicts, ctx.explain)
+                        ctx.nudge, ctx.score, weights, ctx.graph.contradicts, ctx.explain, mmr)
     memories = (MemoryRows(ctx.memories, ctx.memory_relevance, ctx.memory_prior,
                            ctx.memory_tier_weight, ctx.memory_tier_factor, ctx.memory_score, weights, ctx.explain)
                 if ctx.memories is not None else None)

@@ -16,8 +16,10 @@ from tiervault.vault.filter_compile import (matches, memory_matches, to_postgres
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MemoryHit
 from tiervault.vault.store import TierStore
+from tiervault.vault.tokenizer import STEMMER
 
 NOW = 1_800_000_000.0
+BODY = STEMMER.stems(["body"])["body"]
 DOMAINS = ("net", "db", "ui")
 TAGS = ("a", "b", "c", "d")
 # Few distinct instants, so bounds often fall exactly on a stored value (>= vs >, < vs <=).
@@ -96,6 +98,7 @@ def test_every_form_selects_the_same_entries(fields, args, tmp_path, pg_tier, co
         light = sqlite.light_rows([e.id for e in entries])
         by_predicate = {i for i, row in light.items() if matches(filters, row)}
         by_mask = _mask_ids(sqlite, filters)
+        counted = sqlite.lexical_count([BODY], filters, 1_000)  # every entry says "body"
     finally:
         sqlite.close()
     pg = _pg(pg_tier)
@@ -106,6 +109,7 @@ def test_every_form_selects_the_same_entries(fields, args, tmp_path, pg_tier, co
     by_pg_mask = _mask_ids(pg, filters)
     expected = {e.id for e in entries if _reference(filters, e)}
     assert by_sql == by_predicate == by_mask == by_pg == by_pg_mask == expected
+    assert counted == pg.lexical_count([BODY], filters, 1_000) == len(expected)
 
 
 _PG: list = []

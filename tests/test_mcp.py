@@ -25,7 +25,8 @@ PACK = Path(__file__).resolve().parents[1] / "vault" / "packs" / "starter.jsonl"
 
 TOOLS = {
     "search_intelligent": ["query", "mode", "limit", "domain", "type", "severity", "tags", "tiers",
-                           "include_memories", "modulate"],
+                           "include_memories", "modulate", "not_domain", "not_type", "not_tags",
+                           "exclude_ids", "updated_after", "updated_before"],
     "load_entries": ["ids"],
     "list_entries": ["domain", "type", "severity", "tags", "tiers", "since", "sort", "limit",
                      "offset"],

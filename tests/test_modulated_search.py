@@ -119,3 +119,59 @@ def test_suppress_by_id_equals_its_formula(brain):
     for r, v in zip(sup, vecs[:-1]):
         expect = plain[r["id"]] - max(float(v @ x), 0.0)
         assert r["score"] == pytest.approx(expect, abs=1e-5)
+
+
+@pytest.fixture()
+def lexical(tmp_path):
+    """The same entries in a vault without embeddings."""
+    b = Brain(VaultManager.at({"agent": str(tmp_path / "lexical.db")}))
+    b.manager.capture_many([Entry.create(id=i, title=t, description=d, domain=dom,
+                                         updated_at=NOW - age * DAY, created_at=NOW - age * DAY)
+                            for i, t, d, dom, age in ENTRIES], "agent")
+    yield b
+    b.close()
+
+
+def test_suppress_by_id_works_without_embeddings_by_tfidf_resemblance(lexical):
+    q = "database connection pool"
+    plain = {r["id"]: r["score"] for r in lexical.search_intelligent(q, limit=5)}
+    sup = lexical.search_intelligent(q, limit=5, modulate="suppress:@pool-size")
+    assert set(plain) == {r["id"] for r in sup} and next(iter(plain)) == "pool-size"
+    assert _ids(sup)[0] != "pool-size" and _ids(sup).index("pool-size") >= 2  # demoted
+    m = lexical.manager
+    target = m.get_many(["pool-size"])["pool-size"][0]
+    lq = m.lexical_query(" ".join([target.title, target.description, target.context]), None)
+    cos = {i: s[1] for i, s in m.lexical_scores(lq, "agent", list(plain)).items()}
+    assert cos["pool-size"] > 0.8 and cos["pool-size"] == max(cos.values())
+    for r in sup:  # s' = s - max(S, 0), S = TF-IDF cosine with the suppressed entry's text
+        assert r["score"] == pytest.approx(plain[r["id"]] - max(cos[r["id"]], 0.0), abs=1e-6)
+    assert [r["id"] for r in sup] == sorted(plain, key=lambda i: -(plain[i] - cos[i]))
+
+
+def test_lexical_vault_names_the_modulations_that_need_embeddings(lexical):
+    for tokens, named in (("suppress:legacy", "suppress:TEXT"), ("centroid:pool-size", "centroid"),
+                          ("trajectory:@pool-size->@pool-leak", "trajectory"),
+                          ("diverse", "diverse")):
+        with pytest.raises(QueryError, match="need embeddings") as err:
+            lexical.search_intelligent("pool", modulate=tokens)
+        assert named in str(err.value) and err.value.field == "modulate"
+    with pytest.raises(QueryError, match="no searched tier holds") as err:
+        lexical.search_intelligent("pool", modulate="suppress:@not-here")
+    rows = lexical.search_intelligent("database pool", modulate="suppress:@pool-size decay:30 pool:20")
+    assert rows and rows[0]["id"] != "pool-size" and "pool-size" in _ids(rows)
+
+
+def test_diverse_rows_carry_relevance_and_the_mmr_score(brain):
+    q = "database connection pool"
+    assert all("mmr" not in r for r in brain.search_intelligent(q, limit=5))
+    lam = 0.4
+    rows = brain.search_intelligent(q, limit=4, modulate=f"diverse:{lam}")
+    full = brain.search_intelligent(q, limit=4, mode="full", modulate=f"diverse:{lam}")
+    assert [r["mmr"] for r in rows] == [r["mmr"] for r in full]
+    assert [r["score"] for r in rows] == [r["score"] for r in full]
+    ids = _ids(rows)
+    vecs = brain.vectors.vectors_for("team", ids).astype(np.float64)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    for k, r in enumerate(rows):  # mmr = lam * score - (1 - lam) * max(0, cos to rows above)
+        above = max([0.0] + [float(vecs[k] @ vecs[j]) for j in range(k)])  # MMR starts at 0
+        assert r["mmr"] == pytest.approx(lam * r["score"] - (1 - lam) * above, abs=1e-5)

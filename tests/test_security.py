@@ -69,7 +69,9 @@ NON_PATH_ARGUMENTS = {"id", "ids", "query", "source", "target", "action", "title
                       "verbose", "help", "add_tags", "remove_tags", "since", "sort", "offset",
                       "version", "repair", "port", "open", "host", "rate", "burst", "max_body",
                       "max_query", "max_ids", "body_timeout", "schema", "batch", "team_url",
-                      "team_schema", "statement", "modulate", "max_rows", "timeout"}
+                      "team_schema", "statement", "modulate", "max_rows", "timeout",
+                      "not_domain", "not_type", "not_tags", "exclude_ids", "updated_after",
+                      "updated_before"}
 
 
 def test_the_only_path_arguments_are_data_files():

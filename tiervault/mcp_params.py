@@ -24,6 +24,7 @@ from tiervault.vault.entry import ENTRY_TYPES, FEEDBACK_ACTIONS, LINK_TYPES, SEV
 __all__ = [
     "EntryType", "Severity", "Mode", "Action", "LinkType", "Limit", "ListLimit", "Offset",
     "Query", "Ids", "Tags", "Domains", "Types", "Severities", "Flag",
+    "NotDomains", "NotTypes", "NotTags", "ExcludeIds", "UpdatedAfter", "UpdatedBefore",
     "LIST_PARAMS", "USAGE", "MAX_IDS", "MAX_CAPTURE", "MAX_LIST",
     "normalize_arguments", "strings", "records",
 ]
@@ -60,13 +61,28 @@ Severities = Annotated[Severity | list[Severity] | None, Field(
 Tags = Annotated[list[str] | None, Field(
     description='Only entries with any of these tags, e.g. ["http", "retry"] '
                 "(a comma-separated string also works). vault_stats lists the most used tags.")]
+NotDomains = Annotated[str | list[str] | None, Field(
+    description='Leave out entries of this domain, or of any of a list, e.g. ["legacy"].')]
+NotTypes = Annotated[EntryType | list[EntryType] | None, Field(
+    description='Leave out entries of this type, or of any of a list, e.g. "anti-pattern".')]
+NotTags = Annotated[list[str] | None, Field(
+    description='Leave out entries having any of these tags, e.g. ["deprecated"].')]
+ExcludeIds = Annotated[list[str] | None, Field(
+    max_length=1000, description="Leave out these entry ids (e.g. ones already read).")]
+UpdatedAfter = Annotated[str | None, Field(
+    max_length=64, description='Only entries updated at or after this moment, ISO 8601: '
+                               '"2026-01-31" or "2026-01-31T12:00:00Z".')]
+UpdatedBefore = Annotated[str | None, Field(
+    max_length=64, description='Only entries updated before this moment, ISO 8601 '
+                               '(e.g. "2026-03-01").')]
 Ids = Annotated[list[str], Field(
     description=f"Entry or memory ids from search results (1-{MAX_IDS}).")]
 Flag = Annotated[bool, Field(strict=True)]
 
 #: Per tool: the arguments that take a list (string forms are turned into lists).
 LIST_PARAMS: dict[str, tuple[str, ...]] = {
-    "search_intelligent": ("domain", "type", "severity", "tags", "tiers"),
+    "search_intelligent": ("domain", "type", "severity", "tags", "tiers", "not_domain",
+                           "not_type", "not_tags", "exclude_ids"),
     "list_entries": ("domain", "type", "severity", "tags", "tiers"),
     "load_entries": ("ids",),
     "capture_memory": ("topics",),

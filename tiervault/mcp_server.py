@@ -34,16 +34,22 @@ from tiervault.mcp_params import (
     MAX_IDS,
     USAGE,
     Domains,
+    ExcludeIds,
     Flag,
     Ids,
     Limit,
     ListLimit,
     Mode,
+    NotDomains,
+    NotTags,
+    NotTypes,
     Offset,
     Query,
     Severities,
     Tags,
     Types,
+    UpdatedAfter,
+    UpdatedBefore,
     normalize_arguments,
     strings,
 )
@@ -191,6 +197,12 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
             "(spread results over sub-topics, default 0.7). Example: "
             "\"suppress:deprecated decay:30 diverse\". All but decay and pool need "
             "embeddings."))] = None,
+        not_domain: NotDomains = None,
+        not_type: NotTypes = None,
+        not_tags: NotTags = None,
+        exclude_ids: ExcludeIds = None,
+        updated_after: UpdatedAfter = None,
+        updated_before: UpdatedBefore = None,
     ) -> dict[str, Any]:
         """Search the knowledge vault (all tiers) for entries relevant to a task or question.
 
@@ -202,11 +214,19 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
         tagOverlap, domainMatch, graphProximity, total), which is much longer.
         `limit` is a hard ceiling: never more rows than asked. With an empty query and at
         least one filter, the newest matching entries are listed (score 0).
+        Exclusions (not_domain, not_type, not_tags, exclude_ids) and dates (updated_after,
+        updated_before) narrow the search before the limit; "filters" in the answer
+        echoes the filters in force.
         """
         rows = brain.search_intelligent(
             query, mode=mode, limit=limit, domain=domain, type=type, severity=severity,
-            tags=tags, tiers=tiers, include_memories=include_memories, modulate=modulate)
+            tags=tags, tiers=tiers, include_memories=include_memories, modulate=modulate,
+            not_domain=not_domain, not_type=not_type, not_tags=not_tags,
+            exclude_ids=exclude_ids, updated_after=updated_after,
+            updated_before=updated_before)
         out: dict[str, Any] = {"mode": mode, "count": len(rows), "results": rows}
+        if getattr(rows, "filters", None):
+            out["filters"] = rows.filters
         widened = getattr(rows, "widened", False)
         if widened:
             out["widened"] = True

@@ -150,9 +150,9 @@ class MirrorLexicon:
         hits = np.flatnonzero(matched)
         if hits.size == 0:
             return 0
-        # Validity only on the matching slots; the full mask only for category filters.
-        category = filters.types or filters.domains or filters.severities or filters.origins or filters.tags
-        if category:
+        # Validity only on the matching slots; the full mask for any other filter
+        # (categories, exclusions, dates: Filters.restricts).
+        if filters.restricts:
             return int(np.count_nonzero(self._mask(p, filters)[hits]))
         now = filters.moment
         keep = np.ones(hits.size, dtype=bool)

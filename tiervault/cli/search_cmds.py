@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from tiervault.cli.common import add_json, print_json, settings_from, split_list
 from tiervault.cli.vault_cmds import print_links, print_memory
-from tiervault.errors import ValidationError
+from tiervault.errors import QueryError, ValidationError
 
 MAX_LIMIT = 1000  # tiervault.brain.MAX_LIMIT, without importing the Brain at parse time
 
@@ -35,6 +35,15 @@ def register(sub: Any) -> None:
     p.add_argument("--type", dest="entry_type", help="only entries of this type (comma list)")
     p.add_argument("--severity", help="only entries of this severity (comma list)")
     p.add_argument("--tags", help="comma-separated tags: entries with any of them; feeds tag overlap")
+    p.add_argument("--not-domain", help="leave out entries of these domains (comma list)")
+    p.add_argument("--not-type", help="leave out entries of these types (comma list)")
+    p.add_argument("--not-tags", help="leave out entries having any of these tags (comma list)")
+    p.add_argument("--exclude-ids", metavar="IDS", help="leave out these entry ids (comma list)")
+    p.add_argument("--updated-after", metavar="WHEN",
+                   help="only entries updated at or after WHEN (ISO 8601, e.g. 2026-01-31 or "
+                   "2026-01-31T12:00:00Z)")
+    p.add_argument("--updated-before", metavar="WHEN",
+                   help="only entries updated before WHEN (ISO 8601)")
     p.add_argument("--tier", help="comma-separated tiers to search (default: all)")
     p.add_argument("--memories", action="store_true", help="also search session memories")
     p.add_argument("--modulate", metavar="TOKENS",
@@ -80,19 +89,41 @@ def _brain(args: argparse.Namespace) -> Any:
     return Brain.open(settings_from(args))
 
 
+#: search_intelligent argument -> the flag that gives it (errors name the flag).
+FILTER_FLAGS = {"domain": "--domain", "type": "--type", "severity": "--severity",
+                "tags": "--tags", "not_domain": "--not-domain", "not_type": "--not-type",
+                "not_tags": "--not-tags", "exclude_ids": "--exclude-ids",
+                "updated_after": "--updated-after", "updated_before": "--updated-before"}
+
+
+def filter_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The search filters given on the command line, as search_intelligent arguments."""
+    return {"domain": args.domain, "type": args.entry_type, "severity": args.severity,
+            "tags": split_list(args.tags), "not_domain": split_list(args.not_domain),
+            "not_type": split_list(args.not_type), "not_tags": split_list(args.not_tags),
+            "exclude_ids": split_list(args.exclude_ids), "updated_after": args.updated_after,
+            "updated_before": args.updated_before}
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     # Human --explain shows each row's per-signal breakdown, which only full rows carry.
     mode = "full" if args.explain and not args.json else args.mode
-    if not args.query.strip() and not (args.domain or args.entry_type or args.severity
-                                       or args.tags):
+    filters = filter_args(args)
+    if not args.query.strip() and not any(filters.values()):
         raise ValidationError("query", "give words to search for, or a filter (--domain, "
-                              "--type, --severity, --tags) to list the newest matching entries")
+                              "--type, --severity, --tags, --not-domain, --updated-after...) "
+                              "to list the newest matching entries")
     with _brain(args) as brain:
-        rows = brain.search_intelligent(
-            args.query, mode=mode, limit=args.limit, domain=args.domain,
-            type=args.entry_type, severity=args.severity, tags=split_list(args.tags),
-            tiers=split_list(args.tier), include_memories=args.memories, explain=args.explain,
-            modulate=args.modulate)
+        try:
+            rows = brain.search_intelligent(
+                args.query, mode=mode, limit=args.limit, tiers=split_list(args.tier),
+                include_memories=args.memories, explain=args.explain, modulate=args.modulate,
+                **filters)
+        except QueryError as exc:
+            flag = FILTER_FLAGS.get(exc.field)
+            if flag is None:
+                raise
+            raise QueryError(flag, str(exc).removeprefix(f"{exc.field}: ")) from None
     if getattr(rows, "widened", False):
         print(f"tiervault: small vault: returning all {len(rows)} matches (more than the "
               "default limit); pass --limit N to cap the rows", file=sys.stderr)
@@ -113,6 +144,10 @@ def cmd_search(args: argparse.Namespace) -> int:
                                                  if k != "total"))
             _print_explain(r.get("explain"))
             print()
+    elif args.mode == "scan" and "mmr" in rows[0]:  # diverse: the MMR score picked the order
+        table(["score", "mmr", "id", "tier", "type", "severity", "tokens", "title"],
+              [[f"{r['score']:.3f}", f"{r['mmr']:.3f}", r["id"], r["tier"], r["type"],
+                r["severity"], str(r["tokenEstimate"]), r["title"]] for r in rows])
     elif args.mode == "scan":
         table(["score", "id", "tier", "type", "severity", "tokens", "title"],
               [[f"{r['score']:.3f}", r["id"], r["tier"], r["type"], r["severity"],
@@ -242,5 +277,6 @@ def _print_entry(entry: dict[str, Any], tier: str, links: list[dict[str, Any]] =
 def _print_full(row: dict[str, Any]) -> None:
     b = row["breakdown"]
     parts = " ".join(f"{k}={v:.2f}" for k, v in b.items() if k != "total")
-    print(f"{row['score']:.3f}  {parts}")
+    mmr = f"  mmr={row['mmr']:.3f}" if "mmr" in row else ""
+    print(f"{row['score']:.3f}{mmr}  {parts}")
     _print_entry(row["entry"], row["tier"])

@@ -105,12 +105,18 @@ async def search(ctx: ApiContext, request: Request, caller: Caller) -> Any:
     readable(caller, tiers)
     kwargs = dict(mode=mode, limit=limit, domain=a.strings("domain"), type=a.strings("type"),
                   severity=a.strings("severity"), tags=a.strings("tags"), tiers=tiers,
-                  include_memories=a.boolean("include_memories"))
+                  include_memories=a.boolean("include_memories"),
+                  modulate=a.string("modulate", max_chars=2_000),
+                  not_domain=a.strings("not_domain"), not_type=a.strings("not_type"),
+                  not_tags=a.strings("not_tags"),
+                  exclude_ids=a.strings("exclude_ids", max_items=ctx.limits.max_ids),
+                  updated_after=a.string("updated_after", max_chars=64),
+                  updated_before=a.string("updated_before", max_chars=64))
     brain = ctx.host.brain_for(caller.principal)
 
     def run() -> dict[str, Any]:
         rows = brain.search_intelligent(query, **kwargs)
-        return {"mode": mode, "count": len(rows), "results": rows,
+        return {"mode": mode, "count": len(rows), "results": rows, "filters": rows.filters,
                 "problems": sorted(brain.manager.problems)}
     return await ctx.host.call(run)
 

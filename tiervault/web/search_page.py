@@ -23,7 +23,8 @@ __all__ = ["search", "entry", "feedback", "SEARCH_KEYS", "search_args", "carried
            "BREAKDOWN_DEPTH"]
 
 #: Query-string keys of a search (carried from a result to its entry page).
-SEARCH_KEYS = ("q", "tier", "domain", "type", "severity", "tags")
+SEARCH_KEYS = ("q", "tier", "domain", "type", "severity", "tags", "not_domain", "not_type",
+               "not_tags", "exclude_ids", "updated_after", "updated_before")
 RESULTS = 20
 #: The entry page looks for the entry among this many results of the search: the
 #: results page's own depth, so the rank shown is the rank the person clicked.
@@ -66,7 +67,10 @@ def _run(call: Call, args: Mapping[str, str], *, mode: str, limit: int) -> list[
     return call.brain.search_intelligent(
         args["q"], mode=mode, limit=limit, explain=True, tiers=tiers,
         domain=args["domain"] or None, type=args["type"] or None,
-        severity=args["severity"] or None, tags=args["tags"] or None)
+        severity=args["severity"] or None, tags=args["tags"] or None,
+        not_domain=args["not_domain"] or None, not_type=args["not_type"] or None,
+        not_tags=args["not_tags"] or None, exclude_ids=args["exclude_ids"] or None,
+        updated_after=args["updated_after"] or None, updated_before=args["updated_before"] or None)
 
 
 def search(call: Call) -> Response:
@@ -81,6 +85,7 @@ def search(call: Call) -> Response:
     top = max((r["score"] for r in rows), default=0.0) or 1.0
     return call.render("search.html", nav="search", args=args, rows=rows, top=top, error=error,
                        types=ENTRY_TYPES, severities=SEVERITIES, searched=bool(args["q"]),
+                       carry=carried(args),
                        status=400 if error else 200)
 
 
