@@ -343,3 +343,23 @@ def test_missing_extra_says_how_to_install(module: str) -> None:
     assert result.stdout.startswith("EmbeddingError:"), result.stdout + result.stderr
     assert repr(module) in result.stdout
     assert 'pip install "tiervault[local]"' in result.stdout
+
+
+_FORKED: dict[str, LocalEmbedder] = {}
+
+
+def _embed_in_child(texts: list[str]) -> np.ndarray:
+    return _FORKED["embedder"].embed(texts)
+
+
+def test_a_forked_child_embeds_with_its_own_workers(embedder: LocalEmbedder) -> None:
+    # The parent's worker threads do not survive fork(); the child must not wait on them.
+    import multiprocessing
+
+    texts = [QUERY, RELEVANT, UNRELATED, LONG_TEXT]
+    expected = embedder.embed(texts)  # the parent's workers are running now
+    _FORKED["embedder"] = embedder  # reaches the child through fork, not pickling
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(_embed_in_child, (texts,)).get(timeout=120)
+    np.testing.assert_array_equal(got, expected)

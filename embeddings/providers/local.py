@@ -121,6 +121,7 @@ class LocalEmbedder:
         self._max_input_chars = max_input_chars or None
         self._threads = threads or physical_cores()
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
         self._pool_lock = threading.Lock()
 
         if model_path is None:
@@ -221,7 +222,8 @@ class LocalEmbedder:
             for row, seq in enumerate(ids):
                 out[row] = self._encode_batch([seq])[0]
             return out
-        size = max(1, min(self._batch_size, -(-len(ids) // self._threads)))
+        # Small chunks (about four per worker) keep the workers evenly busy to the end.
+        size = max(1, min(self._batch_size, -(-len(ids) // (4 * self._threads))))
         chunks = [ids[start : start + size] for start in range(0, len(ids), size)]
         row = 0
         for block in self._workers().map(self._encode_each, chunks):
@@ -240,8 +242,10 @@ class LocalEmbedder:
 
     def _workers(self) -> ThreadPoolExecutor:
         with self._pool_lock:
-            if self._pool is None:
+            # A forked child inherits the pool object but not its threads: start new ones.
+            if self._pool is None or self._pool_pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="tiervault-embed")
+                self._pool_pid = os.getpid()
             return self._pool
 
     def _encode_each(self, ids_list: list[list[int]]) -> np.ndarray:
