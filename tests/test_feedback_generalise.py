@@ -91,6 +91,15 @@ def test_pooled_counts_are_the_ones_the_weights_rest_on(tmp_path):
     out = two.feedback(LOUD_TOPICS[0], "loud-0", "dismissed")
     assert out["feedback"] == {"accepted": 32, "modified": 0, "dismissed": 1, "failed": 0}
     assert two.stats()["agentFeedback"]["dismissed"] == 1
+    from starlette.testclient import TestClient
+
+    from tiervault.server.principal import Principal
+    from tiervault.web import LocalAccess, create_web_app
+
+    client = TestClient(create_web_app(lambda p: two, LocalAccess(
+        Principal("two", {"agent": "rw", "team": "rw"}), "tok")), base_url="http://127.0.0.1")
+    client.cookies.set("tiervault_token", "tok")
+    assert "33 feedback actions recorded in the team pool (1 by this agent)" in client.get("/health").text
     m1.close()
     m2.close()
 
@@ -142,3 +151,21 @@ def test_hybrid_weights_are_fitted_in_the_scores_shape(tmp_path):
     text = ws.values[SEM] + ws.values[SIGNALS.index("vector")]
     assert text >= learning.MIN_TEXT_SHARE * (w[SEM] + w[SIGNALS.index("vector")]) - 1e-9
     m.close()
+
+
+def test_cli_stats_names_the_pool_and_the_agents_own_counts(tmp_path):
+    import subprocess
+    import sys
+
+    m = loud_vault(tmp_path)
+    one = brain(m, agent_id="one", feedback_pool="team")
+    one.feedback(LOUD_TOPICS[0], "good-0", "accepted")
+    one.feedback(LOUD_TOPICS[0], "loud-0", "dismissed")
+    m.close()
+    (tmp_path / "two.yaml").write_text(
+        f"agent_id: two\ntiers:\n  agent: {tmp_path / 'two.db'}\n  team: {tmp_path / 'team.db'}\n"
+        "brain:\n  feedbackPool: team\n")
+    out = subprocess.run([sys.executable, "-m", "tiervault", "--config", str(tmp_path / "two.yaml"),
+                          "stats"], capture_output=True, text=True, check=True).stdout
+    assert ("feedback (team pool, what the weights rest on): accepted 1, modified 0, dismissed 1, "
+            "failed 0\nthis agent's own: accepted 0, modified 0, dismissed 0, failed 0") in out

@@ -235,7 +235,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"\nweights ({out['weightSet']}, {state}; brain.adaptation {out['adaptation']}, "
           f"feedback pool {out['feedbackPool']}):")
     table(["signal", "weight"], [[k, f"{v:.4f}"] for k, v in out["weights"].items()])
-    print("\nfeedback: " + ", ".join(f"{k} {v}" for k, v in out["feedback"].items()))
+    counts = ", ".join(f"{k} {v}" for k, v in out["feedback"].items())
+    if out["feedbackPool"] == "team":
+        own = ", ".join(f"{k} {v}" for k, v in out["agentFeedback"].items())
+        print(f"\nfeedback (team pool, what the weights rest on): {counts}\nthis agent's own: {own}")
+    else:
+        print(f"\nfeedback: {counts}")
     history = out["weightHistory"][-5:]
     if history:
         print("\nweight history (newest last):")

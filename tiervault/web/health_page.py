@@ -72,7 +72,8 @@ def health(call: Call) -> Response:
         by_domain=bar_chart("By domain" if len(by_domain) <= 15 else
                             f"By domain (top 15 of {len(by_domain)})", by_domain),
         feedback=bar_chart("Feedback recorded", feedback, css=_FEEDBACK_CSS),
-        feedback_total=sum(feedback.values()), weights=weights, base=base, change=change,
+        feedback_total=sum(feedback.values()), feedback_pool=stats.get("feedbackPool", "agent"),
+        agent_feedback_total=sum(stats.get("agentFeedback", feedback).values()), weights=weights, base=base, change=change,
         signals=SIGNALS,
         weights_chart=bar_chart("Weights in force", weights),
         adapted=stats.get("adapted", False), weight_set=stats.get("weightSet", ""),
