@@ -53,6 +53,7 @@ from tiervault.brain.weights import WeightSet, base_weights
 from tiervault.errors import EntryNotFound, QueryError
 from tiervault.vault.filters import Filters
 from tiervault.vault.query import hashtags
+from tiervault.vault.read_scope import read_scope
 
 __all__ = ["Brain", "MODES", "DEFAULT_LIMITS", "MAX_LIMIT"]
 
@@ -212,7 +213,8 @@ class Brain:
             query_domain=filters.domains[0] if len(filters.domains) == 1 else None,
             include_memories=include_memories, explain=explain, fusion=fusion,
             now=self.clock(), config=self.config, modulations=mods)
-        run_stages(self, ctx)
+        with read_scope():  # every stage sees one generation of each tier (one catch-up)
+            run_stages(self, ctx)
         return SearchResults(ctx.rows, limit=len(ctx.rows) if ctx.widened else limit,
                              widened=ctx.widened, filters=filters.describe())
 

@@ -22,13 +22,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from tiervault.errors import (ConfigError, EntryNotFound, QueryError, StorageError, TierError,
-                              TierUnavailable, ValidationError)
-from tiervault.vault.backend import TierBackend, open_tier
+from tiervault.errors import EntryNotFound, QueryError, StorageError, TierUnavailable, ValidationError
+from tiervault.vault.backend import TierBackend
 from tiervault.vault.backoff import Backoff
+from tiervault.vault.tier_open import due_for_retry, try_open
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.query import query_terms
+from tiervault.vault.read_scope import read_scope
 from tiervault.vault.patch import UpdateResult, apply_patch
 from tiervault.vault.rows import LexicalHit, Link, Memory, MemoryHit, TermStats
 from tiervault.vault.scoring import bm25_upper_bound
@@ -118,30 +119,15 @@ class VaultManager:
             if tier.name in self.tiers:
                 raise ValidationError("tiers", f"tier {tier.name!r} is configured twice")
             if tier.store is None and tier.problem is None:
-                self._open(tier)
+                tier.store, tier.problem = try_open(tier)
             self.tiers[tier.name] = tier
 
-    @staticmethod
-    def _open(tier: Tier) -> None:
-        """Open ``tier``'s backend; on failure record the problem and when to retry."""
-        try:
-            tier.store = open_tier(tier.config if tier.config is not None else _sqlite_config(tier))
-        except (TierError, ConfigError, StorageError) as exc:
-            first = tier.retry.failures == 0
-            tier.problem = str(exc)
-            tier.retry.failed(str(exc))
-            if first:
-                log.warning("skipping tier %r (retried on later calls): %s", tier.name, exc)
-        else:
-            tier.problem = None
-            tier.retry.succeeded()
-
-    def _reopen_failed(self) -> None:
-        """Tiers that could not be opened are tried again, paced by their backoff, so a
-        server down at start joins later searches once it is back (no restart needed)."""
-        for tier in self.tiers.values():
-            if tier.store is None and tier.retry.failures and tier.retry.ready():
-                self._open(tier)
+    def _reopen_failed(self, tiers: Iterable[Tier]) -> None:
+        """Tiers that could not be opened are tried again when their backoff allows: a
+        server down at start joins later searches once it is back, without a restart."""
+        for tier in tiers:
+            if due_for_retry(tier):
+                tier.store, tier.problem = try_open(tier)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "VaultManager":
@@ -177,7 +163,7 @@ class VaultManager:
             if unknown:
                 raise ValidationError("tiers", f"unknown tier {unknown[0]!r}; configured: "
                                       f"{', '.join(self.tiers)}")
-        self._reopen_failed()
+        self._reopen_failed(self.tiers.values())
         chosen = [t for t in self.tiers.values()
                   if t.store is not None and (names is None or t.name in names)]
         return sorted(chosen, key=lambda t: -t.weight)
@@ -188,8 +174,7 @@ class VaultManager:
         if tier is None:
             raise ValidationError("tier", f"{name!r} is not configured; configured tiers: "
                                   f"{', '.join(self.tiers) or 'none'}")
-        if tier.store is None and tier.retry.failures and tier.retry.ready():
-            self._open(tier)
+        self._reopen_failed([tier])
         if tier.store is None:
             raise TierUnavailable(name, tier.path, tier.problem or "unavailable")
         return tier.store
@@ -441,7 +426,11 @@ class VaultManager:
             raise ValidationError("limit", f"{limit!r} must be an integer from 1 to 10000")
         if not isinstance(query, str):
             raise QueryError("query", f"expected a string, got {type(query).__name__}")
-        filters = filters or Filters()
+        with read_scope():  # statistics and top k from one generation of each tier
+            return self._search(query, filters or Filters(), limit, tiers)
+
+    def _search(self, query: str, filters: Filters, limit: int,
+                tiers: Sequence[str] | None) -> Candidates:
         lq = self.lexical_query(query, tiers)
         chosen = [t for t in self.ordered(tiers) if t.name in lq.tiers]  # a failed tier is out
         pool: list[tuple[float, int, str, LexicalHit]] = []  # (-score, tier rank, tier, hit)
@@ -511,12 +500,3 @@ class VaultManager:
                 out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
                              "problem": str(exc)}
         return out
-
-
-def _sqlite_config(tier: Tier) -> Any:
-    """The TierConfig of a Tier given only a path (an SQLite file)."""
-    from pathlib import Path
-
-    from tiervault.config.settings import TierConfig
-
-    return TierConfig(tier.name, Path(tier.path), tier.weight, tier.read_only)

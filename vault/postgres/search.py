@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.vault.filters import Filters
+from tiervault.vault.read_scope import current_scope
 from tiervault.vault.rows import Changes, IdMask, LexicalHit, MirrorRow, TermStats
 from tiervault.vault.scoring import top_k
 
@@ -63,6 +64,7 @@ class PgLexical:
     _postings: Any
     mirror_rows: Any
     uid: Any
+    _scope_seen: object | None = None
 
     def cache_prefix(self) -> str | None:
         """``<cache root>/pg-<uid>``: local caches of this tier (mirror, vector index)."""
@@ -79,10 +81,19 @@ class PgLexical:
         gen, rows, dead = self.mirror_rows(since)
         return Changes(gen, [MirrorRow(*r) for r in rows], list(dead))
 
-    def postings(self) -> Any:
-        """The in-memory BM25 mirror of this tier, built on first use, then caught up."""
+    def postings(self, *, force: bool = False) -> Any:
+        """The in-memory BM25 mirror of this tier, built on first use, then caught up.
+
+        Inside a :func:`~tiervault.vault.read_scope.read_scope` (one search) it is
+        caught up once, on the first call; ``force`` catches up regardless (after
+        this store's own write).
+        """
         from tiervault.vault.postings import Postings
 
+        scope = current_scope()
+        if (not force and scope is not None and self._postings is not None
+                and self._scope_seen is scope):
+            return self._postings
         with self._lock:
             prefix = self.cache_prefix()
             feed = _MirrorFeed(self, prefix or "")
@@ -92,11 +103,12 @@ class PgLexical:
                 self._postings = Postings.build(feed)
             else:
                 self._postings.catch_up(feed)
+            self._scope_seen = scope
             return self._postings
 
     def _sync_postings(self) -> None:
         if self._postings is not None:
-            self.postings()
+            self.postings(force=True)
 
     def term_stats(self, terms: Sequence[str]) -> TermStats:
         p = self.postings()
