@@ -5,9 +5,12 @@ The whole rule (see docs/search.md for why)::
 
     lex_q   = lexical / max(lexical)            per query, over entries AND memories
     tfidf_q = tfidf / max(tfidf)                per query, over entries AND memories
-    semantic = s * tfidf_q + (1 - s) * lex_q    s = SEMANTIC_TFIDF_SHARE
+    (FTS-only, PRF on: lex_q = (1 - l) * lex_q + l * exp_q, see brain/expansion.py)
+    semantic = s * tfidf_q + (1 - s) * lex_q    s = BrainConfig.tfidf_share (FTS-only)
+                                                  or hybrid_tfidf_share (hybrid)
     vector   = clip((cos - f) / (max(cos) - f), 0, 1)      f = BrainConfig.vector_floor
-    R  = (w_sem * semantic + w_vec * vector) / (w_sem + w_vec)       text relevance, [0, 1]
+               (vector_scale "max"; "minmax" and "zscore": vector_relevance)
+    R  = (w_sem * semantic + g * w_vec * vector) / (w_sem + g * w_vec)   g = vector_gain
     P  = sum_k w_k * signal_k / sum_k w_k    k in PRIOR_SIGNALS           priors, [0, 1]
     beta = prior_strength * (1 - w_sem - w_vec) / (w_sem + w_vec)
     score = R * (1 + beta * P) * tierFactor * (1 + feedbackNudge)
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tiervault.errors import ValidationError
+
 __all__ = ["per_query_scale", "vector_relevance", "relevance", "prior", "prior_strength",
            "tier_factor", "combine", "below_direct"]
 
@@ -41,18 +46,41 @@ def per_query_scale(x: np.ndarray, top: float | None = None) -> np.ndarray:
     return x / t if t > 0 else np.zeros_like(x)
 
 
-def vector_relevance(cosines: np.ndarray, floor: float) -> np.ndarray:
-    """clip((cos - floor) / (max(cos) - floor), 0, 1); NaN (no vector) -> 0.
+def vector_relevance(cosines: np.ndarray, floor: float, scale: str = "max") -> np.ndarray:
+    """The dense signal in [0, 1] from raw cosines (NaN: no vector -> 0).
 
     Dense cosines of unrelated texts are not 0 (MiniLM: ~0.0-0.2), so the part
-    below ``floor`` is no evidence at all; the rest is scaled per query like
-    the lexical signal.
+    below ``floor`` is no evidence at all. The rest is scaled per query:
+
+    - ``max``:    clip((cos - floor) / (max(cos) - floor), 0, 1)
+    - ``minmax``: clip((cos - lo) / (max(cos) - lo), 0, 1), lo = max(floor, min(cos))
+      over the candidates that have a vector (the pool's weakest match is 0)
+    - ``zscore``: z = (cos - mean) / std over the candidates with a vector;
+      clip((z + 1) / (z_max + 1), 0, 1) (one standard deviation below the pool's
+      mean is no evidence, the best candidate is 1), zero at or below ``floor``
     """
     c = np.nan_to_num(np.asarray(cosines, dtype=np.float64), nan=-1.0)
     top = float(c.max()) if c.size else 0.0
     if top <= floor:
         return np.zeros_like(c)
-    return np.clip((c - floor) / (top - floor), 0.0, 1.0)
+    if scale == "max":
+        return np.clip((c - floor) / (top - floor), 0.0, 1.0)
+    has = c > -1.0
+    if scale == "minmax":
+        lo = max(floor, float(c[has].min()))
+        if top <= lo:
+            return np.where(c >= top, 1.0, 0.0)
+        return np.clip((c - lo) / (top - lo), 0.0, 1.0)
+    if scale == "zscore":
+        mu, sd = float(c[has].mean()), float(c[has].std())
+        if sd <= 0:
+            return np.where(c > floor, 1.0, 0.0)
+        z = (c - mu) / sd
+        zt = (top - mu) / sd
+        lo = -1.0  # one standard deviation below the pool's mean is no evidence
+        out = np.clip((z - lo) / (zt - lo), 0.0, 1.0) if zt > lo else np.zeros_like(c)
+        return np.where(c > floor, out, 0.0)
+    raise ValidationError("vector_scale", f"{scale!r} is not one of max, minmax, zscore")
 
 
 def relevance(semantic: np.ndarray, vector: np.ndarray, w_sem: float, w_vec: float) -> np.ndarray:

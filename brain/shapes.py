@@ -56,7 +56,7 @@ class Explain(TypedDict, total=False):
     feedback: float         # the entry-level feedback nudge, in [-0.1, 0.1]
     weights: WeightsDict    # the weight set used for this query
     weightSet: str          # "fts" | "hybrid"
-    via: str                # "search" | "graph" | "vector" | "memory"
+    via: str                # "search" | "expansion" | "graph" | "vector" | "memory"
     alsoIn: list[str]       # lower-priority tiers holding the same entry
     contradicts: list[str]  # pool entries linked to this one by `contradicts`
 

@@ -28,9 +28,9 @@ __all__ = [
 
 DAY_SECONDS = 86_400.0
 
-#: Share of the TF-IDF cosine in the semantic signal; the rest is normalised BM25.
-#: Chosen on SciFact (see brain/__init__.py): BM25 alone ranks better than TF-IDF
-#: alone there (nDCG@10 0.681 vs 0.599); a 0.2 / 0.8 blend beats both (0.691).
+#: Default share of the TF-IDF cosine in the semantic signal (the seed's); the Brain
+#: passes its own, ``BrainConfig.tfidf_share`` / ``hybrid_tfidf_share`` (chosen on
+#: SciFact odd query ids and the agent set's tune half, docs/search.md).
 SEMANTIC_TFIDF_SHARE = 0.2
 
 SEVERITY_SCORES = {"critical": 1.0, "warning": 0.7, "suggestion": 0.4}

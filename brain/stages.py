@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.brain import combine, modulating, signals
+from tiervault.brain.expansion import Expansion, expand_query, expansion_scores
 from tiervault.brain.graph import GraphHops, graph_hops
 from tiervault.brain.matrix import PRIOR_SIGNALS, SignalMatrix, pick
 from tiervault.brain.memories import MemorySignals, memory_signals
@@ -40,7 +41,9 @@ from tiervault.brain.weights import WeightSet
 from tiervault.errors import EmbeddingError
 from tiervault.vault.filter_compile import memories_possible, memory_matches
 from tiervault.vault.filters import Filters
+from tiervault.vault.query import query_terms
 from tiervault.vault.scoring import top_k
+from tiervault.vault.tokenizer import STOP_WORDS
 
 __all__ = ["ScoringContext", "STAGES", "run_stages"]
 
@@ -75,6 +78,7 @@ class ScoringContext:
     complete: bool = False  # every FTS match is in the pool
     n_fts: int = 0
     memories: MemorySignals | None = None
+    expansion: Expansion | None = None  # pseudo-relevance feedback (BrainConfig.prf_terms)
     # expand
     graph: GraphHops = field(default_factory=GraphHops)
     # score
@@ -111,22 +115,32 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     ctx.qvec = modulating.shifted_query(brain, _query_vector(brain, ctx.query), mods, ctx.tiers)
     ctx.weights = brain.weights(hybrid=ctx.qvec is not None)
     fetch = mods.pool or max(cfg.fetch_factor * ctx.limit, cfg.min_fetch)
-    cands = manager.search(ctx.query, filters=ctx.filters, limit=fetch, tiers=ctx.tiers)
+    lexical_text = _lexical_text(ctx.query, cfg)
+    cands = manager.search(lexical_text, filters=ctx.filters, limit=fetch, tiers=ctx.tiers)
     ctx.lq = cands.query
     ctx.complete = len(cands) < fetch
     if _may_widen(ctx) and not ctx.complete and fetch < cfg.small_corpus:
         total = brain.matching_count(cands.query, ctx.filters, cfg.small_corpus)
         if total < cfg.small_corpus:
-            cands = manager.search(ctx.query, filters=ctx.filters, limit=max(total, 1),
+            cands = manager.search(lexical_text, filters=ctx.filters, limit=max(total, 1),
                                    tiers=ctx.tiers)
             ctx.complete = True
     ctx.pool = Pool.from_candidates(manager, cands)
     ctx.n_fts = len(ctx.pool)
+    if cfg.prf_terms > 0 and ctx.n_fts and ctx.qvec is None:
+        # FTS-only: with vectors the dense leg already bridges the vocabulary gap PRF is for
+        first = signals.semantic(combine.per_query_scale(ctx.pool.tfidf),
+                                 combine.per_query_scale(ctx.pool.lexical), cfg.tfidf_share)
+        ctx.expansion = expand_query(brain, ctx, first)
     if ctx.qvec is not None:
         hits = brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
                                     ctx.filters)
+        before = len(ctx.pool)
         ctx.pool.add_external(manager, [h[0] for h in hits], "vector", ctx.lq, ctx.filters,
                               ctx.tiers, fetch)
+        if ctx.expansion is not None:
+            ctx.expansion.lexical = expansion_scores(manager, ctx.expansion.lq, ctx.pool, before,
+                                                     ctx.expansion.lexical)
     ctx.cosines = _cosines(brain, ctx, 0)
     if not mods.empty and brain.vectors is not None:
         ctx.directions, ctx.n_suppress = modulating.directions(brain, mods, ctx.tiers)
@@ -142,6 +156,17 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             ctx.memories = memory_signals(hits, ctx.lq, manager=manager, now=ctx.now,
                                           half_life_days=cfg.half_life_days,
                                           query_tags=ctx.query_tags)
+
+
+def _lexical_text(query: str, cfg: Any) -> str:
+    """The text the lexical (BM25) leg searches: the query without English stop words
+    when ``query_stopwords`` is on and something else is left, else the query."""
+    if not cfg.query_stopwords:
+        return query
+    words = query_terms(query)
+    stop = STOP_WORDS.get()
+    kept = [w for w in words if w not in stop]
+    return " ".join(kept) if kept and len(kept) < len(words) else query
 
 
 def _may_widen(ctx: ScoringContext) -> bool:
@@ -192,6 +217,9 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
                               cfg.max_graph_additions)
         ctx.cosines = _cosines(brain, ctx, before)
         modulating.direction_sims(brain, ctx, before)
+        if ctx.expansion is not None:
+            ctx.expansion.lexical = expansion_scores(brain.manager, ctx.expansion.lq, ctx.pool,
+                                                     before, ctx.expansion.lexical)
 
 
 def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -207,20 +235,32 @@ def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.nda
     m_tfidf = ms.tfidf[keep] if ms is not None else np.zeros(0)
     lex_top = float(max(lex.max(initial=0.0), m_lex.max(initial=0.0)))
     tfidf_top = float(max(tfidf.max(initial=0.0), m_tfidf.max(initial=0.0)))
-    share = ctx.config.tfidf_share
-    sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top),
-                           combine.per_query_scale(lex, lex_top), share)
+    share = ctx.config.tfidf_share if ctx.qvec is None else ctx.config.hybrid_tfidf_share
+    lex_q = combine.per_query_scale(lex, lex_top)
+    m_lex_q = combine.per_query_scale(m_lex, lex_top)
+    if ctx.expansion is not None:
+        # RM3's interpolation on the per-query scale, then the best candidate back at 1.0
+        # (a memory has no expansion score: the same scale, no expansion evidence)
+        lam = ctx.config.prf_weight
+        lex_q = (1.0 - lam) * lex_q + lam * combine.per_query_scale(ctx.expansion.lexical)
+        m_lex_q = (1.0 - lam) * m_lex_q
+        top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
+        lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
+    sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top), lex_q, share)
     if ctx.qvec is not None:
-        vec = combine.vector_relevance(ctx.cosines, ctx.config.vector_floor)
+        vec = combine.vector_relevance(ctx.cosines, ctx.config.vector_floor,
+                                       ctx.config.vector_scale)
         has_vec = ~np.isnan(ctx.cosines)
-        rel = np.where(has_vec, combine.relevance(sem, vec, w_sem, w_vec), sem)
+        rel = np.where(has_vec, combine.relevance(sem, vec, w_sem,
+                                                  ctx.config.vector_gain * w_vec), sem)
     else:
         vec = np.zeros(len(ctx.pool))
         rel = combine.relevance(sem, vec, w_sem, 0.0)
     m_sem = np.zeros(len(keep))
     if ms is not None:
-        m_sem = signals.semantic(combine.per_query_scale(ms.tfidf, tfidf_top),
-                                 combine.per_query_scale(ms.lexical, lex_top), share) * keep
+        m_all = np.zeros(len(keep))
+        m_all[keep] = m_lex_q
+        m_sem = signals.semantic(combine.per_query_scale(ms.tfidf, tfidf_top), m_all, share) * keep
     # memories have no vector: their relevance is their semantic signal (R over the
     # text signals they have), on the entries' scale
     return rel, sem, vec, m_sem
@@ -312,10 +352,13 @@ def rank(brain: Any, ctx: ScoringContext) -> None:
         ctx.ranked = [("entry", int(i)) for i in ctx.mmr_order[:ctx.limit]]
         return
     keep = ctx.limit
-    total = len(items)
+    # the small-corpus guard returns every match of the query: the PRF expansion's own
+    # hits (no word of the query; the pool held every match already) are not matches
+    found = [it for it in items if not (it[3] == "entry" and ctx.pool.via[it[4]] == "expansion")]
+    total = len(found)
     if (_may_widen(ctx) and ctx.complete and ctx.n_fts < cfg.small_corpus and total > ctx.limit
             and (total - ctx.limit) / total > cfg.small_corpus_drop_share):
-        keep, ctx.widened = total, True  # a small vault returns everything it found
+        keep, ctx.widened, items = total, True, found  # a small vault returns all it found
     ctx.ranked = [(kind, i) for *_, kind, i in items[:keep]]
 
 

@@ -188,8 +188,30 @@ class BrainConfig:
     tier_strength: float = 0.25
     #: dense cosine below this is no evidence (MiniLM; eval/README.md)
     vector_floor: float = 0.05
-    #: share of TF-IDF in the semantic signal (the rest is BM25); the seed's 0.2
-    tfidf_share: float = 0.2
+    #: share of TF-IDF in the semantic signal (the rest is BM25), FTS-only queries: chosen
+    #: on SciFact ODD query ids + the agent set's TUNE half (0.3; the seed's 0.2 was -0.004
+    #: / -0.005 there; bench/results/relevance-grid-*.json, eval/results/relevance-grid-*.json)
+    tfidf_share: float = 0.3
+    #: the same share for hybrid queries (the dense leg does the soft matching): 0.2, same data
+    hybrid_tfidf_share: float = 0.2
+    #: how raw cosines become the vector signal: max | minmax | zscore
+    #: (tiervault.brain.combine.vector_relevance). zscore with vector_gain 1.33 won on
+    #: SciFact ODD ids + agent TUNE half (+0.005) but lost 0.007 on SciFact EVEN ids,
+    #: so the defaults stay max / 1.0 (bench/README.md, issue 16 re-check)
+    vector_scale: str = "max"
+    #: multiplies the vector weight inside R only: R = (w_sem*sem + g*w_vec*vec) / (w_sem + g*w_vec)
+    vector_gain: float = 1.0
+    #: drop English stop words from the query's lexical (BM25) leg (the query is kept whole
+    #: when it has nothing else). Off: -0.040 nDCG@10 on the agent tune half (docs/search.md)
+    query_stopwords: bool = False
+    #: pseudo-relevance feedback for FTS-only queries (tiervault.brain.expansion): prf_terms
+    #: expansion words from the best prf_docs candidates (0 = off), the expansion's share of
+    #: the lexical signal. Off by default: it is a second lexical pass, 2.3x the FTS-only
+    #: scan at 10K (bench/prf_cost.py). When on, prf_weight 0.1 was chosen on SciFact ODD
+    #: ids + agent TUNE half (terms / docs fixed at 10 / 5, not tuned; eval/README.md)
+    prf_terms: int = 0
+    prf_docs: int = 5
+    prf_weight: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from eval.beir import DEFAULT_CACHE, attach_vectors, make_embedder  # noqa: E402
+from eval.beir import DEFAULT_CACHE, attach_vectors, brain_settings, make_embedder  # noqa: E402
 from eval.metrics import per_query  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -76,6 +76,7 @@ class AgentRunner:
         import_lines(self.manager, TIER, lines, strict=True)
         self.ids = [json.loads(line)["id"] for line in lines if line.strip()]
         self.runtime: Any = None
+        self.brain_config: dict[str, Any] = {}  # BrainConfig overrides (--brain)
         self.timings: dict[str, float] = {}
 
     def close(self) -> None:
@@ -100,7 +101,8 @@ class AgentRunner:
     def brain(self, name: str, queries: list[dict[str, Any]], vectors: Any = None) -> Ranked:
         from tiervault.brain.brain import Brain
 
-        b = Brain(self.manager, None, vectors=vectors, clock=lambda: self.now)
+        b = Brain(self.manager, brain_settings(self.brain_config), vectors=vectors,
+                  clock=lambda: self.now)
         return self._each(name, queries, lambda q: [r["id"] for r in b.search_intelligent(
             q["text"], mode="scan", limit=DEPTH, **q.get("filters", {}))])
 
@@ -135,7 +137,8 @@ def summarise(per_q: dict[str, dict[str, float]], queries: list[dict[str, Any]])
 
 
 def evaluate_set(set_dir: Path, pack: Path, *, split: str, embedder_name: str,
-                 cache_dir: Path | None, now: float) -> dict[str, Any]:
+                 cache_dir: Path | None, now: float,
+                 brain: dict[str, Any] | None = None) -> dict[str, Any]:
     queries, qrels = load_set(set_dir)
     if split != "all":
         queries = [q for q in queries if q["split"] == split]
@@ -145,6 +148,7 @@ def evaluate_set(set_dir: Path, pack: Path, *, split: str, embedder_name: str,
     info: dict[str, Any] = {"embedder": embedder_name}
     with tempfile.TemporaryDirectory(prefix="tiervault-agent-") as tmp:
         runner = AgentRunner(pack, Path(tmp), now)
+        runner.brain_config = dict(brain or {})
         try:
             ranked = {"bm25": runner.bm25(queries), "brain_fts": runner.brain("brain_fts", queries)}
             embedder, why = make_embedder(embedder_name, 384)
@@ -162,7 +166,8 @@ def evaluate_set(set_dir: Path, pack: Path, *, split: str, embedder_name: str,
             runner.close()
     return {"set": str(set_dir.relative_to(ROOT)) if set_dir.is_relative_to(ROOT) else str(set_dir),
             "pack": str(pack.relative_to(ROOT)) if pack.is_relative_to(ROOT) else str(pack),
-            "queries": len(queries), "split": split, "results": results, "info": info,
+            "queries": len(queries), "split": split, "brain": dict(brain or {}),
+            "results": results, "info": info,
             "per_query": per_query_out}
 
 
@@ -194,10 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the result as JSON here")
+    parser.add_argument("--brain", type=json.loads, default={},
+                        help="BrainConfig overrides as JSON, e.g. '{\"prf_terms\": 0}'")
     args = parser.parse_args(argv)
     now = datetime.fromisoformat(args.now).timestamp()
     report = evaluate_set(args.set, args.pack, split=args.split, embedder_name=args.embedder,
-                          cache_dir=None if args.no_cache else args.cache_dir.expanduser(), now=now)
+                          cache_dir=None if args.no_cache else args.cache_dir.expanduser(), now=now,
+                          brain=args.brain)
     report["info"]["now"] = args.now
     print(table(report))
     if args.json:

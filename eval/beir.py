@@ -1,7 +1,12 @@
 """Relevance of tiervault's rankings on a BEIR-format collection.
 
     python eval/beir.py --data ../shared/data/beir/scifact [--embedder hash|local|none]
-                        [--json out.json] [--limit-queries N] [--cache-dir DIR]
+                        [--split odd|even|all] [--json out.json] [--limit-queries N]
+                        [--cache-dir DIR]
+
+``--split odd`` keeps the judged queries with an odd (numeric) query id, ``even`` the
+others: constants are chosen on ``odd`` and reported on ``even`` (issue 16); ``all``
+(the default) is every judged query. ``--qrels`` names the qrels file (default ``test``).
 
 Loads the collection into one tier through the project API (title -> title,
 text -> description; ``VaultManager.capture_many``), runs every judged query of
@@ -133,6 +138,18 @@ def attach_vectors(manager: Any, tier: str, db_path: Path, ids: list[str], embed
                      "doc_input": "the pipeline's template: title, tags, description, context"}
 
 
+def brain_settings(overrides: dict[str, Any]) -> Any:
+    """Settings whose ``brain`` is BrainConfig() with ``overrides`` (None when there are none)."""
+    if not overrides:
+        return None
+    from dataclasses import replace
+
+    from tiervault.config import BrainConfig, Settings
+
+    return Settings(agent_id="eval", tiers=(), embedding=None, features=frozenset(),
+                    brain=replace(BrainConfig(), **overrides), config_path=None)
+
+
 # -- methods ---------------------------------------------------------------------------------
 class Runner:
     """The collection loaded into one tier, and every method over it."""
@@ -151,6 +168,7 @@ class Runner:
         self.load_s = time.perf_counter() - t0
         self.timings: dict[str, float] = {}
         self.runtime: Any = None
+        self.brain_config: dict[str, Any] = {}  # BrainConfig overrides (--brain)
 
     def close(self) -> None:
         self.manager.close()
@@ -183,7 +201,7 @@ class Runner:
     def brain(self, name: str, vectors: Any = None) -> Ranked:
         from tiervault.brain.brain import Brain
 
-        b = Brain(self.manager, None, vectors=vectors)
+        b = Brain(self.manager, brain_settings(self.brain_config), vectors=vectors)
         return self._each(name, lambda t: [r["id"] for r in b.search_intelligent(
             t, mode="scan", limit=self.depth)])
 
@@ -216,12 +234,14 @@ def to_run(coll: BeirCollection, ranked: Ranked, depth: int) -> dict[str, dict[s
 # -- report ----------------------------------------------------------------------------------
 def evaluate_all(coll: BeirCollection, queries: dict[str, str], *, embedder_name: str, dim: int,
                  cache_dir: Path | None, depth: int = 100,
-                 local_model: str | None = None) -> dict[str, Any]:
+                 local_model: str | None = None,
+                 brain: dict[str, Any] | None = None) -> dict[str, Any]:
     qrels = {q: coll.qrels[q] for q in queries}
     results: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="tiervault-beir-") as tmp:
         runner = Runner(coll, queries, Path(tmp), depth)
+        runner.brain_config = dict(brain or {})
         try:
             ranked: dict[str, Ranked] = {"bm25": runner.bm25(), "tfidf": runner.tfidf(),
                                          "brain_fts": runner.brain("brain_fts")}
@@ -249,7 +269,8 @@ def evaluate_all(coll: BeirCollection, queries: dict[str, str], *, embedder_name
                         ms_per_query={k: round(v, 2) for k, v in runner.timings.items()})
         finally:
             runner.close()
-    return {"dataset": coll.name, "queries": len(queries), "results": results,
+    return {"dataset": coll.name, "queries": len(queries), "brain": dict(brain or {}),
+            "results": results,
             "unavailable": reasons, "info": info, "depth": depth, "docs": len(coll.docs)}
 
 
@@ -268,11 +289,27 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def half(queries: dict[str, str], split: str) -> dict[str, str]:
+    """The queries of one half by query-id parity (``odd`` / ``even``), or all of them.
+
+    Ids are compared as integers when they are (SciFact's are), else by their last
+    character's code, so every collection splits deterministically.
+    """
+    if split == "all":
+        return dict(queries)
+
+    def odd(qid: str) -> bool:
+        return (int(qid) if qid.isdigit() else ord(qid[-1]) if qid else 0) % 2 == 1
+    return {q: t for q, t in queries.items() if odd(q) == (split == "odd")}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
                         help="BEIR collection directory (default: %(default)s)")
-    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    parser.add_argument("--qrels", default="test", help="qrels split file (default: test)")
+    parser.add_argument("--split", choices=("odd", "even", "all"), default="all",
+                        help="judged queries by query-id parity (default: all)")
     parser.add_argument("--embedder", choices=("hash", "local", "none"), default="hash",
                         help="embedder for vector / hybrid / rrf (default: hash, offline)")
     parser.add_argument("--local-model", default=None,
@@ -285,18 +322,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="document-embedding cache (default: %(default)s)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parser.add_argument("--json", type=Path, help="also write the result as JSON here")
+    parser.add_argument("--brain", type=json.loads, default={},
+                        help="BrainConfig overrides as JSON, e.g. '{\"prf_terms\": 0}'")
     args = parser.parse_args(argv)
     if args.limit_queries is not None and args.limit_queries < 1:
         parser.error("--limit-queries must be >= 1")
     if not 1 <= args.depth <= 1000:
         parser.error("--depth must be from 1 to 1000")
     t0 = time.perf_counter()
-    coll = load(args.data, args.split)
-    queries = dict(list(coll.queries.items())[: args.limit_queries])
+    coll = load(args.data, args.qrels)
+    queries = dict(list(half(coll.queries, args.split).items())[: args.limit_queries])
     report = evaluate_all(coll, queries, embedder_name=args.embedder, dim=args.dim,
                           cache_dir=None if args.no_cache else args.cache_dir.expanduser(),
-                          depth=args.depth, local_model=args.local_model)
+                          depth=args.depth, local_model=args.local_model, brain=args.brain)
     report["info"]["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    report["split"] = args.split
     print(table(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -119,7 +119,9 @@ def test_score_is_relevance_times_bounded_priors(manager):
                     tier="team")
     manager.capture(E(id="t2", title="Signing releases", description="Sign the release tags."),
                     tier="team")
-    rows = brain(manager).search_intelligent("jwt signing keys", mode="full", explain=True)
+    # PRF off: the semantic signal's formula below is the plain one (PRF: test_relevance_fusion)
+    rows = brain(manager, prf_terms=0).search_intelligent("jwt signing keys", mode="full",
+                                                          explain=True)
     row = rows[0]
     assert row["entry"]["id"] == "t1" and row["tier"] == "team"
     assert row["explain"]["tierWeight"] == 0.6
@@ -132,8 +134,14 @@ def test_score_is_relevance_times_bounded_priors(manager):
     assert lex > 0 and tfidf > 0
     second = rows[1]
     assert second["entry"]["id"] == "t2"
+    share = BrainConfig().tfidf_share
     assert second["breakdown"]["semantic"] == pytest.approx(
-        0.2 * second["explain"]["tfidf"] / tfidf + 0.8 * second["explain"]["lexical"] / lex, abs=1e-5)
+        share * second["explain"]["tfidf"] / tfidf
+        + (1 - share) * second["explain"]["lexical"] / lex, abs=1e-5)
+    # with PRF the best match is still at 1.0 on the per-query scale
+    top = brain(manager, prf_terms=10).search_intelligent("jwt signing keys", mode="full",
+                                                          explain=True)[0]
+    assert top["entry"]["id"] == "t1" and top["breakdown"]["semantic"] == pytest.approx(1.0)
 
 
 # -- tiers ------------------------------------------------------------------------------

@@ -1,0 +1,66 @@
+"""What pseudo-relevance feedback costs the FTS-only search path (issue 10 / 16).
+
+    python bench/prf_cost.py [--entries 10000] [--queries 200] [--json out.json]
+
+Builds the bench corpus (bench/corpus.py, three tiers, links, mirrors; no vectors),
+opens it twice in one process, with the defaults (``prf_terms`` 10) and with PRF
+off (``prf_terms`` 0, everything else equal), and times ``search_intelligent`` scan
+and full over the same queries, round-robin per query (bench/phases.time_interleaved),
+so a burst of load hits both alike: the ratio is the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--entries", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    from bench.corpus import queries
+    from bench.phases import build_phase, query_kwargs, time_interleaved, write_config
+    from tiervault.brain.brain import Brain
+    from tiervault.config import load_settings
+
+    with tempfile.TemporaryDirectory(prefix="tiervault-prf-") as tmp:
+        work = Path(tmp)
+        build_phase(args.entries, args.seed, work, dim=8, jsonl=False)  # vectors unused here
+        settings = load_settings(write_config(work), env={})
+        on = Brain.open(settings)
+        off = Brain.open(replace(settings, brain=replace(settings.brain, prf_terms=0)))
+        qs, warm = queries(args.queries, args.seed), queries(30, args.seed + 1)
+
+        def run(b: Brain, mode: str):
+            return lambda q: b.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
+        res = time_interleaved({"scan_prf": run(on, "scan"), "scan_no_prf": run(off, "scan"),
+                                "full_prf": run(on, "full"), "full_no_prf": run(off, "full")},
+                               qs, warm)
+        on.close()
+        off.close()
+    out = {"entries": args.entries, "queries": args.queries, "load_avg": os.getloadavg(),
+           "results": res,
+           "ratio_p50": {m: round(res[f"{m}_prf"]["p50_ms"] / res[f"{m}_no_prf"]["p50_ms"], 3)
+                         for m in ("scan", "full")},
+           "ratio_p95": {m: round(res[f"{m}_prf"]["p95_ms"] / res[f"{m}_no_prf"]["p95_ms"], 3)
+                         for m in ("scan", "full")}}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
