@@ -60,7 +60,9 @@ def _short(file: str) -> str:
 GROWTH_FIGURES: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "import_jsonl_s": lambda s: s["import"].get("jsonl_s"),
     "import_store_s": lambda s: s["import"].get("store_s"),
+    "import_jsonl_cpu_s": lambda s: s["import"].get("jsonl_cpu_s"),
     "mirror_build_s": lambda s: s["mirror_build_s"]["total"],
+    "mirror_build_cpu_s": lambda s: s["mirror_build_s"].get("cpu"),
     "cold_first_query_ms": lambda s: s["cold_first_query_ms"],
     "scan_fts_p50_ms": lambda s: s["scan_fts"].get("p50_ms"),
     "scan_fts_cpu_p50_ms": lambda s: s["scan_fts"].get("cpu_p50_ms"),

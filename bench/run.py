@@ -196,10 +196,13 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(fn(s) for s in sizes) + " |")
 
     add("import, JSONL end to end (entries/s)", lambda s: _fmt(s["import"].get("jsonl_rate"), 0))
+    add("import, JSONL end to end, per CPU second of the process (entries/s)",
+        lambda s: _fmt(s["import"].get("jsonl_cpu_rate"), 0))
     add("import, store only: capture_many (entries/s)", lambda s: _fmt(s["import"]["store_rate"], 0))
     add("links (links/s, one transaction each)", lambda s: _fmt(s["import"].get("links_rate"), 0))
     add("tier files (MB, 3 files)", lambda s: _fmt(s["file_mb"]))
     add("first-ever mirror build (s, 3 tiers)", lambda s: _fmt(s["mirror_build_s"]["total"], 2))
+    add("first-ever mirror build, CPU (s)", lambda s: _fmt(s["mirror_build_s"].get("cpu"), 2))
     add("mirror caches on disk (MB)", lambda s: _fmt(s["mirror_cache_mb"]))
     add("cold open + first query (ms, fresh process)", lambda s: _fmt(s["cold_first_query_ms"]))
     add("&nbsp;&nbsp;of which import / open / first query (ms)",
