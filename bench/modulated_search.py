@@ -8,7 +8,8 @@ Builds the bench corpus (bench/corpus.py, three tiers, links, every entry embedd
 the offline ``hash`` embedder; untimed), opens the Brain as an agent would, and times
 per query, round-robin (the machine is shared: read the ratio):
 
-- ``plain``: ``search_intelligent(text, mode="scan")`` (hybrid weights, limit 10);
+- ``plain``: ``search_intelligent(text, mode="scan", limit=10)`` (hybrid weights; the limit
+  is given so the small-corpus guard never widens an answer: both return 10 rows);
 - ``modulated``: the same call with
   ``modulate="suppress:@<plain top result> decay:30 diverse"`` -- suppress the answer
   the agent has already seen, prefer the last month, spread the top 10.
@@ -33,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: `import bench.*`
 
 TOKENS = "suppress:@{top} decay:30 diverse"
+LIMIT = 10
 
 
 def _prepared(brain: Any, qs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -41,7 +43,7 @@ def _prepared(brain: Any, qs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     out = []
     for q in qs:
-        rows = brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
+        rows = brain.search_intelligent(q["text"], mode="scan", limit=LIMIT, **query_kwargs(q))
         if rows and rows[0]["type"] != "memory":
             out.append({**q, "modulate": TOKENS.format(top=rows[0]["id"]), "top": rows[0]["id"]})
     return out
@@ -62,11 +64,11 @@ def run(entries: int, n_queries: int, dim: int, seed: int, workdir: Path) -> dic
         answers: dict[str, list[str]] = {}
 
         def plain(q: dict[str, Any]) -> Any:
-            return brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
+            return brain.search_intelligent(q["text"], mode="scan", limit=LIMIT, **query_kwargs(q))
 
         def modulated(q: dict[str, Any]) -> Any:
-            rows = brain.search_intelligent(q["text"], mode="scan", modulate=q["modulate"],
-                                            **query_kwargs(q))
+            rows = brain.search_intelligent(q["text"], mode="scan", limit=LIMIT,
+                                            modulate=q["modulate"], **query_kwargs(q))
             answers[q["id"]] = [r["id"] for r in rows]
             return rows
 
@@ -77,7 +79,7 @@ def run(entries: int, n_queries: int, dim: int, seed: int, workdir: Path) -> dic
     return {
         "entries": entries, "dim": dim, "queries": len(qs), "seed": seed,
         "embedder": (build.get("vectors") or {}).get("source"),
-        "modulate": TOKENS, "plain": timed["plain"], "modulated": timed["modulated"],
+        "modulate": TOKENS, "limit": LIMIT, "plain": timed["plain"], "modulated": timed["modulated"],
         "ratio_p50": round(timed["modulated"]["p50_ms"] / base, 3) if base else None,
         "ratio_cpu_p50": (round(timed["modulated"]["cpu_p50_ms"] / timed["plain"]["cpu_p50_ms"], 3)
                           if timed["plain"].get("cpu_p50_ms") else None),

@@ -68,6 +68,22 @@ def test_bench_run_writes_every_figure(tmp_path: Path) -> None:
     assert result["growth"] == {}  # one size: no exponent
 
 
+def test_modulated_search_bench_writes_its_section(tmp_path: Path) -> None:
+    out = tmp_path / "modulation.json"
+    out.write_text(json.dumps({"modulation": {"sizes": {"kept": True}}}))
+    proc = _run([str(ROOT / "bench" / "modulated_search.py"), "--entries", "300", "--queries",
+                 "12", "--dim", "32", "--json", str(out)], tmp_path)
+    section = json.loads(out.read_text())["modulation"]
+    assert section["sizes"] == {"kept": True}  # the kernel bench's figures stay
+    res = section["search_intelligent"]
+    assert res["entries"] == 300 and res["dim"] == 32 and 0 < res["queries"] <= 12
+    for name in ("plain", "modulated"):
+        assert 0 < res[name]["p50_ms"] <= res[name]["p95_ms"] and res[name]["n"] == res["queries"]
+        assert res[name]["hits_per_query"] <= 10  # limit given: never widened
+    assert res["suppressed_still_first"] < res["queries"] and res["ratio_p50"] > 0
+    assert "| modulated |" in proc.stdout
+
+
 def test_growth_exponents_between_sizes() -> None:
     sys.path.insert(0, str(ROOT))
     from bench.profiling import growth
