@@ -196,7 +196,8 @@ class BrainConfig:
     hybrid_tfidf_share: float = 0.2
     #: how raw cosines become the vector signal: max | minmax | zscore
     #: (tiervault.brain.combine.vector_relevance). zscore with vector_gain 1.33 won on
-    #: SciFact ODD ids + agent TUNE half (+0.005) but lost 0.007 on SciFact EVEN ids,
+    #: SciFact ODD ids + agent TUNE half but is neutral held out (SciFact EVEN -0.007 /
+    #: +0.001 with the old / new int8 embedder, agent report +0.006, ops -0.001 / -0.007),
     #: so the defaults stay max / 1.0 (bench/README.md, issue 16 re-check)
     vector_scale: str = "max"
     #: multiplies the vector weight inside R only: R = (w_sem*sem + g*w_vec*vec) / (w_sem + g*w_vec)
