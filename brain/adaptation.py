@@ -13,7 +13,7 @@
 
 Measured on the starter-pack agent set (``eval/feedback_sim.py``, see
 docs/feedback.md): after 200 judged actions ``learned`` raises held-out queries by
-+0.030 nDCG@10, ``seed`` by 0.000, so ``learned`` is the default; the figures are in
++0.018 nDCG@10, ``seed`` by 0.000, so ``learned`` is the default; the figures are in
 ``eval/results/feedback_sim.json``.
 
 ``brain.feedbackPool`` chooses whose feedback: ``agent`` (default) learns from
