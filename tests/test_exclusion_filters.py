@@ -206,3 +206,81 @@ def test_web_search_form_applies_and_keeps_exclusions(root):
         assert "not_domain=net" in page.text and "updated_after=2026-01-01" in page.text  # links carry it
         bad = client.get("/", params={"q": "retry", "updated_before": "31/01/2026"})
         assert bad.status_code == 400 and "updated_before" in bad.text and "ISO 8601" in bad.text
+
+
+# -- listing (browse, no ranking): the same filters in every interface -----------------------
+def test_list_page_takes_exclusions_and_dates_and_echoes_them(root):
+    from tiervault.vault.listing import list_page
+
+    with VaultManager.at({"team": str(root / "team.db")}) as m:
+        page = list_page(m, not_domain="db", not_tags=["deprecated"], exclude_ids="r-ui")
+        assert {r["id"] for r in page["results"]} == {"r-old"} and page["total"] == 1
+        assert page["filters"] == {"not_domain": ["db"], "not_tags": ["deprecated"],
+                                   "exclude_ids": ["r-ui"]}
+        again = list_page(m, **page["filters"])
+        assert again["results"] == page["results"] and again["filters"] == page["filters"]
+        dated = list_page(m, since="2026-01-10", updated_before="2026-02-15")
+        assert [r["id"] for r in dated["results"]] == ["r-db", "r-ui"]  # newest first
+        assert dated["filters"] == {"updated_after": "2026-01-10T00:00:00Z",
+                                    "updated_before": "2026-02-15T00:00:00Z"}
+        with pytest.raises(ValueError, match="since"):
+            list_page(m, since="2026-01-01", updated_after="2026-01-02")
+        with pytest.raises(ValueError, match="not_type"):
+            list_page(m, not_type="essay")
+
+
+def test_cli_list_takes_the_search_exclusion_flags(root):
+    page = json.loads(cli(root, "list", "--not-type", "pattern", "--updated-before",
+                          "2026-02-15", "--json").stdout)
+    assert {r["id"] for r in page["results"]} == {"r-db"}
+    assert page["filters"] == {"not_type": ["pattern"], "updated_before": "2026-02-15T00:00:00Z"}
+    bad = cli(root, "list", "--updated-before", "soon", code=2)
+    assert "--updated-before" in bad.stderr and "ISO 8601" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_mcp_list_entries_takes_exclusions(root):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tiervault", "mcp"],
+                                   cwd=str(root), env={"HOME": str(root / "home")})
+
+    async def main():
+        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                ok = await s.call_tool("list_entries", {"not_domain": "net,ui",
+                                                        "exclude_ids": ["r-db"]})
+                dated = await s.call_tool("list_entries", {"since": "2026-01-10"})
+                bad = await s.call_tool("list_entries", {"updated_before": "later"})
+                return ok, dated, bad
+
+    ok, dated, bad = anyio.run(main)
+    assert not ok.is_error, ok.content[0].text
+    assert ok.structured_content["results"] == [] and ok.structured_content["total"] == 0
+    assert {r["id"] for r in dated.structured_content["results"]} == {"r-new", "r-db", "r-ui"}
+    assert bad.is_error and "updated_before" in bad.content[0].text
+
+
+def test_json_api_list_filters_and_echo(server):
+    with server.client(server.token) as c:
+        r = c.get("/api/v1/entries", params={"tier": "team", "not_domain": "net",
+                                             "updated_after": "2026-01-10"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [e["id"] for e in body["entries"]] == ["r-db", "r-ui"] and body["total"] == 2
+        assert body["filters"] == {"not_domain": ["net"], "updated_after": "2026-01-10T00:00:00Z"}
+        bad = c.get("/api/v1/entries", params={"tier": "team", "not_type": "essay"})
+        assert bad.status_code == 400 and error_of(bad)["field"] == "not_type"
+
+
+def test_web_browse_form_applies_and_keeps_exclusions(root):
+    with Brain.open(load_settings(root / "agent.yaml", env={"HOME": str(root / "home")})) as b:
+        access = LocalAccess(Principal("me", {"team": "r"}), "t0k")
+        client = TestClient(create_web_app(lambda p: b, access), base_url="http://127.0.0.1")
+        client.cookies.set("tiervault_token", "t0k")
+        page = client.get("/browse", params={"tier": "team", "not_type": "pattern"})
+        assert page.status_code == 200
+        assert "Retry policy r-db" in page.text and "Retry policy r-new" in page.text
+        assert "Retry policy r-old" not in page.text and "Retry policy r-ui" not in page.text
+        assert '<option selected>pattern</option>' in page.text.replace("selected ", "selected")
+        bad = client.get("/browse", params={"tier": "team", "updated_after": "tomorrow"})
+        assert bad.status_code == 400 and "updated_after" in bad.text

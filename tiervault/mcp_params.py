@@ -83,7 +83,8 @@ Flag = Annotated[bool, Field(strict=True)]
 LIST_PARAMS: dict[str, tuple[str, ...]] = {
     "search_intelligent": ("domain", "type", "severity", "tags", "tiers", "not_domain",
                            "not_type", "not_tags", "exclude_ids"),
-    "list_entries": ("domain", "type", "severity", "tags", "tiers"),
+    "list_entries": ("domain", "type", "severity", "tags", "tiers", "not_domain", "not_type",
+                     "not_tags", "exclude_ids"),
     "load_entries": ("ids",),
     "capture_memory": ("topics",),
     "update_entry": ("tags", "add_tags", "remove_tags", "applies_to"),

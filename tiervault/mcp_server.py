@@ -267,18 +267,27 @@ def build_server(brain: Any, *, read_only: bool = False, lock: Any = None) -> An
             description="Newest first by last update (default) or by creation.")] = "updated",
         limit: ListLimit = 20,
         offset: Offset = 0,
+        not_domain: NotDomains = None,
+        not_type: NotTypes = None,
+        not_tags: NotTags = None,
+        exclude_ids: ExcludeIds = None,
+        updated_before: UpdatedBefore = None,
     ) -> dict[str, Any]:
         """Browse entries by filter, newest first, one page at a time (no ranking).
 
         Rows are short: id, title, type, domain, severity, tags, tier, created_at,
         updated_at, valid_until. Every stored entry is listed, expired ones included.
         "total" is the number of matches; pass "nextOffset" as offset for the next page.
+        Exclusions (not_domain, not_type, not_tags, exclude_ids) and dates (since,
+        updated_before) work as in search_intelligent; "filters" echoes those in force.
         Use search_intelligent to rank by relevance, load_entries to read entries.
         """
         from tiervault.vault.listing import list_page
 
         return list_page(manager, domain=domain, type=type, severity=severity, tags=tags,
-                         tiers=tiers, since=since, sort=sort, limit=limit, offset=offset)
+                         tiers=tiers, since=since, sort=sort, limit=limit, offset=offset,
+                         not_domain=not_domain, not_type=not_type, not_tags=not_tags,
+                         exclude_ids=exclude_ids, updated_before=updated_before)
 
     @guard
     def vault_stats() -> dict[str, Any]:

@@ -6,8 +6,9 @@ import argparse
 from typing import Any
 
 from tiervault.cli.common import add_json, manager_from, print_json, split_list
+from tiervault.cli.search_cmds import add_exclusion_flags
 from tiervault.cli.vault_cmds import ENTRY_HELP
-from tiervault.errors import ValidationError
+from tiervault.errors import QueryError, ValidationError
 
 __all__ = ["register"]
 
@@ -67,7 +68,8 @@ def register(sub: Any) -> None:
     p.add_argument("--severity", help="only these severities (comma-separated)")
     p.add_argument("--tags", help="only entries with any of these tags (comma-separated)")
     p.add_argument("--since", metavar="DATE", help="only entries updated at or after DATE "
-                   "(ISO 8601, e.g. 2026-01-31)")
+                   "(ISO 8601, e.g. 2026-01-31; the same as --updated-after)")
+    add_exclusion_flags(p)
     p.add_argument("--sort", choices=("updated", "created"), default="updated",
                    help="newest first by last update (default) or by creation")
     p.add_argument("--limit", type=_page_size, default=20, help="rows per page, 1-1000 "
@@ -132,11 +134,16 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from tiervault.vault.listing import list_page
 
+    from tiervault.cli.search_cmds import exclusion_args, named_by_flag
+
     with manager_from(args) as manager:
-        page = list_page(manager, domain=args.domain, type=args.entry_type,
-                         severity=args.severity, tags=split_list(args.tags),
-                         tiers=split_list(args.tier), since=args.since, sort=args.sort,
-                         limit=args.limit, offset=args.offset)
+        try:
+            page = list_page(manager, domain=args.domain, type=args.entry_type,
+                             severity=args.severity, tags=split_list(args.tags),
+                             tiers=split_list(args.tier), since=args.since, sort=args.sort,
+                             limit=args.limit, offset=args.offset, **exclusion_args(args))
+        except QueryError as exc:
+            raise named_by_flag(exc) from None
     if args.json:
         print_json(page)
         return 0

@@ -35,15 +35,7 @@ def register(sub: Any) -> None:
     p.add_argument("--type", dest="entry_type", help="only entries of this type (comma list)")
     p.add_argument("--severity", help="only entries of this severity (comma list)")
     p.add_argument("--tags", help="comma-separated tags: entries with any of them; feeds tag overlap")
-    p.add_argument("--not-domain", help="leave out entries of these domains (comma list)")
-    p.add_argument("--not-type", help="leave out entries of these types (comma list)")
-    p.add_argument("--not-tags", help="leave out entries having any of these tags (comma list)")
-    p.add_argument("--exclude-ids", metavar="IDS", help="leave out these entry ids (comma list)")
-    p.add_argument("--updated-after", metavar="WHEN",
-                   help="only entries updated at or after WHEN (ISO 8601, e.g. 2026-01-31 or "
-                   "2026-01-31T12:00:00Z)")
-    p.add_argument("--updated-before", metavar="WHEN",
-                   help="only entries updated before WHEN (ISO 8601)")
+    add_exclusion_flags(p)
     p.add_argument("--tier", help="comma-separated tiers to search (default: all)")
     p.add_argument("--memories", action="store_true", help="also search session memories")
     p.add_argument("--modulate", metavar="TOKENS",
@@ -96,13 +88,38 @@ FILTER_FLAGS = {"domain": "--domain", "type": "--type", "severity": "--severity"
                 "updated_after": "--updated-after", "updated_before": "--updated-before"}
 
 
+def named_by_flag(exc: QueryError) -> QueryError:
+    """``exc`` with its field named as the command-line flag that gave the value."""
+    flag = FILTER_FLAGS.get(exc.field)
+    if flag is None:
+        return exc
+    return QueryError(flag, str(exc).removeprefix(f"{exc.field}: "))
+
+
+def add_exclusion_flags(p: argparse.ArgumentParser) -> None:
+    """The exclusion and date flags, the same for ``search`` and ``list``."""
+    p.add_argument("--not-domain", help="leave out entries of these domains (comma list)")
+    p.add_argument("--not-type", help="leave out entries of these types (comma list)")
+    p.add_argument("--not-tags", help="leave out entries having any of these tags (comma list)")
+    p.add_argument("--exclude-ids", metavar="IDS", help="leave out these entry ids (comma list)")
+    p.add_argument("--updated-after", metavar="WHEN",
+                   help="only entries updated at or after WHEN (ISO 8601, e.g. 2026-01-31 or "
+                   "2026-01-31T12:00:00Z)")
+    p.add_argument("--updated-before", metavar="WHEN",
+                   help="only entries updated before WHEN (ISO 8601)")
+
+
+def exclusion_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The values of :func:`add_exclusion_flags`' flags, as keyword arguments."""
+    return {"not_domain": split_list(args.not_domain), "not_type": split_list(args.not_type),
+            "not_tags": split_list(args.not_tags), "exclude_ids": split_list(args.exclude_ids),
+            "updated_after": args.updated_after, "updated_before": args.updated_before}
+
+
 def filter_args(args: argparse.Namespace) -> dict[str, Any]:
     """The search filters given on the command line, as search_intelligent arguments."""
     return {"domain": args.domain, "type": args.entry_type, "severity": args.severity,
-            "tags": split_list(args.tags), "not_domain": split_list(args.not_domain),
-            "not_type": split_list(args.not_type), "not_tags": split_list(args.not_tags),
-            "exclude_ids": split_list(args.exclude_ids), "updated_after": args.updated_after,
-            "updated_before": args.updated_before}
+            "tags": split_list(args.tags), **exclusion_args(args)}
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -120,10 +137,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 include_memories=args.memories, explain=args.explain, modulate=args.modulate,
                 **filters)
         except QueryError as exc:
-            flag = FILTER_FLAGS.get(exc.field)
-            if flag is None:
-                raise
-            raise QueryError(flag, str(exc).removeprefix(f"{exc.field}: ")) from None
+            raise named_by_flag(exc) from None
     if getattr(rows, "widened", False):
         print(f"tiervault: small vault: returning all {len(rows)} matches (more than the "
               "default limit); pass --limit N to cap the rows", file=sys.stderr)

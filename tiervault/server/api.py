@@ -5,7 +5,8 @@ method     path                         operation
 =========  ===========================  ==========================================
 POST       /api/v1/search               search_intelligent (scan | full)
 POST       /api/v1/load                 load complete entries by id
-GET        /api/v1/entries              list a tier's entries (tier, offset, limit)
+GET        /api/v1/entries              list a tier's entries, newest first (tier, offset, limit, sort,
+                                        the search filters and exclusions)
 POST       /api/v1/entries              capture entries into a tier
 GET        /api/v1/entries/{id}         one entry (404 when no readable tier holds it)
 PATCH      /api/v1/entries/{id}         update fields of an entry (tier: where it lives)
@@ -37,6 +38,7 @@ from tiervault.server.rights import require_read, require_write
 from tiervault.server.host import VaultHost
 from tiervault.server.limits import Limits
 from tiervault.server.requests import Args, read_json
+from tiervault.vault.filters import Filters
 
 __all__ = ["api_routes", "ApiContext", "FEEDBACK_ACTIONS", "LINK_TYPES"]
 
@@ -139,12 +141,24 @@ async def list_entries(ctx: ApiContext, request: Request, caller: Caller) -> Any
     readable(caller, [tier])
     offset = a.integer("offset", default=0, minimum=0)
     limit = a.integer("limit", default=100, minimum=1, maximum=ctx.limits.max_limit)
+    filters = Filters.build(
+        type=a.strings("type"), domain=a.strings("domain"), severity=a.strings("severity"),
+        tags=a.strings("tags"), not_type=a.strings("not_type"),
+        not_domain=a.strings("not_domain"), not_tags=a.strings("not_tags"),
+        exclude_ids=a.strings("exclude_ids", max_items=ctx.limits.max_ids),
+        updated_after=a.string("updated_after", max_chars=64),
+        updated_before=a.string("updated_before", max_chars=64),
+        include_expired=True, include_future=True)
+    sort = a.string("sort", default="updated", max_chars=16) or "updated"
     brain = ctx.host.brain_for(caller.principal)
 
     def run() -> dict[str, Any]:
-        entries = brain.manager.store(tier).list_entries(offset=offset, limit=limit)
-        return {"tier": tier, "offset": offset, "count": len(entries),
-                "entries": [e.to_dict() for e in entries]}
+        page = brain.manager.list_entries(filters=filters, tiers=[tier], sort=sort,
+                                          limit=limit, offset=offset)
+        echo = {k: v for k, v in filters.describe().items()
+                if k not in ("include_expired", "include_future")}
+        return {"tier": tier, "offset": offset, "count": len(page.rows), "total": page.total,
+                "entries": [e.to_dict() for e, _ in page.rows], "filters": echo}
     return await ctx.host.call(run)
 
 

@@ -20,7 +20,8 @@ from tiervault.web.catalog import ORDERS
 __all__ = ["browse", "review", "PER_PAGE"]
 
 PER_PAGE = 25
-_FILTER_KEYS = ("domain", "type", "severity", "tags")
+_FILTER_KEYS = ("domain", "type", "severity", "tags", "not_domain", "not_type", "not_tags",
+                "exclude_ids", "updated_after", "updated_before")
 
 
 def browse(call: Call) -> Response:
@@ -38,9 +39,8 @@ def browse(call: Call) -> Response:
     if tier:
         call.require_read(tier)
         try:
-            filters = Filters.build(type=args["type"] or None, domain=args["domain"] or None,
-                                    severity=args["severity"] or None, tags=args["tags"] or None,
-                                    include_expired=True, include_future=True)
+            filters = Filters.build(include_expired=True, include_future=True,
+                                    **{k: v or None for k, v in args.items()})
         except ValidationError as exc:
             error = str(exc)
         else:
