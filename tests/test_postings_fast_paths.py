@@ -140,6 +140,7 @@ def test_a_query_instant_shares_one_mask_and_a_write_renews_it(tmp_path):
 
     store = TierStore(tmp_path / "a.db")
     store.capture_many(random_entries(50))
+    store.postings()  # built, cached on disk (its epoch pinned: one more generation)
     f = Filters.build(domain="db", now=time.time())
     first = store.filter_mask(f)
     again = store.filter_mask(f)
@@ -149,3 +150,50 @@ def test_a_query_instant_shares_one_mask_and_a_write_renews_it(tmp_path):
     assert after.version != first.version and after.mask[after.ids.index("fresh")]
     # without an instant the wall clock decides each time: nothing kept
     assert store.filter_mask(Filters()).mask is not store.filter_mask(Filters()).mask
+
+
+def test_a_saved_mirror_outlives_the_epoch_window(tmp_path, monkeypatch):
+    """Writes after a cache was saved (embedding a vault is thousands of them) must not
+    make it unusable once its generation leaves the epoch window; a copy of the file
+    from another history is still refused."""
+    import shutil
+
+    from tiervault.vault import connection
+    from tiervault.vault.postings import Postings
+
+    monkeypatch.setattr(connection, "EPOCH_WINDOW", 4)
+    path = tmp_path / "a.db"
+    store = TierStore(path)
+    store.capture_many(random_entries(1200))
+    assert store.postings().n_alive == 1200  # built and saved
+    store.close()
+    for suffix in ("", "-wal"):  # a copy taken now: the same history so far
+        if (tmp_path / f"a.db{suffix}").exists():
+            shutil.copy(tmp_path / f"a.db{suffix}", tmp_path / f"backup.db{suffix}")
+    store = TierStore(path)
+    for i in range(12):  # more write transactions than the window, no entry changed
+        store.link("e1", f"e{i + 2}", "supports")
+    store.close()
+    reopened = TierStore(path)
+    loaded = Postings.load_cache(reopened)
+    assert loaded is not None and loaded.n_alive == 1200
+    # after the fork the live tier changes and saves its cache again (a rebuild)
+    reopened.capture_many(random_entries(300, seed=8, prefix="live"))
+    assert reopened.postings().slot("live1") is not None and not reopened.postings().delta_W
+    # The other history: the backup gets its own writes, then is put in place of the
+    # tier with the live tier's cache file next to it -> refused, rebuilt.
+    backup = TierStore(tmp_path / "backup.db")
+    for i in range(40):  # past the live cache's generation, with epochs of its own
+        backup.link("e2", f"e{(i % 30) + 3}", "extends", note=str(i))
+    backup.capture(Entry.create(id="only-in-backup", title="t", description="d"))
+    backup.close()
+    reopened.close()
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"a.db{suffix}").unlink(missing_ok=True)
+    shutil.copy(tmp_path / "backup.db", path)
+    if (tmp_path / "backup.db-wal").exists():
+        shutil.copy(tmp_path / "backup.db-wal", tmp_path / "a.db-wal")
+    restored = TierStore(path)
+    assert Postings.load_cache(restored) is None  # the live tier's cache: another history
+    assert restored.postings().slot("only-in-backup") is not None
+    assert restored.postings().slot("live1") is None

@@ -85,6 +85,10 @@ class MirrorLexicon:
         ``now`` unset the wall clock decides, so nothing is kept."""
         if filters.now is None:
             return p.mask(filters)
+        try:
+            hash(filters)
+        except TypeError:  # a Filters built by hand with a list inside: not a key
+            return p.mask(filters)
         return self._cached(("mask", self._version(p), filters), lambda: _frozen(p.mask(filters)))
 
     def _matches(self, p: Postings, terms: Sequence[str]) -> TermMatches:

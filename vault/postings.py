@@ -459,6 +459,9 @@ class Postings:
             )
             with atomic_write(path, binary=True, mode=0o600) as fh:
                 np.savez(fh, **arrays)
+            pin = getattr(store, "pin_epoch", None)
+            if pin is not None and self.epoch is not None:
+                pin(self.gen)  # the file stays usable after the epoch window moves on
         except (OSError, TierVaultError) as exc:
             log.warning("could not cache the search mirror of tier %r at %s: %s", store.name, path, exc)
 

@@ -48,6 +48,12 @@ _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, val
                    "valid_until, updated_at, title, description, context, tags")
 
 
+#: meta key prefix of a pinned epoch (see TierStore.pin_epoch); under "epoch." so that
+#: whatever clears the epochs clears the pins too.
+_PIN = "epoch.pin."
+_PINS_KEPT = 8
+
+
 class TierStore:
     """One tier file. Thread-safe; every write is one atomic transaction.
 
@@ -113,8 +119,29 @@ class TierStore:
         """The random epoch recorded for generation ``gen`` (None: not recorded, e.g.
         written by an older version, or older than the window kept). SQLite only:
         caches use it, when a backend has it, to notice a replaced file."""
-        rows = self.db.query("SELECT value FROM meta WHERE key = ?", (epoch_key(gen),))
-        return rows[0][0] if rows else None
+        rows = self.db.query("SELECT key, value FROM meta WHERE key IN (?, ?)",
+                             (epoch_key(gen), _PIN + str(int(gen))))
+        found = dict(rows)
+        return found.get(epoch_key(gen), found.get(_PIN + str(int(gen))))
+
+    def pin_epoch(self, gen: int) -> None:
+        """Keep the epoch of ``gen`` beyond the window (a cache file was saved at ``gen``).
+
+        Epochs older than EPOCH_WINDOW generations are dropped, and a cache whose
+        generation lost its epoch is rebuilt: at 1,000,000 entries, a minute at the
+        next open after any 4,096 writes (embedding a vault is thousands). The
+        newest :data:`_PINS_KEPT` pins are kept. One write transaction."""
+        with self.db.write("pin cache epoch") as txn:
+            conn = txn.conn
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (epoch_key(gen),)).fetchone()
+            if row is None:
+                return
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                         (_PIN + str(int(gen)), row[0]))
+            conn.execute(
+                "DELETE FROM meta WHERE key LIKE ? AND key NOT IN (SELECT key FROM meta "
+                "WHERE key LIKE ? ORDER BY CAST(substr(key, ?) AS INTEGER) DESC LIMIT ?)",
+                (_PIN + "%", _PIN + "%", len(_PIN) + 1, _PINS_KEPT))
 
     def generation(self) -> int:
         rows = self.db.query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
