@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    os.environ.setdefault("TIERVAULT_CACHE_DIR", tempfile.mkdtemp(prefix="tv-bench-cache-"))
+    own_cache = None
+    if not os.environ.get("TIERVAULT_CACHE_DIR"):
+        own_cache = tempfile.mkdtemp(prefix="tv-bench-cache-")
+    if own_cache:  # the mirror caches of the bench tiers (hundreds of MB at 1M): removed at the end
+        os.environ["TIERVAULT_CACHE_DIR"] = own_cache
     external = os.environ.get("TIERVAULT_BENCH_PG_URL")
     server = None
     if external:
@@ -149,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
+        if own_cache:
+            shutil.rmtree(own_cache, ignore_errors=True)
     text = json.dumps({"postgres_migrate": out}, indent=2)
     print(text)
     if args.json:

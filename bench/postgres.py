@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -266,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
-    os.environ.setdefault("TIERVAULT_CACHE_DIR", tempfile.mkdtemp(prefix="tv-bench-cache-"))
+    own_cache = None
+    if not os.environ.get("TIERVAULT_CACHE_DIR"):
+        own_cache = tempfile.mkdtemp(prefix="tv-bench-cache-")
+    if own_cache:  # the mirror caches of the bench tiers (hundreds of MB at 1M): removed at the end
+        os.environ["TIERVAULT_CACHE_DIR"] = own_cache
     server, url = _server()
     result: dict[str, Any] = {"machine": machine_info(), "entries": args.entries}
     try:
@@ -286,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                 result["writers"] = writers_phase(url, args.writers, args.per_writer)
     finally:
         server.stop()
+        if own_cache:
+            shutil.rmtree(own_cache, ignore_errors=True)
     text = json.dumps({"postgres": result}, indent=2)
     print(text)
     if args.json:
