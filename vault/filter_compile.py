@@ -137,9 +137,14 @@ def _dates(filters: Filters, alias: str, mark: str, parts: list[str], params: li
 
 
 # -- the search mirror --------------------------------------------------------------------
-def _codes(values: Sequence[str], vocabulary: Sequence[str]) -> list[int]:
+def _member(codes: np.ndarray, values: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
+    """``codes[i]`` names one of ``values``: a gather from a table of the vocabulary, not
+    ``np.isin`` (which sorts; 18% of a 1M scan). The mirror's codes are validated to lie
+    in ``range(len(vocabulary))`` when it is built or loaded."""
     index = {v: i for i, v in enumerate(vocabulary)}
-    return [index[v] for v in values if v in index]
+    table = np.zeros(len(vocabulary), dtype=bool)
+    table[[index[v] for v in values if v in index]] = True
+    return table[codes]
 
 
 def mirror_mask(filters: Filters, m: MirrorColumns) -> np.ndarray:
@@ -150,11 +155,11 @@ def mirror_mask(filters: Filters, m: MirrorColumns) -> np.ndarray:
                                       (m.origin_code, filters.origins, ORIGINS),
                                       (m.domain_code, filters.domains, m.domains)):
         if values:
-            mask &= np.isin(codes, _codes(values, vocabulary))
+            mask &= _member(codes, values, vocabulary)
     for codes, values, vocabulary in ((m.type_code, filters.not_types, ENTRY_TYPES),
                                       (m.domain_code, filters.not_domains, m.domains)):
         if values:
-            mask &= ~np.isin(codes, _codes(values, vocabulary))
+            mask &= ~_member(codes, values, vocabulary)
     if filters.tags:
         tagged = np.zeros(mask.size, dtype=bool)
         for tag in filters.tags:
