@@ -3,6 +3,7 @@ memories, feedback and vectors. Implements :class:`~tiervault.vault.backend.Tier
 
 The SQLite backend is these modules: ``store`` (entries, links, generations),
 ``journal`` (memories, feedback), ``vectors`` (vectors, embedding state),
+``sqlite_links`` (links), ``sqlite_epochs`` (the file's uid, generations and epochs),
 ``maintenance`` (integrity checks and repairs),
 ``sqlite_db`` (connection, transactions), ``sqlite_sql`` (SQL text and row
 conversion), ``sqlite_errors`` (sqlite3 -> tiervault errors), ``connection`` and
@@ -23,9 +24,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tiervault.errors import EntryNotFound, ValidationError
-from tiervault.vault.connection import epoch_key
-from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
+from tiervault.errors import ValidationError
+from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
@@ -38,6 +38,8 @@ from tiervault.vault.rows import (Changes, EmbeddingStatus, FeedbackCounts, Feed
                                   VectorChanges, VectorHit, VectorRow, WeightRecord)
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.sqlite_db import SqliteDb
+from tiervault.vault.sqlite_epochs import TierEpochs
+from tiervault.vault.sqlite_links import TierLinks
 from tiervault.vault.entry_rows import SELECT_ENTRY, entry_params, rows_to_entries, unchanged, write_in_batches
 from tiervault.vault.sqlite_sql import FTS_DELETE, FTS_INSERT, SANE_TIMES, UPSERT_ENTRY, filter_sql
 from tiervault.vault.vectors import TierVectors
@@ -46,12 +48,6 @@ __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
 _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
                    "valid_until, updated_at, title, description, context, tags")
-
-
-#: meta key prefix of a pinned epoch (see TierStore.pin_epoch); under "epoch." so that
-#: whatever clears the epochs clears the pins too.
-_PIN = "epoch.pin."
-_PINS_KEPT = 8
 
 
 class TierStore:
@@ -68,6 +64,8 @@ class TierStore:
         self.journal = Journal(self.db)
         self.maintenance = Maintenance(self.db)
         self.vectors = TierVectors(self.db)
+        self.links = TierLinks(self.db, name)
+        self.epochs = TierEpochs(self.db, self.path)
         self.lexicon = MirrorLexicon(self.postings)
         self._mirror: Postings | None = None
 
@@ -107,45 +105,19 @@ class TierStore:
         return True
 
     def uid(self) -> str:
-        """A random id the tier file gets with its first write (names its caches).
-
-        Never writes: a tier without one yet (never written by this version, or on
-        read-only media) is named by its path, and its caches by the epochs.
-        """
-        rows = self.db.query("SELECT value FROM meta WHERE key = 'uid'")
-        return rows[0][0] if rows else f"path:{self.path.absolute()}"
+        """A random id the tier file gets with its first write (names its caches)."""
+        return self.epochs.uid()
 
     def epoch_at(self, gen: int) -> str | None:
-        """The random epoch recorded for generation ``gen`` (None: not recorded, e.g.
-        written by an older version, or older than the window kept). SQLite only:
-        caches use it, when a backend has it, to notice a replaced file."""
-        rows = self.db.query("SELECT key, value FROM meta WHERE key IN (?, ?)",
-                             (epoch_key(gen), _PIN + str(int(gen))))
-        found = dict(rows)
-        return found.get(epoch_key(gen), found.get(_PIN + str(int(gen))))
+        """The random epoch recorded for generation ``gen`` (see :mod:`sqlite_epochs`)."""
+        return self.epochs.epoch_at(gen)
 
     def pin_epoch(self, gen: int) -> None:
-        """Keep the epoch of ``gen`` beyond the window (a cache file was saved at ``gen``).
-
-        Epochs older than EPOCH_WINDOW generations are dropped, and a cache whose
-        generation lost its epoch is rebuilt: at 1,000,000 entries, a minute at the
-        next open after any 4,096 writes (embedding a vault is thousands). The
-        newest :data:`_PINS_KEPT` pins are kept. One write transaction."""
-        with self.db.write("pin cache epoch") as txn:
-            conn = txn.conn
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (epoch_key(gen),)).fetchone()
-            if row is None:
-                return
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                         (_PIN + str(int(gen)), row[0]))
-            conn.execute(
-                "DELETE FROM meta WHERE key LIKE ? AND key NOT IN (SELECT key FROM meta "
-                "WHERE key LIKE ? ORDER BY CAST(substr(key, ?) AS INTEGER) DESC LIMIT ?)",
-                (_PIN + "%", _PIN + "%", len(_PIN) + 1, _PINS_KEPT))
+        """Keep the epoch of ``gen`` beyond the window (a cache file was saved at ``gen``)."""
+        self.epochs.pin(gen)
 
     def generation(self) -> int:
-        rows = self.db.query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
-        return rows[0][0] if rows else 0
+        return self.epochs.generation()
 
     def snapshot(self) -> Any:
         """One read transaction on the file (SQLite only, not in the contract): a
@@ -410,46 +382,20 @@ class TierStore:
         rows = self.db.query(sql, [match_expression(terms), *params, limit])
         return TierHits([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64))
 
-    # -- links ----------------------------------------------------------------------
+    # -- links (vault/sqlite_links.py) ----------------------------------------------
     def link(self, source_id: str, target_id: str, link_type: str, note: str = "") -> Link:
         """Link ``source_id`` (held here) to ``target_id`` (any tier)."""
-        if link_type not in LINK_TYPES:
-            raise ValidationError("link_type", f"{link_type!r} is not one of {', '.join(LINK_TYPES)}")
-        check_text("source_id", source_id, MAX_ID_CHARS)
-        check_text("target_id", target_id, MAX_ID_CHARS)
-        check_text("note", note)
-        if source_id == target_id:
-            raise ValidationError("target_id", "an entry cannot link to itself")
-        now = time.time()
-        with self.db.write("link") as txn:
-            conn = txn.conn
-            if conn.execute("SELECT 1 FROM entries WHERE id = ?", (source_id,)).fetchone() is None:
-                raise EntryNotFound(source_id)
-            conn.execute("INSERT INTO links(source_id, target_id, link_type, note, created_at) "
-                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET note = excluded.note",
-                         (source_id, target_id, link_type, note, now))
-        return Link(source_id, target_id, link_type, note, now, self.name)
+        return self.links.link(source_id, target_id, link_type, note)
 
     def unlink(self, source_id: str, target_id: str, link_type: str | None = None) -> int:
-        with self.db.write("unlink") as txn:
-            cur = txn.conn.execute(
-                "DELETE FROM links WHERE source_id = ? AND target_id = ? "
-                "AND (? IS NULL OR link_type = ?)", (source_id, target_id, link_type, link_type))
-        return cur.rowcount
+        return self.links.unlink(source_id, target_id, link_type)
 
     def links_touching(self, ids: Sequence[str]) -> list[Link]:
         """Every link stored here whose source or target is one of ``ids``."""
-        if not ids:
-            return []
-        rows = self.db.query(
-            "SELECT source_id, target_id, link_type, note, created_at FROM links "
-            "WHERE source_id IN (SELECT value FROM json_each(?1)) "
-            "OR target_id IN (SELECT value FROM json_each(?1))", (json.dumps(list(ids)),))
-        return [Link(s, t, lt, note, at, self.name) for s, t, lt, note, at in rows]
+        return self.links.touching(ids)
 
     def link_count(self) -> int:
-        rows = self.db.query("SELECT count(*) FROM links")
-        return rows[0][0] if rows else 0
+        return self.links.count()
 
     # -- memories and feedback (journal) -------------------------------------------------
     def add_memory(self, summary: str, *, context: str = "", topics: Sequence[str] | str = (),

@@ -1,0 +1,71 @@
+"""A tier file's identity over time, part of the SQLite backend: its uid, its
+generation counter, and the random epoch recorded for each recent generation.
+
+Caches (the search mirror, vector indexes) are named by the uid and checked
+against the epoch of the generation they were saved at: a file replaced by
+another (a restored backup, a copy from another machine) has other epochs, so a
+cache of the old file is never served for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tiervault.vault.connection import epoch_key
+from tiervault.vault.sqlite_db import SqliteDb
+
+__all__ = ["TierEpochs"]
+
+#: meta key prefix of a pinned epoch; under "epoch." so that whatever clears the
+#: epochs clears the pins too.
+_PIN = "epoch.pin."
+#: how many pins are kept (the newest).
+PINS_KEPT = 8
+
+
+class TierEpochs:
+    """The uid, generation and epochs of one tier file."""
+
+    def __init__(self, db: SqliteDb, path: Path) -> None:
+        self.db = db
+        self.path = path
+
+    def uid(self) -> str:
+        """A random id the tier file gets with its first write (names its caches).
+
+        Never writes: a tier without one yet (never written by this version, or on
+        read-only media) is named by its path, and its caches by the epochs.
+        """
+        rows = self.db.query("SELECT value FROM meta WHERE key = 'uid'")
+        return rows[0][0] if rows else f"path:{self.path.absolute()}"
+
+    def generation(self) -> int:
+        rows = self.db.query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
+        return rows[0][0] if rows else 0
+
+    def epoch_at(self, gen: int) -> str | None:
+        """The random epoch recorded for generation ``gen`` (None: not recorded, e.g.
+        written by an older version, or older than the window kept and not pinned)."""
+        rows = self.db.query("SELECT key, value FROM meta WHERE key IN (?, ?)",
+                             (epoch_key(gen), _PIN + str(int(gen))))
+        found = dict(rows)
+        return found.get(epoch_key(gen), found.get(_PIN + str(int(gen))))
+
+    def pin(self, gen: int) -> None:
+        """Keep the epoch of ``gen`` beyond the window (a cache file was saved at ``gen``).
+
+        Epochs older than EPOCH_WINDOW generations are dropped, and a cache whose
+        generation lost its epoch is rebuilt: at 1,000,000 entries, a minute at the
+        next open after any 4,096 writes (embedding a vault is thousands). The
+        newest :data:`PINS_KEPT` pins are kept. One write transaction."""
+        with self.db.write("pin cache epoch") as txn:
+            conn = txn.conn
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (epoch_key(gen),)).fetchone()
+            if row is None:
+                return
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                         (_PIN + str(int(gen)), row[0]))
+            conn.execute(
+                "DELETE FROM meta WHERE key LIKE ? AND key NOT IN (SELECT key FROM meta "
+                "WHERE key LIKE ? ORDER BY CAST(substr(key, ?) AS INTEGER) DESC LIMIT ?)",
+                (_PIN + "%", _PIN + "%", len(_PIN) + 1, PINS_KEPT))
