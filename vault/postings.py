@@ -18,7 +18,7 @@ rows written later (and tombstones of deleted rows). Changed rows go to a small
 delta segment; when the delta exceeds ``max(256, 5% of rows)`` the mirror is
 rebuilt, which also refits the TF-IDF model (so TF-IDF idf is at most that
 stale; BM25 statistics are always exact). The built mirror is cached next to
-the tier file (``<tier>.postings.npz``) so reopening a large tier is fast.
+the tier file (``<tier>.postings.npz``, :mod:`mirror_cache`) so reopening a large tier is fast.
 """
 
 from __future__ import annotations
@@ -31,22 +31,19 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from tiervault.errors import TierVaultError
-from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
+from tiervault.vault import mirror_cache
 from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
-from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import bm25_term, tfidf_rows
 from tiervault.vault.mirror_analysis import analyse_rows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
-__all__ = ["Postings", "TermMatches", "CACHE_VERSION"]
+__all__ = ["Postings", "TermMatches"]
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 4  # 3: the tier epoch is recorded (restored tiers refuse stale caches); 4: updated_at
 #: Below this many rows a change rebuilds the mirror (and refits TF-IDF) at once.
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
@@ -63,15 +60,6 @@ class TermMatches:
     @property
     def df(self) -> np.ndarray:
         return np.array([s.size for s in self.slots], dtype=np.float64)
-
-
-def _join(strings: Sequence[str]) -> np.ndarray:
-    return np.frombuffer("\n".join(strings).encode(), dtype=np.uint8)
-
-
-def _split(blob: np.ndarray) -> list[str]:
-    text = blob.tobytes().decode()
-    return text.split("\n") if text else []
 
 
 class Postings:
@@ -126,7 +114,7 @@ class Postings:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 -- a damaged cache must never break search
-            if isinstance(exc, _StoreFailure):
+            if isinstance(exc, mirror_cache.StoreFailure):
                 raise exc.cause from None
             log.warning("ignoring the search cache %s (%s: %s); rebuilding from the tier",
                         path, type(exc).__name__, str(exc)[:200])
@@ -140,10 +128,10 @@ class Postings:
         fresh = Postings()
         fresh._append_rows(rows, fit=True)
         fresh.gen = gen
-        fresh.epoch = _epoch(store, gen)
+        fresh.epoch = mirror_cache.tier_epoch(store, gen)
         fresh.base_rows = len(fresh.ids)
         self.__dict__.update(fresh.__dict__)
-        self._save_cache(store)
+        mirror_cache.save(self, store)
 
     def catch_up(self, store: Any) -> None:
         """Apply every write committed after ``self.gen`` (by any process).
@@ -154,7 +142,7 @@ class Postings:
         current = store.generation()
         if current == self.gen:
             return
-        if current < self.gen or _epoch(store, self.gen) != self.epoch:
+        if current < self.gen or mirror_cache.tier_epoch(store, self.gen) != self.epoch:
             self._rebuild(store)
             return
         changes = store.changes_since(self.gen)
@@ -172,7 +160,7 @@ class Postings:
             return
         self._append_rows(rows, fit=False)
         self.gen = gen
-        self.epoch = _epoch(store, gen)
+        self.epoch = mirror_cache.tier_epoch(store, gen)
 
     def _kill(self, rowid: int) -> None:
         slot = self._slot_of.pop(int(rowid), None)
@@ -184,7 +172,7 @@ class Postings:
             if self._by_hash.get(self.hashes[slot]) == slot:
                 del self._by_hash[self.hashes[slot]]
 
-    def _index_live(self) -> None:
+    def index_live(self) -> None:
         """The look-up dicts of live slots (rowid, id, first slot of each content hash),
         built by C-level ``dict(zip(...))`` rather than a Python loop per slot."""
         live = np.flatnonzero(self.alive)
@@ -424,101 +412,12 @@ class Postings:
         :func:`~tiervault.vault.filter_compile.mirror_mask`)."""
         return mirror_mask(filters, self)
 
-    # -- cache ------------------------------------------------------------------------
+    # -- cache (vault/mirror_cache.py) ---------------------------------------------------
     @staticmethod
     def cache_path(store: Any) -> Path | None:
-        prefix = store.cache_prefix()
-        return Path(f"{prefix}.postings.npz") if prefix is not None else None
-
-    def _save_cache(self, store: Any) -> None:
-        """Write the base segment atomically (fsync, rename; the temporary file never
-        outlives a failure); failure only costs a rebuild next time."""
-        if store.read_only or self.delta_W or not store.exists:
-            return
-        path = self.cache_path(store)
-        if path is None:
-            return
-        tags = sorted(self.tags)
-        tag_slots = [np.asarray(self.tags[t], dtype=np.int64) for t in tags]
-        try:
-            arrays = dict(
-                version=np.array([CACHE_VERSION, self.gen, self.base_rows, self.tfidf_terms],
-                                 dtype=np.int64),
-                tier_uid=_join([store.uid()]), epoch=_join([self.epoch or ""]),
-                terms=_join(self.terms), ids=_join(self.ids),
-                hashes=_join(self.hashes), domains=_join(self.domains), tags=_join(tags),
-                tag_indptr=np.cumsum([0] + [len(s) for s in tag_slots]).astype(np.int64),
-                tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=np.int64),
-                rowids=self.rowids, alive=self.alive, doclen=self.doclen, type_code=self.type_code,
-                severity_code=self.severity_code, origin_code=self.origin_code,
-                domain_code=self.domain_code, valid_from=self.valid_from, valid_until=self.valid_until,
-                updated_at=self.updated_at,
-                W_data=self.W.data, W_indices=self.W.indices, W_indptr=self.W.indptr,
-                T_data=self.T.data, T_indices=self.T.indices, T_indptr=self.T.indptr,
-                idf=self.idf, stop_words=_join(sorted(STOP_WORDS.get())),
-            )
-            with atomic_write(path, binary=True, mode=0o600) as fh:
-                np.savez(fh, **arrays)
-            pin = getattr(store, "pin_epoch", None)
-            if pin is not None and self.epoch is not None:
-                pin(self.gen)  # the file stays usable after the epoch window moves on
-        except (OSError, TierVaultError) as exc:
-            log.warning("could not cache the search mirror of tier %r at %s: %s", store.name, path, exc)
+        return mirror_cache.cache_path(store)
 
     @classmethod
     def load_cache(cls, store: Any) -> "Postings | None":
-        """The cached mirror if it belongs to this tier's history, else None (no cache,
-        another tier's, another history's); a damaged file raises (see :meth:`build`)."""
-        path = cls.cache_path(store)
-        if path is None or not path.exists():
-            return None
-        with np.load(path, allow_pickle=False) as z:
-            version, gen, base_rows, tfidf_terms = (int(v) for v in z["version"])
-            if version != CACHE_VERSION:
-                return None
-            try:
-                uid, current = store.uid(), store.generation()
-                epoch = _epoch(store, gen)
-            except TierVaultError as exc:  # the tier itself fails: not the cache's fault
-                raise _StoreFailure(exc) from exc
-            if _split(z["tier_uid"]) != [uid] or gen > current:
-                return None  # another tier's cache, or the tier was replaced by an older copy
-            if (_split(z["epoch"]) or [""])[0] != (epoch or ""):
-                return None  # same generation number, another history: a restored copy
-            m = cls()
-            m.gen, m.epoch, m.base_rows, m.tfidf_terms = gen, epoch, base_rows, tfidf_terms
-            m.terms = _split(z["terms"])
-            m.term_ids = dict(zip(m.terms, range(len(m.terms))))
-            m.ids, m.hashes, m.domains = _split(z["ids"]), _split(z["hashes"]), _split(z["domains"])
-            indptr, tag_slots = z["tag_indptr"], z["tag_slots"]
-            tag_names = _split(z["tags"])
-            for name in ("rowids", "alive", "doclen", "type_code", "severity_code",
-                         "origin_code", "domain_code", "valid_from", "valid_until", "updated_at"):
-                setattr(m, name, z[name])
-            shape = (base_rows, len(m.terms))
-            m.W = sp.csc_matrix((z["W_data"], z["W_indices"], z["W_indptr"]), shape=shape)
-            m.T = sp.csc_matrix((z["T_data"], z["T_indices"], z["T_indptr"]),
-                                shape=(base_rows, z["T_indptr"].size - 1))
-            m.idf = z["idf"]
-            stop_words = _split(z["stop_words"])
-        validate_mirror(m, indptr, tag_slots, len(tag_names))
-        m.T.sort_indices()  # tfidf_at binary-searches a column (a no-op when sorted)
-        m.tags = {t: tag_slots[indptr[i]:indptr[i + 1]].tolist() for i, t in enumerate(tag_names)}
-        STOP_WORDS.prime(stop_words)
-        m._index_live()
-        m.total_len = float(m.doclen[m.alive].sum())
-        return m
-
-
-class _StoreFailure(Exception):
-    """The tier (not the cache) failed while a cache was checked: re-raised as is."""
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
-def _epoch(store: Any, gen: int) -> str | None:
-    """The tier's epoch at ``gen`` (None for a backend that keeps none)."""
-    epoch_at = getattr(store, "epoch_at", None)
-    return epoch_at(gen) if epoch_at is not None else None
+        """The cached mirror if it belongs to this tier's history, else None."""
+        return mirror_cache.load(store, cls)
