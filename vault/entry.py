@@ -20,6 +20,7 @@ from tiervault.errors import ValidationError
 
 __all__ = [
     "Entry",
+    "check_link",
     "ENTRY_TYPES",
     "SEVERITIES",
     "ORIGINS",
@@ -158,6 +159,18 @@ def check_text(name: str, value: Any, limit: int = MAX_TEXT_CHARS) -> str:
     if not value.isascii() and _SURROGATE.search(value):  # ASCII cannot hold one (O(1) check)
         raise ValidationError(name, "contains a lone surrogate (not valid Unicode text)")
     return value
+
+
+def check_link(source_id: Any, target_id: Any, link_type: Any, note: Any) -> None:
+    """A link's fields as every backend stores them: a known type, storable ids and
+    note, and no link from an entry to itself."""
+    if link_type not in LINK_TYPES:
+        raise ValidationError("link_type", f"{link_type!r} is not one of {', '.join(LINK_TYPES)}")
+    check_text("source_id", source_id, MAX_ID_CHARS)
+    check_text("target_id", target_id, MAX_ID_CHARS)
+    check_text("note", note)
+    if source_id == target_id:
+        raise ValidationError("target_id", "an entry cannot link to itself")
 
 
 def _text(data: Mapping[str, Any], name: str, *, required: bool = False,

@@ -12,8 +12,8 @@ import json
 import time
 from typing import Sequence
 
-from tiervault.errors import EntryNotFound, ValidationError
-from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, check_text
+from tiervault.errors import EntryNotFound
+from tiervault.vault.entry import check_link
 from tiervault.vault.rows import Link
 from tiervault.vault.sqlite_db import SqliteDb
 
@@ -30,13 +30,7 @@ class TierLinks:
     def link(self, source_id: str, target_id: str, link_type: str, note: str = "") -> Link:
         """Link ``source_id`` (held here) to ``target_id`` (any tier); a second link of
         the same type between the same entries replaces the note."""
-        if link_type not in LINK_TYPES:
-            raise ValidationError("link_type", f"{link_type!r} is not one of {', '.join(LINK_TYPES)}")
-        check_text("source_id", source_id, MAX_ID_CHARS)
-        check_text("target_id", target_id, MAX_ID_CHARS)
-        check_text("note", note)
-        if source_id == target_id:
-            raise ValidationError("target_id", "an entry cannot link to itself")
+        check_link(source_id, target_id, link_type, note)
         now = time.time()
         with self.db.write("link") as txn:
             conn = txn.conn

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from tiervault.errors import EntryNotFound, ReadOnlyTier, StorageError, ValidationError
-from tiervault.vault.entry import LINK_TYPES, MAX_ID_CHARS, Entry, check_text
+from tiervault.vault.entry import Entry, check_link
 from tiervault.vault.filters import Filters
 from tiervault.vault.postgres.connection import PgSession
 from tiervault.vault.postgres.schema import build_entry_indexes, drop_entry_indexes
@@ -371,13 +371,7 @@ class PgEntryStore(PgJournal):
 
     # -- links ------------------------------------------------------------------------
     def link(self, source_id: str, target_id: str, link_type: str, note: str = "") -> Link:
-        if link_type not in LINK_TYPES:
-            raise ValidationError("link_type", f"{link_type!r} is not one of {', '.join(LINK_TYPES)}")
-        check_text("source_id", source_id, MAX_ID_CHARS)
-        check_text("target_id", target_id, MAX_ID_CHARS)
-        check_text("note", note)
-        if source_id == target_id:
-            raise ValidationError("target_id", "an entry cannot link to itself")
+        check_link(source_id, target_id, link_type, note)
         now = time.time()
         with self.write("store a link") as (conn, _gen):
             if conn.execute("SELECT 1 FROM entries WHERE id = %s", (source_id,)).fetchone() is None:
