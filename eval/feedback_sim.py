@@ -4,11 +4,16 @@
                                 [--agentset eval/agentset/ops] [--pack PACK.jsonl]
                                 [--json eval/results/feedback_sim.json]
                                 [--plot docs/feedback_learning.png] [--set NAME=VALUE ...]
+                                [--embedder none|local|hash]
 
 The starter pack is loaded into a team tier (``import_lines``, links included) and
 an empty agent tier receives the feedback, through the real ``Brain.feedback``
 (signals recomputed and stored, weights refitted as in production). The Brain's
-clock is fixed (2026-01-01) so recency is reproducible. FTS-only (the default).
+clock is fixed (2026-01-01) so recency is reproducible. FTS-only by default;
+``--embedder local`` runs every search (and the re-rank inside ``feedback()``) in
+hybrid mode: the pack's vectors are stored through the production embeddings
+runtime (as eval/agent.py does, cached in ~/.cache/tiervault-eval) and the Brain
+gets the runtime as its vector source, so the hybrid base weights are fitted.
 
 Halves (eval/agentset/, split by its README):
 * ``--split report`` (the figures): feedback on the 35 ``tune`` queries, the 33
@@ -97,7 +102,8 @@ def apply_overrides(pairs: list[str]) -> dict[str, float]:
 class Sim:
     """One fresh vault (pack in team, empty agent tier) and a Brain over it."""
 
-    def __init__(self, workdir: Path, adaptation: str, pack: Path = PACK) -> None:
+    def __init__(self, workdir: Path, adaptation: str, pack: Path = PACK,
+                 embedder: Any = None, cache_dir: Path | None = None) -> None:
         from tiervault.brain.brain import Brain
         from tiervault.config import BrainConfig, Settings
         from tiervault.vault.jsonl import import_lines
@@ -108,7 +114,16 @@ class Sim:
         import_lines(self.manager, "team", pack.read_text(encoding="utf-8").splitlines(), strict=True)
         settings = Settings(agent_id="sim", tiers=(), embedding=None, features=frozenset(),
                             brain=BrainConfig(adaptation=adaptation), config_path=None)
-        self.brain = Brain(self.manager, settings, clock=lambda: NOW)
+        self.runtime: Any = None
+        self.embedding: dict[str, Any] = {}
+        if embedder is not None:
+            from eval.beir import attach_vectors
+
+            ids = [json.loads(line)["id"] for line in pack.read_text(encoding="utf-8").splitlines()
+                   if line.strip()]
+            self.runtime, self.embedding = attach_vectors(self.manager, "team", workdir / "team.db",
+                                                          ids, embedder, cache_dir, workdir)
+        self.brain = Brain(self.manager, settings, vectors=self.runtime, clock=lambda: NOW)
 
     def close(self) -> None:
         self.brain.close()
@@ -150,10 +165,11 @@ def actions(policy: str, ids: list[str], grades: dict[str, int], rng: random.Ran
 
 def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict],
                qrels: dict[str, dict[str, int]],
-               checkpoints: tuple[int, ...] = CHECKPOINTS, pack: Path = PACK) -> dict[str, Any]:
+               checkpoints: tuple[int, ...] = CHECKPOINTS, pack: Path = PACK,
+               embedder: Any = None, cache_dir: Path | None = None) -> dict[str, Any]:
     """The learning curve of one (adaptation, policy) from a fresh vault."""
     with tempfile.TemporaryDirectory(prefix="tv-fbsim-") as tmp:
-        sim = Sim(Path(tmp), adaptation, pack)
+        sim = Sim(Path(tmp), adaptation, pack, embedder, cache_dir)
         try:
             curve = []
 
@@ -183,7 +199,7 @@ def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict]
                             break
                     if not todo:
                         break
-            return {"curve": curve, "rounds": rnd, "ceiling": ceiling}
+            return {"curve": curve, "rounds": rnd, "ceiling": ceiling, "embedding": sim.embedding}
         finally:
             sim.close()
 
@@ -206,8 +222,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
         if ceiling:
             ax.axhline(ceiling[half]["top10"], color="grey", linestyle=":",
                        label="ceiling: first top 10 in judged order")
+        mode = "hybrid" if report.get("embedder", "none") != "none" else "FTS-only"
         ax.set_title(f"{'queries given feedback' if half == 'fed' else 'unseen queries'} "
-                     f"({report['set']}, {report['split']} run)", fontsize=10)
+                     f"({report['set']}, {report['split']} run, {mode})", fontsize=10)
         ax.set_xlabel("feedback events")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("nDCG@10")
@@ -264,8 +281,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the report here")
     ap.add_argument("--plot", type=Path, help="write the learning-curve PNG here")
     ap.add_argument("--set", nargs="*", default=[], help="override constants (tuning)")
+    ap.add_argument("--embedder", choices=("none", "local", "hash"), default="none",
+                    help="local = hybrid mode with the offline MiniLM embedder (default: FTS-only)")
+    ap.add_argument("--cache-dir", type=Path, default=None,
+                    help="document-embedding cache (default: eval/beir.py's, ~/.cache/tiervault-eval)")
     args = ap.parse_args(argv)
     overrides = apply_overrides(args.set)
+    embedder = None
+    if args.embedder != "none":
+        from eval.beir import DEFAULT_CACHE, make_embedder
+
+        embedder, why = make_embedder(args.embedder, 384)
+        if embedder is None:
+            raise SystemExit(f"--embedder {args.embedder}: {why}")
+    cache_dir = (args.cache_dir or DEFAULT_CACHE).expanduser() if embedder is not None else None
     queries, qrels = load_set(args.agentset)
     pack = args.pack or (args.agentset / "pack.jsonl" if (args.agentset / "pack.jsonl").exists()
                          else PACK)
@@ -274,12 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"set": _rel(args.agentset), "pack": _rel(pack), "split": args.split,
                               "fed": [q["id"] for q in fed],
                               "unseen": [q["id"] for q in unseen], "checkpoints": list(CHECKPOINTS),
-                              "overrides": overrides, "runs": {}}
+                              "overrides": overrides, "embedder": args.embedder,
+                              "embedder_model": getattr(embedder, "model", None), "runs": {}}
     for adaptation in args.adaptation:
         report["runs"][adaptation] = {}
         for policy in args.policy:
             report["runs"][adaptation][policy] = run_policy(adaptation, policy, fed, unseen, qrels,
-                                                            pack=pack)
+                                                            pack=pack, embedder=embedder,
+                                                            cache_dir=cache_dir)
             curve = report["runs"][adaptation][policy]["curve"]
             print(f"{adaptation:8s} {policy:7s} " + "  ".join(
                 f"{p['events']}: fed {p['fed']:.3f} unseen {p['unseen']:.3f}" for p in curve),
