@@ -19,12 +19,11 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 
 from tiervault.vault.filters import Filters
+from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.read_scope import current_scope
 from tiervault.vault.rows import Changes, IdMask, LexicalHit, MirrorRow, TermStats
-from tiervault.vault.scoring import top_k
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +64,7 @@ class PgLexical:
     mirror_rows: Any
     uid: Any
     _scope_seen: object | None = None
+    _lexicon: MirrorLexicon | None = None
 
     def cache_prefix(self) -> str | None:
         """``<cache root>/pg-<uid>``: local caches of this tier (mirror, vector index)."""
@@ -110,69 +110,38 @@ class PgLexical:
         if self._postings is not None:
             self.postings(force=True)
 
-    def term_stats(self, terms: Sequence[str]) -> TermStats:
-        p = self.postings()
-        m = p.matches(list(terms))
-        return TermStats(p.n_alive, float(p.total_len), tuple(int(x) for x in m.df))
+    def mirror_lexicon(self) -> MirrorLexicon:
+        """The shared lexical answers over this tier's mirror (the SQLite tier's class:
+        BM25 arrays, matches and filter masks kept per query and mirror generation)."""
+        lexicon = self._lexicon
+        if lexicon is None:
+            with self._lock:
+                if self._lexicon is None:
+                    self._lexicon = MirrorLexicon(self.postings)
+                lexicon = self._lexicon
+        return lexicon
 
-    def _scores(self, p: Any, terms: Sequence[str], stats: TermStats) -> np.ndarray:
-        if not terms:
-            return np.zeros(len(p.ids), dtype=np.float64)
-        return p.bm25(p.matches(list(terms)), stats.idf(), stats.avg_len)
+    def term_stats(self, terms: Sequence[str]) -> TermStats:
+        return self.mirror_lexicon().term_stats(terms)
 
     def lexical_top_k(self, terms: Sequence[str], stats: TermStats, filters: Filters, k: int,
                       *, words: Sequence[str] = ()) -> list[LexicalHit]:
-        p = self.postings()
-        scores = self._scores(p, terms, stats)
-        slots = top_k(scores, k, p.mask(filters) & (scores > 0))
-        tfidf = p.tfidf_scores(list(words)) if words else None
-        return [LexicalHit(p.ids[s], p.hashes[s], float(scores[s]),
-                           float(tfidf[s]) if tfidf is not None else 0.0) for s in slots]
+        return self.mirror_lexicon().lexical_top_k(terms, stats, filters, k, words=words)
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
                        words: Sequence[str] = ()) -> list[LexicalHit]:
-        p = self.postings()
-        slots: dict[int, None] = {}
-        for eid in ids:
-            s = p.slot(eid)
-            if s is not None:
-                slots[s] = None
-        wanted = set(hashes)
-        if wanted:
-            for s in np.flatnonzero(p.alive):
-                if p.hashes[s] in wanted:
-                    slots[int(s)] = None
-        if not slots:
-            return []
-        scores = self._scores(p, terms, stats)
-        mask = p.mask(filters) if filters is not None else None
-        tfidf = p.tfidf_scores(list(words)) if words else None
-        return [LexicalHit(p.ids[s], p.hashes[s], float(scores[s]),
-                           float(tfidf[s]) if tfidf is not None else 0.0,
-                           bool(mask[s]) if mask is not None else True) for s in slots]
+        return self.mirror_lexicon().lexical_scores(terms, stats, ids=ids, hashes=hashes,
+                                                    filters=filters, words=words)
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
-        p = self.postings()
-        hit = np.zeros(len(p.ids), dtype=bool)
-        for slots in p.matches(list(terms)).slots:
-            hit[slots] = True
-        return int(np.count_nonzero(hit & p.mask(filters)))
+        return self.mirror_lexicon().lexical_count(terms, filters, cap)
 
     def text_similarity(self, words: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
-        p = self.postings()
-        q = p.tfidf_vector(list(words))
-        if q is None:
-            return [0.0] * len(documents)
-        out = []
-        for doc in documents:
-            d = p.tfidf_vector(list(doc))
-            out.append(float(q.multiply(d).sum()) if d is not None else 0.0)
-        return out
+        return self.mirror_lexicon().text_similarity(words, documents)
 
     def filter_mask(self, filters: Filters) -> IdMask:
-        p = self.postings()
-        return IdMask(p.ids, p.mask(filters), (id(p), p.gen, len(p.ids), p.n_alive))
+        return self.mirror_lexicon().filter_mask(filters)
 
     def create(self) -> bool:
         """Opening the tier created its schema already (unless read-only): False."""

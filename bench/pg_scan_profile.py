@@ -1,0 +1,161 @@
+"""Where a PostgreSQL-tier scan spends its time, next to the same scan on an SQLite tier.
+
+    python bench/pg_scan_profile.py [--entries 100000] [--queries 200] [--profile 100] [--json out.json]
+
+Starts an embedded server (as bench/postgres.py), loads the bench corpus into a
+PostgreSQL team tier *and* into an SQLite team tier, with the same two small
+SQLite agent/project tiers beside each, then:
+
+1. times ``Brain.search_intelligent(mode="scan")`` on both stacks round-robin
+   (same queries, same filters) -> p50/p95 and the PG/SQLite ratio;
+2. counts, per PG scan, the SQL statements executed and the pool checkouts
+   (round trips to the server);
+3. cProfiles ``--profile`` scans of each stack and prints the top functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from bench.phases import query_kwargs, time_interleaved  # noqa: E402
+from bench.run import machine_info  # noqa: E402
+
+
+def _brain(team: Any, agent: Any, project: Any) -> Any:
+    from tiervault.brain.brain import Brain
+    from tiervault.vault.manager import Tier, VaultManager
+
+    return Brain(VaultManager([Tier("agent", str(agent.path), 1.0, store=agent),
+                               Tier("project", str(project.path), 0.8, store=project),
+                               Tier("team", str(team.path), 0.6, store=team)]))
+
+
+class _Counting:
+    """Counts psycopg statements (by their first words) and pool checkouts while active."""
+
+    def __init__(self) -> None:
+        import psycopg
+        import psycopg_pool
+
+        self.statements: Counter[str] = Counter()
+        self.checkouts = 0
+        self.active = False
+        cur_exec = psycopg.Cursor.execute  # Connection.execute calls it: counted once
+        pool_conn = psycopg_pool.ConnectionPool.connection
+        me = self
+
+        def k_exec(self_: Any, query: Any, *a: Any, **k: Any) -> Any:
+            if me.active:
+                me.statements[" ".join(str(query).split()[:4])[:60]] += 1
+            return cur_exec(self_, query, *a, **k)
+
+        def p_conn(self_: Any, *a: Any, **k: Any) -> Any:
+            if me.active:
+                me.checkouts += 1
+            return pool_conn(self_, *a, **k)
+
+        psycopg.Cursor.execute = k_exec  # type: ignore[method-assign]
+        psycopg_pool.ConnectionPool.connection = p_conn  # type: ignore[method-assign]
+
+
+def _profile(fn: Any, qs: list[dict[str, Any]], top: int) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    for q in qs:
+        fn(q)
+    prof.disable()
+    out = io.StringIO()
+    st = pstats.Stats(prof, stream=out)
+    st.sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--profile", type=int, default=100)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--profile-out", type=Path)
+    args = parser.parse_args(argv)
+    from bench.corpus import generate, queries
+    from pg_server import start_server
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.postgres import PgTierStore
+    from tiervault.vault.store import TierStore
+
+    counting = _Counting()
+    own_cache = tempfile.mkdtemp(prefix="tv-pgscan-cache-")
+    os.environ["TIERVAULT_CACHE_DIR"] = own_cache
+    server = start_server(fsync=True)
+    result: dict[str, Any] = {"machine": machine_info(), "entries": args.entries}
+    try:
+        url = server.create_database("tv_bench")
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = generate(args.entries)
+            entries = [Entry.from_dict(r) for t in ("agent", "project", "team") for r in corpus.tiers[t]]
+            pg = PgTierStore(url, name="team", schema="bench_team")
+            pg.capture_many(entries, batch_size=5_000)
+            pg.postings()
+            lite = TierStore(Path(tmp) / "team.db", name="team")
+            lite.capture_many(entries)
+            small = generate(10_000, seed=11)
+            side = {}
+            for tier in ("agent", "project"):
+                side[tier] = TierStore(Path(tmp) / f"{tier}.db", name=tier)
+                side[tier].capture_many(Entry.from_dict(r) for r in small.tiers[tier])
+            b_pg = _brain(pg, side["agent"], side["project"])
+            b_lite = _brain(lite, side["agent"], side["project"])
+            qs, warm = queries(args.queries, 7), queries(30, 8)
+
+            def scan(brain: Any) -> Any:
+                return lambda q: brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
+
+            out = time_interleaved({"pg_scan": scan(b_pg), "sqlite_scan": scan(b_lite)}, qs, warm)
+            out["ratio_pg_to_sqlite_p50"] = round(out["pg_scan"]["p50_ms"] / out["sqlite_scan"]["p50_ms"], 2)
+            out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+            counting.active = True
+            for q in qs[:50]:
+                scan(b_pg)(q)
+            counting.active = False
+            out["pg_statements_per_scan"] = round(sum(counting.statements.values()) / 50, 2)
+            out["pg_pool_checkouts_per_scan"] = round(counting.checkouts / 50, 2)
+            out["pg_statement_kinds_per_scan"] = {k: round(v / 50, 2)
+                                                  for k, v in counting.statements.most_common()}
+            result["scan"] = out
+            print(json.dumps(out, indent=2), flush=True)
+            text = ("=== PG scan ===\n" + _profile(scan(b_pg), qs[:args.profile], args.top)
+                    + "\n=== SQLite scan ===\n" + _profile(scan(b_lite), qs[:args.profile], args.top))
+            if args.profile_out:
+                args.profile_out.write_text(text)
+            else:
+                print(text)
+            pg.close()
+    finally:
+        server.stop()
+        shutil.rmtree(own_cache, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps({"pg_scan_profile": result}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
