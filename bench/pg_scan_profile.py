@@ -37,6 +37,10 @@ from bench.phases import query_kwargs, time_interleaved  # noqa: E402
 from bench.run import machine_info  # noqa: E402
 
 
+class _Done(Exception):
+    """Leave after the phases asked for."""
+
+
 def _brain(team: Any, agent: Any, project: Any) -> Any:
     from tiervault.brain.brain import Brain
     from tiervault.vault.manager import Tier, VaultManager
@@ -87,6 +91,53 @@ def _profile(fn: Any, qs: list[dict[str, Any]], top: int) -> str:
     return out.getvalue()
 
 
+def exact_vectors_phase(pg: Any, entries: list[Any], n: int, dim: int, n_queries: int) -> dict[str, Any]:
+    """The exact vector path (below HNSW_MIN_ROWS): ``vector_search`` vs the statement it used
+    before (catalog look-up + distance in select list and ORDER BY) vs a plain ``ORDER BY <=>``."""
+    import numpy as np
+
+    from tiervault.vault.filters import Filters
+    from tiervault.vault.postgres.vectors import HNSW_MIN_ROWS
+    from tiervault.vault.rows import VectorRow
+
+    assert n < HNSW_MIN_ROWS
+    rng = np.random.default_rng(5)
+    mat = rng.standard_normal((n, dim)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    pg.put_vectors("bench", [VectorRow(e.id, "h", v) for e, v in zip(entries[:n], mat)])
+    everything = Filters(include_expired=True, include_future=True)
+    qv = rng.standard_normal((n_queries + 20, dim)).astype(np.float32)
+    lit = ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for v in qv]
+    qs = [{"i": i} for i in range(20, n_queries + 20)]
+    warm = [{"i": i} for i in range(20)]
+
+    def ours(q: dict[str, Any]) -> list[Any]:
+        return pg.vector_search("bench", qv[q["i"]], 10, filters=everything)
+
+    def previous(q: dict[str, Any]) -> list[tuple]:
+        pg.query("SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+                 (pg.address.schema, "no_such_index"))
+        return pg.query("SELECT e.id, 1 - (v.vector <=> %s::vector) AS s FROM entry_vectors v "
+                        "JOIN entries e ON e.id = v.entry_id WHERE v.model = 'bench' AND v.dim = "
+                        f"{dim} ORDER BY v.vector <=> %s::vector, e.id LIMIT 10",
+                        (lit[q["i"]], lit[q["i"]]))
+
+    def plain(q: dict[str, Any]) -> list[tuple]:
+        return pg.query("SELECT entry_id FROM entry_vectors ORDER BY vector <=> %s::vector, "
+                        "entry_id LIMIT 10", (lit[q["i"]],))
+
+    out = time_interleaved({"vector_search": ours, "previous_statements": previous,
+                            "baseline_plain_order_by": plain}, qs, warm)
+    agree = [[h.id for h in ours(q)] == [r[0] for r in plain(q)] for q in qs[:50]]
+    out["same_top10_as_plain_of_50"] = sum(agree)
+    out["ratio_vector_search_to_plain_p50"] = round(
+        out["vector_search"]["p50_ms"] / out["baseline_plain_order_by"]["p50_ms"], 2)
+    out["ratio_previous_to_plain_p50"] = round(
+        out["previous_statements"]["p50_ms"] / out["baseline_plain_order_by"]["p50_ms"], 2)
+    out["vectors"], out["dim"], out["load_avg"] = n, dim, [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=100_000)
@@ -95,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--profile-out", type=Path)
+    parser.add_argument("--exact-vectors", type=int, default=0,
+                        help="also time the exact vector path on this many 384-d vectors (e.g. 5000)")
+    parser.add_argument("--skip-scan", action="store_true")
     args = parser.parse_args(argv)
     from bench.corpus import generate, queries
     from pg_server import start_server
@@ -129,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             def scan(brain: Any) -> Any:
                 return lambda q: brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
 
+            if args.exact_vectors:
+                result["exact_vectors"] = exact_vectors_phase(pg, entries, args.exact_vectors, 384, 200)
+                print(json.dumps(result["exact_vectors"], indent=2), flush=True)
+            if args.skip_scan:
+                pg.close()
+                raise _Done
             out = time_interleaved({"pg_scan": scan(b_pg), "sqlite_scan": scan(b_lite)}, qs, warm)
             out["ratio_pg_to_sqlite_p50"] = round(out["pg_scan"]["p50_ms"] / out["sqlite_scan"]["p50_ms"], 2)
             out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
@@ -149,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(text)
             pg.close()
+    except _Done:
+        pass
     finally:
         server.stop()
         shutil.rmtree(own_cache, ignore_errors=True)

@@ -160,6 +160,59 @@ def test_upsert_skips_unchanged_entries_and_keeps_generations(pg_tier):
     assert store.changes_since(changes.generation).deleted == [key]
 
 
+def test_exact_vector_search_scores_and_an_index_built_by_another_store(pg_tier, monkeypatch):
+    """Below the threshold the search is exact (cosine = 1 - distance, ties by id); a missing
+    index is remembered for INDEX_RECHECK_S, and one another store builds is then used."""
+    from tiervault.vault.postgres import vectors as pgv
+    from tiervault.vault.rows import VectorRow
+
+    store = pg_tier()
+    data = _entries(60)
+    store.capture_many(data)
+    rng = np.random.default_rng(3)
+    mat = rng.standard_normal((60, 8)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    store.put_vectors("m", [VectorRow(e.id, "h", v) for e, v in zip(data, mat)])
+    q = mat[11]
+    hits = store.vector_search("m", q, 6)
+    exact = sorted(range(60), key=lambda i: -float(mat[i] @ q))[:6]
+    assert [h.id for h in hits] == [data[i].id for i in exact]
+    np.testing.assert_allclose([h.score for h in hits], [float(mat[i] @ q) for i in exact], atol=1e-5)
+    name = pgv._index_name("m", 8)  # noqa: SLF001
+    assert name in store.vector_index_misses
+    other = pg_tier(schema=store.address.schema)
+    monkeypatch.setattr(pgv, "HNSW_MIN_ROWS", 50)
+    assert other.vectors.ensure_index("m", 8)
+    assert not store.vectors._has_index(name)  # noqa: SLF001  (the miss is still trusted)
+    monkeypatch.setattr(pgv, "INDEX_RECHECK_S", 0.0)
+    assert store.vectors._has_index(name)  # noqa: SLF001
+    assert [h.id for h in store.vector_search("m", q, 6)] == [data[i].id for i in exact]
+
+
+def test_exact_vector_search_with_a_filter_none_of_the_nearest_pass(pg_tier):
+    """The exact path ranks a candidate pool before the filters; when the filter passes
+    fewer than k of them it must still return the k nearest passing entries."""
+    from tiervault.vault.rows import VectorRow
+
+    store = pg_tier()
+    data = _entries(250)  # even i: domain net, odd i: domain db
+    store.capture_many(data)
+    rng = np.random.default_rng(4)
+    mat = rng.standard_normal((250, 8)).astype(np.float32) * 0.1
+    mat[:, 0] += np.where(np.arange(250) % 2 == 0, 1.0, -1.0)  # net near +x, db near -x
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    store.put_vectors("m", [VectorRow(e.id, "h", v) for e, v in zip(data, mat)])
+    q = np.zeros(8, dtype=np.float32)
+    q[0] = 1.0
+    hits = store.vector_search("m", q, 6, filters=Filters.build(domain="db"))
+    exact = sorted((i for i in range(250) if i % 2), key=lambda i: (-float(mat[i] @ q), data[i].id))[:6]
+    assert [h.id for h in hits] == [data[i].id for i in exact]
+    np.testing.assert_allclose([h.score for h in hits], [float(mat[i] @ q) for i in exact], atol=1e-5)
+    near = store.vector_search("m", q, 6, filters=Filters.build(domain="net"))
+    assert [h.id for h in near] == [data[i].id for i in sorted(
+        (i for i in range(250) if i % 2 == 0), key=lambda i: (-float(mat[i] @ q), data[i].id))[:6]]
+
+
 def test_vectors_hnsw_above_the_threshold_with_filters_inside_the_sql(pg_tier, monkeypatch):
     from tiervault.vault.postgres import vectors as pgv
 

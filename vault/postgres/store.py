@@ -92,6 +92,8 @@ class PgEntryStore(PgJournal):
         self._uid: str | None = None
         self._written = False
         self._vector_indexes: set[str] = set()
+        #: (model, dim) HNSW index name -> when it was last found missing (vectors.py)
+        self.vector_index_misses: dict[str, float] = {}
         self.session = PgSession(name, self.address, read_only=read_only, on_open=self._forget_schema)
         try:
             self.session.open()
@@ -103,6 +105,7 @@ class PgEntryStore(PgJournal):
         """A new pool: the schema may have been re-created meanwhile."""
         self._uid = None
         self._vector_indexes.clear()
+        self.vector_index_misses.clear()
 
     @contextmanager
     def mapped(self, action: str) -> Iterator[Any]:

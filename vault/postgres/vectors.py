@@ -49,6 +49,14 @@ HNSW_EF_CONSTRUCTION = 128
 POOL_FACTOR = 40
 POOL_MIN = 100
 EF_SEARCH_MIN = 800
+#: Seconds a "no HNSW index for (model, dim)" answer is trusted before the catalog is asked
+#: again (it was asked on every exact search: one more round trip and a catalog query).
+INDEX_RECHECK_S = 30.0
+#: The exact path ranks this many nearest vectors (x k, at least the minimum) before it
+#: joins them to the entries for the filters (see PgVectors._exact); not tuned on data:
+#: any value gives the same answer, a small one only falls back to the full scan sooner.
+EXACT_CANDIDATES_FACTOR = 10
+EXACT_CANDIDATES_MIN = 100
 
 
 _VEC_STAGE = ("CREATE TEMP TABLE IF NOT EXISTS tv_vec_stage (entry_id text, dim integer, "
@@ -160,17 +168,27 @@ class PgVectors:
                          f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) "
                          f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
                          f"WHERE model = {_quote(model)} AND dim = {int(dim)}")
+        self.store.__dict__.setdefault("_vector_indexes", set()).add(name)
+        self.store.__dict__.setdefault("vector_index_misses", {}).pop(name, None)
         return True
 
     def _has_index(self, name: str) -> bool:
-        """Whether the HNSW index ``name`` exists (a positive answer is remembered by the store)."""
+        """Whether the HNSW index ``name`` exists. A positive answer is remembered by the
+        store; a negative one for :data:`INDEX_RECHECK_S` (an index another process builds is
+        used from then on; until then the search is exact, so only slower, never wrong)."""
         known = self.store.__dict__.setdefault("_vector_indexes", set())
         if name in known:
             return True
+        absent = self.store.__dict__.setdefault("vector_index_misses", {})
+        now = time.monotonic()
+        if now - absent.get(name, -INDEX_RECHECK_S) < INDEX_RECHECK_S:
+            return False
         if self._query("SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
                        (self.store.address.schema, name)):
             known.add(name)
+            absent.pop(name, None)
             return True
+        absent[name] = now
         return False
 
     def search(self, model: str, query: np.ndarray, k: int, *, filters: Filters | None = None,
@@ -201,11 +219,33 @@ class PgVectors:
                     conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(2 * size, EF_SEARCH_MIN), 1000)}")
                     rows = conn.execute(sql, args).fetchall()
         else:
-            rows = self._query(
-                f"SELECT e.id, 1 - (v.vector <=> %s::vector) AS s FROM entry_vectors v "
-                f"JOIN entries e ON e.id = v.entry_id WHERE {pred}{where} "
-                f"ORDER BY v.vector <=> %s::vector, e.id LIMIT %s", [lit, *params, lit, k])
+            return self._exact(pred, where, params, lit, k)
         return [VectorHit(r[0], float(r[1])) for r in rows]
+
+    def _exact(self, pred: str, where: str, params: list[Any], lit: str, k: int) -> list[VectorHit]:
+        """Exact top ``k`` (below the HNSW threshold), ties by id, filters before the limit.
+
+        The nearest ``max(EXACT_CANDIDATES_FACTOR * k, EXACT_CANDIDATES_MIN)`` vectors are
+        ranked first, from ``entry_vectors`` alone, and only they are joined to ``entries``
+        for the filters: joining every vector to the entries table first cost a hash or
+        index join over the whole tier (5K vectors in a 100K tier: 5.7 ms vs 0.9 ms for the
+        plain ``ORDER BY <=>``). When fewer than ``k`` of those candidates pass the filters,
+        the whole filtered scan runs instead, so the answer is the same either way (the
+        first ``k`` passing rows in (distance, id) order). The distance is computed once per
+        row (ordered by its alias).
+        """
+        pool = max(EXACT_CANDIDATES_FACTOR * k, EXACT_CANDIDATES_MIN)
+        rows = self._query(
+            f"SELECT e.id, c.d FROM (SELECT v.entry_id, v.vector <=> %s::vector AS d "
+            f"FROM entry_vectors v WHERE {pred} ORDER BY d, v.entry_id LIMIT %s) c "
+            f"JOIN entries e ON e.id = c.entry_id WHERE true{where} ORDER BY c.d, e.id LIMIT %s",
+            [lit, pool, *params, k])
+        if len(rows) < k:
+            rows = self._query(
+                f"SELECT e.id, v.vector <=> %s::vector AS d FROM entry_vectors v "
+                f"JOIN entries e ON e.id = v.entry_id WHERE {pred}{where} "
+                f"ORDER BY d, e.id LIMIT %s", [lit, *params, k])
+        return [VectorHit(r[0], 1.0 - float(r[1])) for r in rows]
 
     def mark(self, model: str, items: Iterable[tuple[str, str]], state: str, error: str = "") -> None:
         if state not in EMBEDDING_STATES:
