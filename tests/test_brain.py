@@ -13,29 +13,17 @@ from tiervault.brain.shapes import SIGNALS
 from tiervault.brain.weights import base_weights
 from tiervault.config import BrainConfig
 from tiervault.errors import EntryNotFound, QueryError, ValidationError
-from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
 
-DAY = 86_400.0
-NOW = 1_800_000_000.0
+from brain_vault import DAY, NOW, at_a_day_old, filler, fixed_brain
+
 SCAN_KEYS = {"id", "title", "score", "type", "domain", "severity", "tags", "snippet",
              "tokenEstimate", "tier"}
 FULL_KEYS = {"entry", "score", "breakdown", "tier"}
 BREAKDOWN_KEYS = {*SIGNALS, "total"}
 
 
-def E(**kw) -> Entry:  # noqa: N802 - a short constructor for test data
-    kw.setdefault("created_at", NOW - DAY)
-    kw.setdefault("updated_at", NOW - DAY)
-    return Entry.create(**kw)
-
-
-def filler(n: int, prefix: str = "fill") -> list[Entry]:
-    """Unrelated entries so BM25 idf behaves as in a real vault (query terms are rare)."""
-    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
-    return [E(id=f"{prefix}-{i}", title=f"{words[i % 8]} {words[(i * 3) % 8]} note {i}",
-              description=f"General remark number {i} about {words[(i * 5) % 8]} matters.")
-            for i in range(n)]
+E = at_a_day_old  # a short constructor for test data
 
 
 @pytest.fixture
@@ -45,12 +33,7 @@ def manager(tmp_path: Path):
     m.close()
 
 
-def brain(manager, **cfg) -> Brain:
-    from tiervault.config import Settings
-
-    settings = Settings(agent_id="t", tiers=(), embedding=None, features=frozenset(),
-                        brain=BrainConfig(**cfg), config_path=None)
-    return Brain(manager, settings, clock=lambda: NOW)
+brain = fixed_brain
 
 
 def by_id(rows, key="id"):

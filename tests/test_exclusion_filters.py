@@ -113,7 +113,8 @@ def test_cli_flags_filter_and_bad_values_name_the_flag(root):
 
 
 # -- MCP over stdio ---------------------------------------------------------------------------
-def test_mcp_stdio_takes_exclusions_and_refuses_a_bad_date(root):
+def mcp_calls(root: Path, *calls: tuple[str, dict]) -> list:
+    """Each (tool, arguments) called in order on a real ``tiervault mcp`` over stdio."""
     params = StdioServerParameters(command=sys.executable, args=["-m", "tiervault", "mcp"],
                                    cwd=str(root), env={"HOME": str(root / "home")})
 
@@ -121,13 +122,17 @@ def test_mcp_stdio_takes_exclusions_and_refuses_a_bad_date(root):
         async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
-                ok = await s.call_tool("search_intelligent", {
-                    "query": "retry", "not_domain": ["net"], "updated_after": "2026-01-01"})
-                bad = await s.call_tool("search_intelligent", {
-                    "query": "retry", "updated_before": "next week"})
-                return ok, bad
+                return [await s.call_tool(tool, arguments) for tool, arguments in calls]
 
-    ok, bad = anyio.run(main)
+    return anyio.run(main)
+
+
+def test_mcp_stdio_takes_exclusions_and_refuses_a_bad_date(root):
+    ok, bad = mcp_calls(
+        root,
+        ("search_intelligent", {"query": "retry", "not_domain": ["net"],
+                                "updated_after": "2026-01-01"}),
+        ("search_intelligent", {"query": "retry", "updated_before": "next week"}))
     assert not ok.is_error, ok.content[0].text
     out = ok.structured_content
     assert _ids(out["results"]) == {"r-db", "r-ui"}
@@ -240,20 +245,11 @@ def test_cli_list_takes_the_search_exclusion_flags(root):
 
 
 def test_mcp_list_entries_takes_exclusions(root):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "tiervault", "mcp"],
-                                   cwd=str(root), env={"HOME": str(root / "home")})
-
-    async def main():
-        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
-            async with ClientSession(read, write) as s:
-                await s.initialize()
-                ok = await s.call_tool("list_entries", {"not_domain": "net,ui",
-                                                        "exclude_ids": ["r-db"]})
-                dated = await s.call_tool("list_entries", {"since": "2026-01-10"})
-                bad = await s.call_tool("list_entries", {"updated_before": "later"})
-                return ok, dated, bad
-
-    ok, dated, bad = anyio.run(main)
+    ok, dated, bad = mcp_calls(
+        root,
+        ("list_entries", {"not_domain": "net,ui", "exclude_ids": ["r-db"]}),
+        ("list_entries", {"since": "2026-01-10"}),
+        ("list_entries", {"updated_before": "later"}))
     assert not ok.is_error, ok.content[0].text
     assert ok.structured_content["results"] == [] and ok.structured_content["total"] == 0
     assert {r["id"] for r in dated.structured_content["results"]} == {"r-new", "r-db", "r-ui"}

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from tiervault.brain import Brain, learning
-from tiervault.brain.adaptation import context_from_rows
 from tiervault.brain.shapes import SIGNALS
 from tiervault.brain.weights import base_weights
-from tiervault.config import BrainConfig, Settings, load_settings
+from tiervault.config import load_settings
 from tiervault.errors import ConfigError
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
@@ -24,22 +23,16 @@ from tiervault.vault.rows import FeedbackEvent
 from tiervault.vault.schema import SCHEMA_VERSION, migrate
 from tiervault.vault.store import TierStore
 
-NOW = 1_800_000_000.0
-DAY = 86_400.0
+from brain_vault import NOW, at_a_day_old, fixed_brain
+
 BASE = base_weights(False)
 SEM, SEV, GRAPH = (SIGNALS.index(k) for k in ("semantic", "severity", "graphProximity"))
 
 
-def E(**kw) -> Entry:  # noqa: N802 - short constructor for test data
-    kw.setdefault("created_at", NOW - DAY)
-    kw.setdefault("updated_at", NOW - DAY)
-    return Entry.create(**kw)
+E = at_a_day_old  # a short constructor for test data
 
 
-def brain(manager, agent_id: str = "t", **cfg) -> Brain:
-    settings = Settings(agent_id=agent_id, tiers=(), embedding=None, features=frozenset(),
-                        brain=BrainConfig(**cfg), config_path=None)
-    return Brain(manager, settings, clock=lambda: NOW)
+brain = fixed_brain
 
 
 def event(seq, query, eid, action, signals=None, agent="a", profile=None) -> FeedbackEvent:

@@ -15,16 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiervault.brain import Brain
 from tiervault.brain import combine
-from tiervault.config import BrainConfig, Settings
-from tiervault.vault.entry import Entry
+from tiervault.config import BrainConfig
 from tiervault.vault.manager import VaultManager
+
+from brain_vault import at_a_day_old, filler, fixed_brain
 
 ROOT = Path(__file__).resolve().parents[1]
 PACK = ROOT / "vault" / "packs" / "starter.jsonl"
-NOW = 1_800_000_000.0
-DAY = 86_400.0
 ISSUE_QUERY = ("what's the safe way to re-send a charge request to a payment provider after "
                "the first attempt timed out?")
 
@@ -81,17 +79,7 @@ def test_explicit_limit_is_a_ceiling_through_the_cli(starter_vault: Path):
 
 
 # -- the rules on small hand-made vaults --------------------------------------------------
-def E(**kw) -> Entry:  # noqa: N802 - short constructor for test data
-    kw.setdefault("created_at", NOW - DAY)
-    kw.setdefault("updated_at", NOW - DAY)
-    return Entry.create(**kw)
-
-
-def filler(n: int) -> list[Entry]:
-    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
-    return [E(id=f"fill-{i}", title=f"{words[i % 8]} {words[(i * 3) % 8]} note {i}",
-              description=f"General remark number {i} about {words[(i * 5) % 8]} matters.")
-            for i in range(n)]
+E = at_a_day_old  # a short constructor for test data
 
 
 @pytest.fixture
@@ -101,10 +89,7 @@ def manager(tmp_path: Path):
     m.close()
 
 
-def make_brain(manager, **cfg) -> Brain:
-    settings = Settings(agent_id="t", tiers=(), embedding=None, features=frozenset(),
-                        brain=BrainConfig(**cfg), config_path=None)
-    return Brain(manager, settings, clock=lambda: NOW)
+make_brain = fixed_brain
 
 
 def test_graph_neighbour_without_text_match_ranks_below_every_direct_match(manager):

@@ -12,15 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiervault.brain import Brain, combine
+from tiervault.brain import combine
 from tiervault.brain.expansion import expansion_terms
-from tiervault.config import BrainConfig, Settings
+from tiervault.config import BrainConfig
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
 
+from brain_vault import NOW, fixed_brain
+
 ROOT = Path(__file__).resolve().parents[1]
-NOW = 1_800_000_000.0
 
 
 def E(**kw) -> Entry:
@@ -43,10 +44,7 @@ def manager(tmp_path: Path):
     m.close()
 
 
-def brain(manager, **cfg) -> Brain:
-    settings = Settings(agent_id="t", tiers=(), embedding=None, features=frozenset(),
-                        brain=BrainConfig(**cfg), config_path=None)
-    return Brain(manager, settings, clock=lambda: NOW)
+brain = fixed_brain
 
 
 # -- the vector signal's scale -------------------------------------------------------------

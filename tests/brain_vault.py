@@ -1,0 +1,41 @@
+"""Small hand-made vaults for the Brain's rule tests: entries at a fixed moment,
+filler that gives BM25 a realistic idf, and a Brain on a fixed clock.
+
+Shared by test_brain, test_relevance, test_relevance_fusion and
+test_feedback_learning (one definition of "a Brain under test").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tiervault.brain import Brain
+from tiervault.config import BrainConfig, Settings
+from tiervault.vault.entry import Entry
+
+__all__ = ["NOW", "DAY", "at_a_day_old", "filler", "fixed_brain"]
+
+NOW = 1_800_000_000.0
+DAY = 86_400.0
+
+
+def at_a_day_old(**kw: Any) -> Entry:
+    """An entry created and updated one day before NOW (unless given)."""
+    kw.setdefault("created_at", NOW - DAY)
+    kw.setdefault("updated_at", NOW - DAY)
+    return Entry.create(**kw)
+
+
+def filler(n: int, prefix: str = "fill", make: Callable[..., Entry] = at_a_day_old) -> list[Entry]:
+    """Unrelated entries so BM25 idf behaves as in a real vault (query terms are rare)."""
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    return [make(id=f"{prefix}-{i}", title=f"{words[i % 8]} {words[(i * 3) % 8]} note {i}",
+                 description=f"General remark number {i} about {words[(i * 5) % 8]} matters.")
+            for i in range(n)]
+
+
+def fixed_brain(manager: Any, *, agent_id: str = "t", now: float = NOW, **cfg: Any) -> Brain:
+    """A Brain over ``manager`` with ``BrainConfig(**cfg)``, no embedder, clock at ``now``."""
+    settings = Settings(agent_id=agent_id, tiers=(), embedding=None, features=frozenset(),
+                        brain=BrainConfig(**cfg), config_path=None)
+    return Brain(manager, settings, clock=lambda: now)
