@@ -10,7 +10,7 @@ idempotent, so a copy interrupted at any point is finished by running it again.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, Sequence
 
 from tiervault.vault.rows import Link
@@ -60,6 +60,14 @@ class TierTransfer(Protocol):
         ...
 
     def vector_models(self) -> list[str]: ...
+
+    def deferred_vector_indexes(self) -> AbstractContextManager[None]:
+        """Inside: vectors are stored without building new ANN indexes (a bulk copy)."""
+        ...
+
+    def build_vector_indexes(self) -> list[str]:
+        """Build the ANN indexes the stored vectors call for; the names of those built."""
+        ...
 
     def vector_count(self, model: str) -> int: ...
 
@@ -137,6 +145,13 @@ class SqlTransfer:
                 [(l.source_id, l.target_id, l.link_type, l.note, l.created_at, l.source_id)
                  for l in links])
         return len(links)
+
+    def deferred_vector_indexes(self) -> AbstractContextManager[None]:
+        """SQLite tiers keep no ANN index on disk (the vector recall is exact): nothing to defer."""
+        return nullcontext()
+
+    def build_vector_indexes(self) -> list[str]:
+        return []
 
     def vector_models(self) -> list[str]:
         return [r[0] for r in self.read("SELECT DISTINCT model FROM entry_vectors ORDER BY model")]

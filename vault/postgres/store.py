@@ -94,6 +94,9 @@ class PgEntryStore(PgJournal):
         self._vector_indexes: set[str] = set()
         #: (model, dim) HNSW index name -> when it was last found missing (vectors.py)
         self.vector_index_misses: dict[str, float] = {}
+        #: True while a bulk copy writes vectors (``PgTransfer.deferred_vector_indexes``):
+        #: ``put_vectors`` then does not create HNSW indexes, which are built once at the end.
+        self.vector_index_deferred = False
         self.session = PgSession(name, self.address, read_only=read_only, on_open=self._forget_schema)
         try:
             self.session.open()

@@ -50,6 +50,26 @@ class PgTransfer(SqlTransfer):
         with self.store.write(action) as (conn, _gen):
             yield _PgStatements(conn)
 
+    @contextmanager
+    def deferred_vector_indexes(self) -> Iterator[None]:
+        """Vectors written inside are not indexed on the way: no HNSW index is created
+        when a (model, dim) crosses ``HNSW_MIN_ROWS`` (pgvector would then insert every
+        later row into the graph one by one). An index that already exists is kept and
+        maintained as usual. Until :meth:`build_vector_indexes` runs (or, after a kill,
+        the next ``put_vectors`` of any process or the resumed copy) searches are
+        exact: slower, never wrong."""
+        self.store.vector_index_deferred = True
+        try:
+            yield
+        finally:
+            self.store.vector_index_deferred = False
+
+    def build_vector_indexes(self) -> list[str]:
+        """The HNSW indexes every (model, dim) over the threshold lacks; names of those built."""
+        from tiervault.vault.postgres.vectors import PgVectors
+
+        return PgVectors(self.store).ensure_indexes()
+
     def put_memories(self, rows: Sequence[MemoryRecord]) -> int:
         if not rows:
             return 0

@@ -150,9 +150,23 @@ class PgVectors:
                 "JOIN entries e ON e.id = s.entry_id ON CONFLICT (entry_id, model) "
                 "DO UPDATE SET state = 'ok', input_hash = excluded.input_hash, error = '', "
                 "retries = 0, updated_at = excluded.updated_at", (model, now))
-        for dim in {r[0] for r in written}:
-            self.ensure_index(model, dim)
+        if not self.store.vector_index_deferred:  # a bulk copy builds them once at its end
+            for dim in {r[0] for r in written}:
+                self.ensure_index(model, dim)
         return len(written)
+
+    def ensure_indexes(self) -> list[str]:
+        """:meth:`ensure_index` for every (model, dim) stored; the names of the indexes built.
+
+        Called at the end of a bulk copy: one HNSW build over all the rows costs a
+        fraction of maintaining the graph row by row while they are inserted (a
+        100K x 384 copy into an empty tier: see docs/postgres.md, "Moving a tier").
+        """
+        built = []
+        for model, dim in self._query("SELECT DISTINCT model, dim FROM entry_vectors ORDER BY 1, 2"):
+            if self.ensure_index(model, dim):
+                built.append(_index_name(model, dim))
+        return built
 
     def ensure_index(self, model: str, dim: int) -> bool:
         """Create the HNSW index of (model, dim) once it holds HNSW_MIN_ROWS vectors."""
