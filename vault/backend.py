@@ -29,18 +29,22 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import (
     Changes,
+    EmbeddingCounts,
     EmbeddingStatus,
+    FacetCounts,
     FeedbackCounts,
     FeedbackEvent,
     FeedbackRow,
     IdMask,
     LexicalHit,
+    LightPage,
     LightRow,
     Memory,
     Link,
     MemoryHit,
     TermStats,
     TierStats,
+    TitleRow,
     VectorChanges,
     VectorHit,
     VectorRow,
@@ -148,6 +152,27 @@ class TierBackend(Protocol):
         """Every entry, streamed in insertion order (export, migrate)."""
         ...
 
+    # -- browsing (the curator pages; docs/backend.md "Browsing") ------------------------
+    def light_page(self, *, order: str = "newest", filters: Filters | None = None, offset: int = 0,
+                   limit: int = 25, snippet_chars: int = 120) -> LightPage:
+        """Light rows ``offset`` .. ``offset + limit`` (limit <= 1,000) of the entries passing
+        ``filters`` (None: every entry; applied before offset/limit) in ``order``, latest
+        first: "newest" (insertion; an update keeps its place) or "updated" (the write
+        generation that last changed the entry; ties: latest inserted first). ``total``:
+        how many entries pass the filters. Index-backed: the cost does not grow with
+        the tier beyond the rows skipped by ``offset``."""
+        ...
+
+    def facet_counts(self, filters: Filters | None = None) -> FacetCounts:
+        """Entries passing ``filters`` (None: every entry) counted per type, severity,
+        domain and tag (see :class:`~tiervault.vault.rows.FacetCounts`), without a table scan."""
+        ...
+
+    def title_rows(self, after: int = 0, limit: int = 5_000) -> list[TitleRow]:
+        """Up to ``limit`` (<= 10,000) entries with key > ``after`` in key order, as
+        (key, id, title, content hash): a sweep of the whole tier without its text."""
+        ...
+
     def entries_after(self, after: str, limit: int) -> list[Entry]:
         """Up to ``limit`` entries with id > ``after``, in id order (resumable paging)."""
         ...
@@ -224,6 +249,11 @@ class TierBackend(Protocol):
 
     def links_touching(self, ids: Sequence[str]) -> list[Link]:
         """Every link stored here whose source or target is one of ``ids``."""
+        ...
+
+    def links_of_type(self, link_type: str, limit: int = 200) -> list[Link]:
+        """The newest ``limit`` (<= 10,000) links of ``link_type`` stored here (ties: source
+        id, then target id, in byte order); ValidationError for an unknown type."""
         ...
 
     def link_count(self) -> int:
@@ -315,7 +345,7 @@ class TierBackend(Protocol):
         """Entries (id > after, id order) without an ok vector for ``model``."""
         ...
 
-    def embedding_counts(self, model: str) -> dict[str, int]:
+    def embedding_counts(self, model: str) -> EmbeddingCounts:
         """{pending, ok, error, missing} for ``model``."""
         ...
 

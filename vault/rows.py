@@ -34,7 +34,12 @@ __all__ = [
     "TierStats",
     "IdMask",
     "TierHits",
+    "LightPage",
+    "FacetCounts",
+    "TitleRow",
+    "EmbeddingCounts",
     "LIGHT_FIELDS",
+    "PAGE_ORDERS",
 ]
 
 
@@ -66,6 +71,46 @@ class LightRow(NamedTuple):
 
 #: LightRow field names, in order.
 LIGHT_FIELDS = LightRow._fields
+
+#: Orders of :meth:`TierBackend.light_page`, latest first: ``newest`` by insertion
+#: (the row's key; an update keeps it), ``updated`` by the write generation that last
+#: changed the entry (ties: latest inserted first).
+PAGE_ORDERS = ("newest", "updated")
+
+
+@dataclass(frozen=True, slots=True)
+class LightPage:
+    """One page of a tier's entries as light rows, and how many entries pass the filters
+    (``total``, for "page 3 of 40"): the curator's browse list."""
+
+    rows: list[LightRow]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class FacetCounts:
+    """Entries of a tier passing some filters, counted per value of four fields.
+
+    ``by_type`` / ``by_severity`` name every value of ENTRY_TYPES / SEVERITIES in
+    that order (0 included); ``by_domain`` / ``by_tag`` only values held, most
+    frequent first (ties by value). A tag counts each entry holding it once.
+    """
+
+    total: int
+    by_type: dict[str, int]
+    by_severity: dict[str, int]
+    by_domain: dict[str, int]
+    by_tag: dict[str, int]
+
+
+class TitleRow(NamedTuple):
+    """An entry's key (as :class:`MirrorRow.key`), id, title and content hash: the
+    near-duplicate review reads every entry of a tier this way, without its text."""
+
+    key: int
+    id: str
+    title: str
+    content_hash: str
 
 
 class MirrorRow(NamedTuple):
@@ -215,6 +260,16 @@ class FeedbackCounts(TypedDict):
     modified: int
     dismissed: int
     failed: int
+
+
+class EmbeddingCounts(TypedDict):
+    """Entries of a tier by embedding state for one model: ``missing`` have no state
+    row (never queued), the others are in that state."""
+
+    pending: int
+    ok: int
+    error: int
+    missing: int
 
 
 class FeedbackRow(NamedTuple):

@@ -60,6 +60,14 @@ class TierLinks:
             "OR target_id IN (SELECT value FROM json_each(?1))", (json.dumps(list(ids)),))
         return [Link(s, t, lt, note, at, self.tier) for s, t, lt, note, at in rows]
 
+    def of_type(self, link_type: str, limit: int) -> list[Link]:
+        """The newest ``limit`` links of ``link_type`` (ties: source id, then target id)."""
+        rows = self.db.query(
+            "SELECT source_id, target_id, link_type, note, created_at FROM links "
+            "WHERE link_type = ? ORDER BY created_at DESC, source_id, target_id LIMIT ?",
+            (link_type, limit))
+        return [Link(s, t, lt, note, at, self.tier) for s, t, lt, note, at in rows]
+
     def count(self) -> int:
         rows = self.db.query("SELECT count(*) FROM links")
         return rows[0][0] if rows else 0

@@ -12,7 +12,7 @@ from tiervault.vault.entry_rows import ENTRY_COLUMNS, SANE_TIMES
 from tiervault.vault.filter_compile import to_sqlite
 from tiervault.vault.filters import Filters
 
-__all__ = ["UPSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "filter_sql", "SANE_TIMES"]
+__all__ = ["UPSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "filter_sql", "SANE_TIMES", "SELECT_LIGHT"]
 
 _UPDATABLE = [c for c in ENTRY_COLUMNS if c not in ("id", "created_at")]
 UPSERT_ENTRY = (
@@ -29,6 +29,13 @@ FTS_DELETE = (
 FTS_INSERT = (
     "INSERT INTO entries_fts(rowid, id, title, description, context, tags) "
     "SELECT rowid, id, title, description, context, tags FROM entries WHERE gen = ?")
+
+#: A LightRow's columns (first parameter: the snippet's length), from ``entries e``.
+SELECT_LIGHT = (
+    "e.id, e.type, e.domain, e.severity, e.title, substr(e.description, 1, ?), "
+    "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
+    "length(e.title) + length(e.description) + length(e.context) + length(e.example) "
+    "+ length(e.counter_example) + length(e.why), e.origin")
 
 
 def filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:

@@ -3,7 +3,7 @@ memories, feedback and vectors. Implements :class:`~tiervault.vault.backend.Tier
 
 The SQLite backend is these modules: ``store`` (entries, links, generations),
 ``journal`` (memories, feedback), ``vectors`` (vectors, embedding state),
-``sqlite_links`` (links), ``sqlite_epochs`` (the file's uid, generations and epochs),
+``sqlite_links`` (links), ``sqlite_listing`` (listing and browsing), ``sqlite_epochs`` (the file's uid, generations and epochs),
 ``maintenance`` (integrity checks and repairs),
 ``sqlite_db`` (connection, transactions), ``sqlite_sql`` (SQL text and row
 conversion), ``sqlite_errors`` (sqlite3 -> tiervault errors), ``connection`` and
@@ -32,16 +32,20 @@ from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
-from tiervault.vault.rows import (Changes, EmbeddingStatus, FeedbackCounts, FeedbackEvent,
-                                  FeedbackRow, IdMask, LexicalHit, LightRow, Link, Memory,
-                                  MemoryHit, MirrorRow, TermStats, TierHits, TierStats,
-                                  VectorChanges, VectorHit, VectorRow, WeightRecord)
+from tiervault.vault.browsing import check_limit, check_link_type
+from tiervault.vault.rows import (Changes, EmbeddingCounts, EmbeddingStatus, FacetCounts,
+                                  FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
+                                  LightPage, LightRow, Link, Memory, MemoryHit, MirrorRow, TermStats,
+                                  TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
+                                  WeightRecord)
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.sqlite_db import SqliteDb
 from tiervault.vault.sqlite_epochs import TierEpochs
 from tiervault.vault.sqlite_links import TierLinks
+from tiervault.vault.sqlite_listing import TierListing
 from tiervault.vault.entry_rows import SELECT_ENTRY, entry_params, rows_to_entries, unchanged, write_in_batches
-from tiervault.vault.sqlite_sql import FTS_DELETE, FTS_INSERT, SANE_TIMES, UPSERT_ENTRY, filter_sql
+from tiervault.vault.sqlite_sql import (FTS_DELETE, FTS_INSERT, SANE_TIMES, SELECT_LIGHT, UPSERT_ENTRY,
+                                        filter_sql)
 from tiervault.vault.vectors import TierVectors
 
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
@@ -66,6 +70,7 @@ class TierStore:
         self.vectors = TierVectors(self.db)
         self.links = TierLinks(self.db, name)
         self.epochs = TierEpochs(self.db, self.path)
+        self.listing = TierListing(self.db, name, self.postings)
         self.lexicon = MirrorLexicon(self.postings)
         self._mirror: Postings | None = None
 
@@ -216,10 +221,7 @@ class TierStore:
         if not ids:
             return {}
         rows = self.db.query(
-            "SELECT e.id, e.type, e.domain, e.severity, e.title, substr(e.description, 1, ?), "
-            "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
-            "length(e.title) + length(e.description) + length(e.context) + length(e.example) "
-            "+ length(e.counter_example) + length(e.why), e.origin FROM entries e "
+            f"SELECT {SELECT_LIGHT} FROM entries e "
             f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {SANE_TIMES}",
             (int(snippet_chars), json.dumps(list(ids))))
         return {row[0]: LightRow._make(row) for row in rows}
@@ -245,50 +247,28 @@ class TierStore:
         rows = self.db.query("SELECT count(*) FROM entries")
         return rows[0][0] if rows else 0
 
-    #: Orders :meth:`list_entries` accepts: newest first by update or creation, or insertion.
-    LIST_ORDERS = {"updated": "e.updated_at DESC, e.rowid DESC",
-                   "created": "e.created_at DESC, e.rowid DESC", "rowid": "e.rowid"}
-
+    # -- listing and browsing (vault/sqlite_listing.py) --------------------------------
     def list_entries(self, *, offset: int = 0, limit: int = 100, filters: Filters | None = None,
                      sort: str = "rowid", since: float | None = None) -> list[Entry]:
-        """A page of entries matching ``filters``, in ``sort`` order (see LIST_ORDERS);
-        ``since``: only entries updated at or after that unix time."""
-        if sort not in self.LIST_ORDERS:
-            raise ValidationError("sort", f"{sort!r} is not one of {', '.join(self.LIST_ORDERS)}")
-        where, params = self._where(filters, since)
-        rows = self.db.query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE 1 = 1{where} "
-                             f"ORDER BY {self.LIST_ORDERS[sort]} LIMIT ? OFFSET ?",
-                             [*params, limit, offset])
-        return rows_to_entries(rows, self.name)
-
-    @staticmethod
-    def _where(filters: Filters | None, since: float | None) -> tuple[str, list[Any]]:
-        where, params = filter_sql(filters) if filters else ("", [])
-        if since is not None:
-            where += " AND e.updated_at >= ?"
-            params = [*params, float(since)]
-        return where, params
+        return self.listing.list_entries(offset=offset, limit=limit, filters=filters, sort=sort,
+                                         since=since)
 
     def count_matching(self, filters: Filters | None = None, since: float | None = None) -> int:
-        """How many entries :meth:`list_entries` would page through."""
-        where, params = self._where(filters, since)
-        rows = self.db.query(f"SELECT count(*) FROM entries e WHERE 1 = 1{where}", params)
-        return rows[0][0] if rows else 0
+        return self.listing.count_matching(filters, since)
 
     def vocabulary(self) -> dict[str, dict[str, int]]:
-        """{"domains": {domain: n}, "types": {type: n}, "severities": {..}, "tags": {tag: n}}
-        over this tier (tags counted per entry; the caller ranks them)."""
-        from collections import Counter
+        return self.listing.vocabulary()
 
-        out: dict[str, dict[str, int]] = {}
-        for key, column in (("domains", "domain"), ("types", "type"), ("severities", "severity")):
-            out[key] = dict(self.db.query(f"SELECT {column}, count(*) FROM entries "
-                                          f"GROUP BY {column} ORDER BY count(*) DESC, {column}"))
-        tags: Counter[str] = Counter()
-        for (text,) in self.db.query("SELECT tags FROM entries WHERE tags != ''"):
-            tags.update(text.split())
-        out["tags"] = dict(tags)
-        return out
+    def light_page(self, *, order: str = "newest", filters: Filters | None = None, offset: int = 0,
+                   limit: int = 25, snippet_chars: int = 120) -> LightPage:
+        return self.listing.light_page(order=order, filters=filters, offset=offset, limit=limit,
+                                       snippet_chars=snippet_chars)
+
+    def facet_counts(self, filters: Filters | None = None) -> FacetCounts:
+        return self.listing.facet_counts(filters)
+
+    def title_rows(self, after: int = 0, limit: int = 5_000) -> list[TitleRow]:
+        return self.listing.title_rows(after, limit)
 
     def iter_entries(self, batch: int = 2_000) -> Iterator[Entry]:
         """Every entry, streamed in rowid order (for export)."""
@@ -394,6 +374,9 @@ class TierStore:
         """Every link stored here whose source or target is one of ``ids``."""
         return self.links.touching(ids)
 
+    def links_of_type(self, link_type: str, limit: int = 200) -> list[Link]:
+        return self.links.of_type(check_link_type(link_type), check_limit("limit", limit, 10_000))
+
     def link_count(self) -> int:
         return self.links.count()
 
@@ -467,7 +450,7 @@ class TierStore:
     def embedding_backlog(self, model: str, limit: int, *, after: str = "") -> list[Entry]:
         return self.vectors.backlog(model, limit, after=after)
 
-    def embedding_counts(self, model: str) -> dict[str, int]:
+    def embedding_counts(self, model: str) -> EmbeddingCounts:
         return self.vectors.counts(model, self.count())
 
     def embedding_status(self, model: str, ids: Sequence[str]) -> dict[str, EmbeddingStatus]:

@@ -39,6 +39,7 @@ READ_METHODS = frozenset({
     "weight_history", "vectors_for", "vector_input_hashes",
     "vector_changes_since", "vector_search", "embedding_backlog", "embedding_counts",
     "embedding_status", "count_matching", "vocabulary", "get_memories", "list_memories",
+    "light_page", "facet_counts", "title_rows", "links_of_type",
 })
 WRITE_METHODS = frozenset({
     "capture", "capture_many", "delete", "delete_many", "link", "unlink", "add_memory",

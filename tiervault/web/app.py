@@ -35,7 +35,7 @@ from tiervault.errors import EntryNotFound, StorageError, TierError, TierVaultEr
 from tiervault.vault.entry import format_timestamp
 from tiervault.web import browse_page, edit_page, health_page, search_page
 from tiervault.web.call import Call, Forbidden, url
-from tiervault.web.catalog import Catalog
+from tiervault.web.catalog import Catalog, CatalogCache
 from tiervault.web.security import (BROWSER_COOKIE, SECURITY_HEADERS, TOKEN_COOKIE, CsrfGuard,
                                     cookie_options)
 
@@ -82,30 +82,26 @@ def _environment() -> Any:
 
 
 class _Web:
-    """Shared state of one app: callbacks, templates, CSRF secret, catalogs per Brain."""
+    """Shared state of one app: callbacks, templates, CSRF secret, catalog caches per principal."""
 
     def __init__(self, brain_for: Callable[[Any], Any], authenticate: Callable[[Any], Any]) -> None:
         self.brain_for = brain_for
         self.authenticate = authenticate
         self.env = _environment()
         self.csrf = CsrfGuard()
-        self._catalogs: dict[tuple[Any, ...], Catalog] = {}
+        self._caches: dict[tuple[Any, ...], CatalogCache] = {}
         self._lock = threading.Lock()
 
     def catalog(self, principal: Any, brain: Any) -> Catalog:
-        """The principal's catalog, kept across requests for its caches.
+        """A catalog over this request's manager, with the principal's caches.
 
-        Keyed by the principal, not the Brain object: ``tiervault serve`` hands out a
-        new lock proxy around the same Brain on every call.
+        The caches are kept per principal, not per Brain object: ``tiervault serve``
+        hands out a new lock proxy around the same Brain on every call.
         """
         key = (principal.agent_id, tuple(sorted(principal.rights.items())))
         with self._lock:
-            catalog = self._catalogs.get(key)
-            if catalog is None:
-                catalog = self._catalogs[key] = Catalog(brain.manager)
-            else:
-                catalog.manager = brain.manager
-        return catalog
+            cache = self._caches.setdefault(key, CatalogCache())
+        return Catalog(brain.manager, cache)
 
     def plain(self, template: str, status: int, **context: Any) -> HTMLResponse:
         """A page outside a session (login, errors before authentication)."""

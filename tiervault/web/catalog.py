@@ -1,59 +1,67 @@
 """What the curator pages read from the tiers: pages of entries, counts, review lists.
 
-Everything here is read-only and goes through public store APIs: one read
-transaction per call (:meth:`TierStore.snapshot`), the in-memory FTS mirror
-(:meth:`TierStore.postings`) for counts, and the embedding state table
-(:class:`~tiervault.vault.vectors.TierVectors`) for coverage.
+Everything here is read-only and goes through the storage contract
+(:class:`~tiervault.vault.backend.TierBackend`, docs/backend.md "Browsing"), so
+the pages work the same on an SQLite file, a PostgreSQL schema and a remote
+tier: ``light_page`` (a page in an order, filtered, with the total),
+``facet_counts``, ``embedding_counts``, ``links_of_type``, ``title_rows`` (every
+entry's id, title and content hash), ``light_rows`` and ``ids_by_hash``.
 
-Orderings are index-backed so a page costs the same at 100K entries as at 100:
-"newest" is rowid order (an upsert keeps its rowid), "recently updated" is the
-write generation (``entries_gen`` index; every write bumps it). The SQLite and
-PostgreSQL tiers share these columns; the storage contract
-(:mod:`tiervault.vault.backend`) has no such ordering yet, so a backend this
-module does not know is listed in insertion order (``EntryPage.ordered`` False).
+Orders are index-backed in the backends, so a page costs the same at 100K
+entries as at 100: "new" is insertion order (an upsert keeps its place),
+"recently updated" the write generation (every write bumps it).
 
 Near-duplicates: entries of one tier sharing a content hash, the same content
 held by several tiers, and entries whose titles have the same content-word
-stems (``"Use JWT rotation"`` / ``"JWT rotation: use"``). The title groups need
-every title of a tier, so they are computed once per tier generation and cached.
+stems (``"Use JWT rotation"`` / ``"JWT rotation: use"``). They need every
+title and hash of a tier, so each tier is swept (``title_rows``) once per
+generation and digested: its sorted content hashes, the hashes it holds more
+than once, its title groups. The digests live in a :class:`CatalogCache` that
+outlives one request (the web app keeps one per principal).
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from tiervault.vault.entry import ENTRY_TYPES, SEVERITIES, Entry
+from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.entry_rows import ENTRY_COLUMNS, row_to_entry
 from tiervault.vault.rows import LightRow, Link
-from tiervault.vault.sqlite_sql import filter_sql
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
-__all__ = ["Catalog", "EntryPage", "Distribution", "Coverage", "DuplicateGroup", "Contradiction",
-           "ORDERS", "title_key"]
+__all__ = ["Catalog", "CatalogCache", "EntryPage", "Distribution", "Coverage", "DuplicateGroup",
+           "Member", "Holder", "Contradiction", "ORDERS", "title_key"]
 
-ORDERS = ("new", "updated")
-_SELECT = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS)
-_ORDER_SQL = {"new": "e.rowid DESC", "updated": "e.gen DESC, e.rowid DESC"}
+#: Page orders as the browse page names them -> the contract's orders.
+ORDERS = {"new": "newest", "updated": "updated"}
 MAX_REVIEW_ROWS = 200
+#: The browse row's snippet: jinja's ``truncate(140)`` keeps up to 145 characters
+#: (its leeway) and cuts anything longer to 139 + "…", so 146 characters of the
+#: description render exactly as the whole description would.
+SNIPPET_CHARS = 146
+#: Rows per ``title_rows`` call of a sweep.
+SWEEP_ROWS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
 class EntryPage:
-    """One page of a tier's entries and whether more follow."""
+    """One page of a tier's entries (light rows), whether more follow, and how many
+    entries pass the filters."""
 
     tier: str
-    entries: list[Entry]
+    entries: list[LightRow]
     page: int
     per_page: int
     has_more: bool
-    ordered: bool = True  # False: this backend could only list in insertion order
+    total: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +87,27 @@ class Coverage:
     missing: int
 
 
+class Member(NamedTuple):
+    """One entry of a near-duplicate group."""
+
+    tier: str
+    id: str
+    title: str
+
+
+class Holder(NamedTuple):
+    """A tier holding a copy of an entry, and the id it holds it under."""
+
+    tier: str
+    id: str
+
+
 @dataclass(frozen=True, slots=True)
 class DuplicateGroup:
     """Entries that look like the same knowledge; ``reason`` says why."""
 
     reason: str  # "same content" | "same content, several tiers" | "similar title"
-    members: list[tuple[str, str, str]]  # (tier, id, title)
+    members: list[Member]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,26 +119,6 @@ class Contradiction:
     target_title: str | None
 
 
-def _dialect(conn: Any) -> tuple[str, Callable[[Filters], tuple[str, list[Any]]]] | None:
-    """(placeholder, filter SQL builder) for a snapshot connection this module can speak to.
-
-    Judged by the connection rather than the store: a server hands the pages its
-    stores behind proxies (locks, read-only views) that are not TierStore instances.
-    """
-    if isinstance(conn, sqlite3.Connection):
-        return "?", filter_sql
-    if type(conn).__module__.startswith("psycopg"):
-        from tiervault.vault.postgres.store import pg_filter_sql
-
-        return "%s", pg_filter_sql
-    return None
-
-
-def _light_titles(store: Any, ids: Sequence[str]) -> dict[str, str]:
-    """{id: title} of the ``ids`` a store holds, read without the entries' long text."""
-    return {eid: LightRow(*row).title for eid, row in store.light_rows(ids, 1).items()}
-
-
 def title_key(title: str) -> str:
     """Sorted distinct content-word stems of a title ('' when it has none)."""
     stop = STOP_WORDS.get()
@@ -124,194 +127,167 @@ def title_key(title: str) -> str:
     return " ".join(sorted({stems[w] for w in words if stems[w]}))
 
 
+@dataclass(frozen=True, slots=True)
+class _Digest:
+    """One tier at one generation, for the near-duplicate review."""
+
+    gen: int
+    hashes: np.ndarray  # its distinct content hashes, sorted (bytes)
+    same: dict[str, list[tuple[str, str]]]  # hash held by > 1 entry -> [(id, title)]
+    titles: dict[str, list[tuple[str, str]]]  # title key held by > 1 entry -> [(id, title)]
+
+
 @dataclass
-class _TitleCache:
-    gen: int = -1
-    groups: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+class CatalogCache:
+    """Digests of tiers by name, kept across requests (thread-safe)."""
+
+    digests: dict[str, _Digest] = field(default_factory=dict)
+    groups: tuple[Any, list[DuplicateGroup]] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _digest(store: Any) -> _Digest:
+    """Sweep ``store`` (``title_rows``) into a digest; the generation is read first, so
+    a write during the sweep makes the next look-up sweep again."""
+    gen = store.generation()
+    by_hash: dict[str, list[tuple[str, str]]] = {}
+    by_title: dict[str, list[tuple[str, str]]] = {}
+    after = 0
+    while True:
+        rows = store.title_rows(after, SWEEP_ROWS)
+        for row in rows:
+            by_hash.setdefault(row.content_hash, []).append((row.id, row.title))
+            key = title_key(row.title)
+            if key:
+                by_title.setdefault(key, []).append((row.id, row.title))
+        if len(rows) < SWEEP_ROWS:
+            break
+        after = rows[-1].key
+    hashes = np.array(sorted(h.encode("utf-8", "surrogatepass") for h in by_hash), dtype=bytes)
+    return _Digest(gen, hashes, {h: m for h, m in by_hash.items() if len(m) > 1},
+                   {k: m for k, m in by_title.items() if len(m) > 1})
 
 
 class Catalog:
     """Read-only views over a manager's tiers for the curator pages (thread-safe)."""
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: Any, cache: CatalogCache | None = None) -> None:
         self.manager = manager
-        self._titles: dict[str, _TitleCache] = {}
-        self._dups: tuple[Any, list[DuplicateGroup]] | None = None
-        self._lock = threading.Lock()
+        self.cache = cache or CatalogCache()
 
     # -- entries ----------------------------------------------------------------------
     def page(self, tier: str, *, order: str = "new", page: int = 1, per_page: int = 25,
              filters: Filters | None = None) -> EntryPage:
         """Page ``page`` (1-based) of ``tier`` newest or most recently updated first."""
-        if order not in ORDERS:
-            order = "new"
         page = max(int(page), 1)
         filters = filters or Filters(include_expired=True, include_future=True)
-        store = self.manager.store(tier)
-        offset = (page - 1) * per_page
-        if hasattr(store, "snapshot"):
-            with store.snapshot() as conn:
-                if conn is None:
-                    return EntryPage(tier, [], page, per_page, False)
-                dialect = _dialect(conn)
-                if dialect is not None:
-                    mark, build_filter = dialect
-                    where, params = build_filter(filters)
-                    rows = conn.execute(
-                        f"SELECT {_SELECT} FROM entries e WHERE 1 = 1{where} "
-                        f"ORDER BY {_ORDER_SQL[order]} LIMIT {mark} OFFSET {mark}",
-                        [*params, per_page + 1, offset]).fetchall()
-                    entries = [row_to_entry(r) for r in rows[:per_page]]
-                    return EntryPage(tier, entries, page, per_page, len(rows) > per_page)
-        found = store.list_entries(offset=offset, limit=per_page + 1, filters=filters)
-        return EntryPage(tier, found[:per_page], page, per_page, len(found) > per_page, False)
+        found = self.manager.store(tier).light_page(
+            order=ORDERS.get(order, "newest"), filters=filters, offset=(page - 1) * per_page,
+            limit=per_page, snippet_chars=SNIPPET_CHARS)
+        return EntryPage(tier, found.rows, page, per_page, page * per_page < found.total,
+                         found.total)
 
-    def holders(self, entry: Entry, tiers: Sequence[str]) -> list[tuple[str, str]]:
-        """(tier, id) of every copy of ``entry`` in ``tiers``: same id or same content."""
-        out: list[tuple[str, str]] = []
+    def holders(self, entry: Entry, tiers: Sequence[str]) -> list[Holder]:
+        """Every copy of ``entry`` in ``tiers``: same id or same content."""
+        out: list[Holder] = []
         for t in self.manager.ordered(tiers):
-            p = t.store.postings()
-            slot = p.slot(entry.id)
-            if slot is None and entry.content_hash:
-                slot = p.slot_by_hash(entry.content_hash)
-            if slot is not None:
-                out.append((t.name, p.ids[slot]))
+            if t.store.light_rows([entry.id], 0):
+                out.append(Holder(t.name, entry.id))
+            elif entry.content_hash:
+                same = t.store.ids_by_hash([entry.content_hash]).get(entry.content_hash)
+                if same is not None:
+                    out.append(Holder(t.name, same))
         return out
 
     # -- counts -----------------------------------------------------------------------
     def distribution(self, tier: str) -> Distribution:
-        """Counts from the in-memory mirror (no table scan)."""
-        p = self.manager.store(tier).postings()
-        alive = p.alive
-        types = np.bincount(p.type_code[alive], minlength=len(ENTRY_TYPES))
-        sev = np.bincount(p.severity_code[alive], minlength=len(SEVERITIES))
-        dom = np.bincount(p.domain_code[alive], minlength=len(p.domains)) if p.domains else []
-        by_domain = {p.domains[i]: int(n) for i, n in enumerate(dom) if n}
-        by_domain = dict(sorted(by_domain.items(), key=lambda kv: (-kv[1], kv[0])))
-        return Distribution(tier, int(alive.sum()), dict(zip(ENTRY_TYPES, map(int, types))),
-                            dict(zip(SEVERITIES, map(int, sev))), by_domain)
+        """Counts of every entry (the backend answers from its mirror: no table scan)."""
+        c = self.manager.store(tier).facet_counts(None)
+        return Distribution(tier, c.total, c.by_type, c.by_severity, c.by_domain)
 
     def coverage(self, tier: str, model: str) -> Coverage:
-        store = self.manager.store(tier)
-        if hasattr(store, "embedding_counts"):  # the storage contract's call
-            counts = store.embedding_counts(model)
-        else:
-            from tiervault.vault.vectors import TierVectors
-
-            counts = TierVectors(store).counts(model)
+        counts = self.manager.store(tier).embedding_counts(model)
         return Coverage(tier, model, counts["ok"], counts["pending"], counts["error"],
                         counts["missing"])
 
     # -- review -----------------------------------------------------------------------
     def contradictions(self, tiers: Sequence[str], limit: int = MAX_REVIEW_ROWS) -> list[Contradiction]:
         """``contradicts`` links stored in ``tiers`` (both directions are one link)."""
-        links: list[Link] = []
-        for t in self.manager.ordered(tiers):
-            if not hasattr(t.store, "snapshot"):
-                continue  # no way to list links through the storage contract yet
-            with t.store.snapshot() as conn:
-                dialect = _dialect(conn) if conn is not None else None
-                if dialect is None:
-                    continue
-                rows = conn.execute(
-                    "SELECT source_id, target_id, link_type, note, created_at FROM links "
-                    f"WHERE link_type = 'contradicts' ORDER BY created_at DESC LIMIT {dialect[0]}",
-                    (limit,)).fetchall()
-            links.extend(Link(*r, t.name) for r in rows)
-        links = links[:limit]
+        chosen = self.manager.ordered(tiers)
+        links = [link for t in chosen for link in t.store.links_of_type("contradicts", limit)][:limit]
         titles: dict[str, str] = {}
         missing = list({i for ln in links for i in (ln.source_id, ln.target_id)})
-        for t in self.manager.ordered(tiers):  # the highest-priority copy names an id
+        for t in chosen:  # the highest-priority copy names an id
             if not missing:
                 break
-            titles.update({eid: title for eid, title in _light_titles(t.store, missing).items()
-                           if eid not in titles})
+            for eid, row in t.store.light_rows(missing, 0).items():
+                titles.setdefault(eid, row.title)
             missing = [i for i in missing if i not in titles]
         return [Contradiction(ln, titles.get(ln.source_id), titles.get(ln.target_id)) for ln in links]
 
     def duplicates(self, tiers: Sequence[str], limit: int = MAX_REVIEW_ROWS) -> list[DuplicateGroup]:
-        """Same content hash (within or across tiers), then same title stems.
+        """Same content hash (across, then within tiers), then same title stems.
 
-        Computed once per state of the tiers (their write generations) and cached:
-        a review page after no write costs a dictionary look-up.
+        Each tier is swept once per generation (its digest is cached); the groups
+        are kept while no chosen tier is written: a review page after no write
+        costs a generation read per tier.
         """
         chosen = self.manager.ordered(tiers)
-        key = (tuple((t.name, t.store.generation()) for t in chosen), limit)
-        with self._lock:
-            if self._dups is not None and self._dups[0] == key:
-                return self._dups[1]
-        groups = self._compute_duplicates(chosen, limit)
-        with self._lock:
-            self._dups = (key, groups)
+        digests = [(t, self._digest_of(t)) for t in chosen]
+        key = (tuple((t.name, d.gen) for t, d in digests), limit)
+        with self.cache.lock:
+            if self.cache.groups is not None and self.cache.groups[0] == key:
+                return self.cache.groups[1]
+        groups = self._groups(digests, limit)
+        with self.cache.lock:
+            self.cache.groups = (key, groups)
         return groups
 
-    def _compute_duplicates(self, chosen: list[Any], limit: int) -> list[DuplicateGroup]:
-        per_tier: list[tuple[str, Any, np.ndarray, list[str]]] = []
-        total: Counter[str] = Counter()
-        for t in chosen:
-            p = t.store.postings()
-            live = np.flatnonzero(p.alive)
-            hashes = [p.hashes[i] for i in live]
-            total.update(hashes)
-            per_tier.append((t.name, p, live, hashes))
-        by_hash: dict[str, list[tuple[str, str]]] = {}
-        for name, p, live, hashes in per_tier:
-            for slot, h in zip(live, hashes):
-                if total[h] > 1:
-                    by_hash.setdefault(h, []).append((name, p.ids[slot]))
-        hash_groups = [members for members in by_hash.values() if len(members) > 1][:limit]
-        seen = {m for members in hash_groups for m in members}
-        titles = self._titles_of(seen)
-        groups = [DuplicateGroup("same content, several tiers" if len({t for t, _ in members}) > 1
-                                 else "same content",
-                                 [(t, eid, titles.get((t, eid), eid)) for t, eid in members])
-                  for members in hash_groups]
-        for t in chosen:
-            if len(groups) >= limit:
-                break
-            for members in self._title_groups(t.name).values():
-                rest = [m for m in members if (t.name, m[0]) not in seen]
+    def _digest_of(self, tier: Any) -> _Digest:
+        gen = tier.store.generation()
+        with self.cache.lock:
+            cached = self.cache.digests.get(tier.name)
+        if cached is not None and cached.gen == gen:
+            return cached
+        fresh = _digest(tier.store)
+        with self.cache.lock:
+            self.cache.digests[tier.name] = fresh
+        return fresh
+
+    def _groups(self, digests: list[tuple[Any, _Digest]], limit: int) -> list[DuplicateGroup]:
+        groups: list[DuplicateGroup] = []
+        seen: set[tuple[str, str]] = set()
+        shared: list[str] = []
+        if len(digests) > 1:
+            held, counts = np.unique(np.concatenate([d.hashes for _, d in digests]),
+                                     return_counts=True)
+            shared = [h.decode("utf-8", "surrogatepass") for h in held[counts > 1][:limit]]
+        members: dict[str, list[Member]] = {h: [] for h in shared}
+        for t, d in digests:  # the same content in several tiers
+            single = [h for h in shared if h not in d.same]
+            found = t.store.ids_by_hash(single) if single else {}
+            titles = {eid: row.title for eid, row in t.store.light_rows(list(found.values()), 0).items()}
+            for h in shared:
+                held_here = d.same.get(h) or ([(found[h], titles.get(found[h], found[h]))]
+                                              if h in found else [])
+                members[h].extend(Member(t.name, eid, title) for eid, title in held_here)
+        for h in shared:
+            if len({m.tier for m in members[h]}) > 1:
+                groups.append(DuplicateGroup("same content, several tiers", members[h]))
+        for t, d in digests:  # the same content twice in one tier
+            for h, held_here in d.same.items():
+                if len(groups) >= limit:
+                    break
+                if h not in members:
+                    groups.append(DuplicateGroup("same content",
+                                                 [Member(t.name, i, title) for i, title in held_here]))
+        groups = groups[:limit]
+        seen.update((m.tier, m.id) for g in groups for m in g.members)
+        for t, d in digests:  # similar titles
+            for held_here in d.titles.values():
+                if len(groups) >= limit:
+                    return groups
+                rest = [Member(t.name, i, title) for i, title in held_here if (t.name, i) not in seen]
                 if len(rest) > 1:
-                    groups.append(DuplicateGroup("similar title",
-                                                 [(t.name, eid, title) for eid, title in rest]))
-                    if len(groups) >= limit:
-                        break
-        return groups
-
-    def _titles_of(self, members: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
-        """{(tier, id): title}, one read per tier."""
-        by_tier: dict[str, list[str]] = {}
-        for tier, eid in members:
-            by_tier.setdefault(tier, []).append(eid)
-        out: dict[tuple[str, str], str] = {}
-        for tier, ids in by_tier.items():
-            for eid, title in _light_titles(self.manager.store(tier), ids).items():
-                out[(tier, eid)] = title
-        return out
-
-    def _title_groups(self, tier: str) -> dict[str, list[tuple[str, str]]]:
-        """{title key: [(id, title)]} for keys held by more than one entry, per generation."""
-        store = self.manager.store(tier)
-        gen = store.generation()
-        with self._lock:
-            cached = self._titles.get(tier)
-            if cached is not None and cached.gen == gen:
-                return cached.groups
-        rows: list[tuple[str, str]] | None = None
-        if hasattr(store, "snapshot"):
-            with store.snapshot() as conn:
-                if conn is None:
-                    rows = []
-                elif _dialect(conn) is not None:
-                    rows = conn.execute("SELECT id, title FROM entries").fetchall()
-        if rows is None:
-            rows = [(e.id, e.title) for e in store.iter_entries()]
-        keyed: dict[str, list[tuple[str, str]]] = {}
-        for eid, title in rows:
-            key = title_key(title)
-            if key:
-                keyed.setdefault(key, []).append((eid, title))
-        groups = {k: v for k, v in keyed.items() if len(v) > 1}
-        with self._lock:
-            self._titles[tier] = _TitleCache(gen, groups)
+                    groups.append(DuplicateGroup("similar title", rest))
         return groups

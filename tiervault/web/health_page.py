@@ -1,7 +1,7 @@
 """Health: entries per tier / type / severity / domain, feedback and how the weights
 adapted, embedding coverage, tier problems — as SVG bar charts.
 
-Counts come from the in-memory mirrors (no table scan); the weights from
+Counts come from each tier's `facet_counts` (the backends answer from their mirrors: no table scan); the weights from
 ``Brain.stats()`` (whatever the feedback module reports) next to the base set
 they adapted from. The SQLite + FTS5 integrity check reads the whole file, so
 it runs only when asked (``?check=<tier>``).

@@ -1,4 +1,4 @@
-"""The PostgreSQL tier backend: :class:`PgTierStore` = entries + lexical + vectors.
+"""The PostgreSQL tier backend: :class:`PgTierStore` = entries + browsing + lexical + vectors.
 
 Implements :class:`tiervault.vault.backend.TierBackend`; :func:`open_backend`
 is the factory :func:`tiervault.vault.backend.open_tier` calls for a tier
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiervault.vault.entry import Entry
+from tiervault.vault.postgres.browse import PgBrowse
 from tiervault.vault.postgres.search import PgLexical
 from tiervault.vault.postgres.store import PgEntryStore
 from tiervault.vault.postgres.vectors import PgVectorMethods
@@ -19,7 +20,7 @@ from tiervault.vault.entry_rows import SELECT_ENTRY, row_to_entry
 __all__ = ["PgTierStore", "open_backend"]
 
 
-class PgTierStore(PgLexical, PgVectorMethods, PgEntryStore):
+class PgTierStore(PgBrowse, PgLexical, PgVectorMethods, PgEntryStore):
     """A tier in one schema of a PostgreSQL database (see the package docstring)."""
 
     @property
