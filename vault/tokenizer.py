@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from typing import Iterable
+from typing import Callable, Iterable
 
 __all__ = ["Stemmer", "split_words", "split_many", "SEP", "STEMMER", "STOP_WORDS"]
 
@@ -73,6 +73,16 @@ class Stemmer:
         if missing:
             self._fill(missing)
         return {w: cache[w] for w in words}
+
+    def lookup(self, words: Iterable[str]) -> Callable[[str], str]:
+        """A word -> term function valid for every word of ``words`` (stemmed first when
+        new): the cache's own ``__getitem__``, so mapping it over many words runs no
+        Python code per word (:meth:`stems` builds a dict of the answers instead)."""
+        cache = self._cache
+        missing = [w for w in set(words) if w not in cache]
+        if missing:
+            self._fill(missing)
+        return cache.__getitem__
 
     def stem(self, word: str) -> str:
         return self.stems([word])[word]

@@ -47,17 +47,24 @@ def batch_terms(rows: Sequence[Sequence[str]]) -> list[tuple[str, int]]:
 
     A row's fields are split as one text joined by newlines (a separator for
     unicode61 and for :func:`split_words` alike): one split per row, not per field.
+    Words map to stems through the stemmer cache's own ``__getitem__``, so a row's
+    distinct stems are ``set(map(stem, words))`` minus '' (a word FTS5 finds no
+    token in) with no Python code run per word; the token count is len(words)
+    minus the words whose stem is '' (rare: counted only when there are some).
     """
     words_of = [split_words("\n".join([f or "" for f in fields])) for fields in rows]
-    stem_of = STEMMER.stems(chain.from_iterable(words_of)).__getitem__
+    stem_of = STEMMER.lookup(chain.from_iterable(words_of))
     out = []
     for words in words_of:
-        kept = [t for t in map(stem_of, words) if t]
-        distinct = set(kept)
-        if distinct and max(map(len, distinct)) > MAX_LEXEME_BYTES // 4:
-            out.append((tsvector_text(sorted(distinct)), len(kept)))
+        stems = set(map(stem_of, words))
+        count = len(words)
+        if "" in stems:
+            stems.discard("")
+            count -= sum(1 for w in words if not stem_of(w))
+        if stems and max(map(len, stems)) > MAX_LEXEME_BYTES // 4:
+            out.append((tsvector_text(sorted(stems)), count))
         else:  # every stem is short enough: no per-stem length check
-            out.append(("'" + "' '".join(distinct) + "'" if distinct else "", len(kept)))
+            out.append(("'" + "' '".join(stems) + "'" if stems else "", count))
     return out
 
 

@@ -38,7 +38,7 @@ from tiervault.vault.boundary import map_errors
 from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, statistics_sql, tsquery_of
-from tiervault.vault.postgres.writer import PreparedBatch, batches, pipelined, prepare, stage_rows
+from tiervault.vault.postgres.writer import PreparedBatch, batches, direct_rows, pipelined, prepare, stage_rows
 from tiervault.vault.filter_compile import to_postgres
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.scoring import FTS_WEIGHTS
@@ -59,6 +59,8 @@ _STAGE_TABLE = (
     "valid_until double precision, created_at double precision, updated_at double precision, "
     "content_hash text, given_created double precision, existing boolean, doclen integer, "
     "stems text) ON COMMIT DELETE ROWS")
+#: Columns of a row COPYed straight into ``entries`` (a batch of new ids only).
+_DIRECT_COLUMNS = (*ENTRY_COLUMNS, "gen", "doclen", "terms")
 _SET = ", ".join(f"{c} = s.{c}" for c in ENTRY_COLUMNS if c not in ("id", "created_at"))
 _MIRROR = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, valid_until, "
            "updated_at, title, description, context, tags")
@@ -211,9 +213,10 @@ class PgEntryStore(PgJournal):
                 build_entry_indexes(conn, self.address.schema)
 
     def _write_batch(self, prepared: PreparedBatch) -> int:
-        """COPY the changed entries into a staging table, then one INSERT (new ids) and one
-        UPDATE (changed ones), in one transaction. Unchanged entries (same content hash and
-        metadata) are skipped, as in SQLite."""
+        """Write the changed entries in one transaction: a batch of new ids only is COPYed
+        straight into ``entries`` (the bulk-load case); otherwise COPY into a staging
+        table, then one INSERT (new ids) and one UPDATE (changed ones). Unchanged entries
+        (same content hash and metadata) are skipped, as in SQLite."""
         now = time.time()
         latest = prepared.entries
         with self.write("write entries") as (conn, gen):
@@ -224,15 +227,20 @@ class PgEntryStore(PgJournal):
             todo = sum(keep)
             if not todo:
                 return 0
-            conn.execute(_STAGE_TABLE)
-            with conn.cursor().copy(f"COPY tv_stage ({', '.join(_STAGE_COLUMNS)}) FROM STDIN") as copy:
-                for row in stage_rows(prepared, keep, stored, now):
-                    copy.write_row(row)
-            conn.execute(
-                f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen, doclen, terms) "
-                f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, stems::tsvector "
-                "FROM tv_stage WHERE NOT existing", (gen,))
-            if any(k and e.id in stored for e, k in zip(latest, keep)):
+            updates = any(k and e.id in stored for e, k in zip(latest, keep))
+            if not updates:  # only new ids (a bulk load): straight into the table, no staging pass
+                with conn.cursor().copy(f"COPY entries ({', '.join(_DIRECT_COLUMNS)}) FROM STDIN") as copy:
+                    for row in direct_rows(prepared, keep, gen, now):
+                        copy.write_row(row)
+            else:
+                conn.execute(_STAGE_TABLE)
+                with conn.cursor().copy(f"COPY tv_stage ({', '.join(_STAGE_COLUMNS)}) FROM STDIN") as copy:
+                    for row in stage_rows(prepared, keep, stored, now):
+                        copy.write_row(row)
+                conn.execute(
+                    f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen, doclen, terms) "
+                    f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, stems::tsvector "
+                    "FROM tv_stage WHERE NOT existing", (gen,))
                 conn.execute(
                     f"UPDATE entries SET {_SET}, created_at = COALESCE(s.given_created, entries.created_at), "
                     "gen = %s, doclen = s.doclen, terms = s.stems::tsvector "

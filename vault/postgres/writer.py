@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 from tiervault.vault.entry import Entry
 from tiervault.vault.postgres.lexical import batch_terms
 
-__all__ = ["PreparedBatch", "prepare", "stage_rows", "pipelined", "batches"]
+__all__ = ["PreparedBatch", "prepare", "stage_rows", "direct_rows", "pipelined", "batches"]
 
 
 class PreparedBatch(NamedTuple):
@@ -48,6 +48,22 @@ def stage_rows(prepared: PreparedBatch, keep: Sequence[bool], stored: Any, now: 
                e.created_at if e.created_at is not None else now,
                e.updated_at if e.updated_at is not None else now,
                e.content_hash or e.compute_hash(), e.created_at, e.id in stored, doclen, tsv)
+
+
+def direct_rows(prepared: PreparedBatch, keep: Sequence[bool], gen: int, now: float) -> Iterator[tuple]:
+    """Rows for a COPY straight into ``entries`` (``ENTRY_COLUMNS``, gen, doclen, terms) of the
+    entries flagged in ``keep``, all new ids; the terms are the tsvector literal, which COPY
+    parses as the column's input (as ``stems::tsvector`` does from the staging table)."""
+    for e, (tsv, doclen), wanted in zip(prepared.entries, prepared.terms, keep):
+        if not wanted:
+            continue
+        applies = json.dumps(list(e.applies_to)) if e.applies_to else "[]"
+        yield (e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
+               e.counter_example, e.why, e.tag_text, applies, e.severity, e.origin,
+               e.valid_from, e.valid_until,
+               e.created_at if e.created_at is not None else now,
+               e.updated_at if e.updated_at is not None else now,
+               e.content_hash or e.compute_hash(), gen, doclen, tsv)
 
 
 def batches(entries: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
