@@ -640,3 +640,19 @@ def test_a_new_tier_browses_as_empty(tier):
     assert empty.total == 0 and empty.by_domain == {} and empty.by_tag == {}
     assert empty.by_type == dict.fromkeys(ENTRY_TYPES, 0)
     assert tier.links_of_type("contradicts") == []
+
+
+def test_vocabulary_is_the_same_before_and_after_the_mirror_is_built(open_tier):
+    """A backend may answer ``vocabulary`` from its search mirror once it holds one:
+    the answer is the one a fresh handle (no mirror yet) gives."""
+    writer = open_tier("agent")
+    writer.capture_many([entry("a", domain="net", tags=("x", "y")), entry("b", domain="net", tags=("x",)),
+                         entry("c", domain="db", type="rule", severity="critical")])
+    fresh = open_tier("agent").vocabulary()
+    stems, _ = terms_of("title")
+    writer.term_stats(stems)  # a search: the mirror is in memory now
+    warm = writer.vocabulary()
+    assert fresh == warm
+    assert warm["domains"] == {"net": 2, "db": 1} and warm["tags"] == {"x": 2, "y": 1}
+    assert warm["types"] == {"pattern": 2, "rule": 1}
+    assert warm["severities"] == {"suggestion": 2, "critical": 1}

@@ -15,7 +15,8 @@ entries as at 100 (apart from OFFSET, which walks the skipped rows):
 ``updated`` the ``entries_gen`` index (every write stamps the rows it changed
 with its generation).
 
-Facet counts come from the tier's in-memory mirror
+Facet counts (and ``vocabulary()`` once the mirror is in memory) come from the
+tier's in-memory mirror
 (:class:`~tiervault.vault.postings.Postings`): one boolean mask
 (:func:`~tiervault.vault.filter_compile.mirror_mask`) and a ``bincount`` per
 field, ``count(mask[slots])`` per tag -- no table scan.
@@ -33,7 +34,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.rows import PAGE_ORDERS, FacetCounts
 
 __all__ = ["ORDER_SQL", "MAX_PAGE_ROWS", "MAX_TITLE_ROWS", "check_page", "check_limit",
-           "check_link_type", "mirror_facets", "ranked"]
+           "check_link_type", "mirror_facets", "ranked", "facet_vocabulary"]
 
 #: ``ORDER BY`` of each page order over an ``entries`` table aliased ``e``: both SQL
 #: backends have the integer ``rowid`` key and the ``gen`` column (indexed).
@@ -82,3 +83,10 @@ def mirror_facets(p: Any, filters: Filters | None) -> FacetCounts:
     return FacetCounts(int(np.count_nonzero(mask)), dict(zip(ENTRY_TYPES, map(int, types))),
                        dict(zip(SEVERITIES, map(int, sev))),
                        ranked({p.domains[i]: int(n) for i, n in enumerate(dom)}), ranked(tags))
+
+
+def facet_vocabulary(f: FacetCounts) -> dict[str, dict[str, int]]:
+    """The contract's ``vocabulary()`` from facet counts of every entry (the same
+    answer as its GROUP BY form, without the table scan): values held, most frequent first."""
+    return {"domains": f.by_domain, "types": ranked(f.by_type), "severities": ranked(f.by_severity),
+            "tags": f.by_tag}

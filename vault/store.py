@@ -32,7 +32,7 @@ from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
-from tiervault.vault.browsing import check_limit, check_link_type
+from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, EmbeddingCounts, EmbeddingStatus, FacetCounts,
                                   FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
                                   LightPage, LightRow, Link, Memory, MemoryHit, MirrorRow, TermStats,
@@ -257,6 +257,9 @@ class TierStore:
         return self.listing.count_matching(filters, since)
 
     def vocabulary(self) -> dict[str, dict[str, int]]:
+        """From the search mirror when it is in memory (no table scan), else GROUP BY."""
+        if self._mirror is not None:
+            return facet_vocabulary(self.listing.facet_counts(None))
         return self.listing.vocabulary()
 
     def light_page(self, *, order: str = "newest", filters: Filters | None = None, offset: int = 0,

@@ -6,7 +6,8 @@ rules shared with the SQLite tier (:mod:`tiervault.vault.browsing`). Index use:
 ``entries_gen`` index backwards (an incremental sort orders rowids within one
 generation); ``title_rows`` is a primary-key range scan. Filters are compiled
 by :func:`~tiervault.vault.filter_compile.to_postgres` (values always
-parameters). Page totals and facet counts come from the tier's search mirror
+parameters). Page totals, facet counts and (once the mirror is in memory)
+``vocabulary()`` come from the tier's search mirror
 (the one lexical search keeps, :mod:`tiervault.vault.postgres.search`).
 Ties between links are broken in byte order (``COLLATE "C"``), as SQLite compares text.
 """
@@ -18,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.vault.browsing import (MAX_TITLE_ROWS, ORDER_SQL, check_limit, check_link_type,
-                                      check_page, mirror_facets)
+                                      check_page, facet_vocabulary, mirror_facets)
 from tiervault.vault.filter_compile import to_postgres
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import FacetCounts, LightPage, LightRow, Link, TitleRow
@@ -39,6 +40,7 @@ class PgBrowse:
     name: str
     query: Any
     postings: Any
+    _postings: Any
 
     def light_page(self, *, order: str = "newest", filters: Filters | None = None, offset: int = 0,
                    limit: int = 25, snippet_chars: int = 120) -> LightPage:
@@ -69,3 +71,9 @@ class PgBrowse:
 
     def facet_counts(self, filters: Filters | None = None) -> FacetCounts:
         return mirror_facets(self.postings(), filters)
+
+    def vocabulary(self) -> dict[str, dict[str, int]]:
+        """From the search mirror when it is in memory (no table scan), else GROUP BY."""
+        if self._postings is not None:
+            return facet_vocabulary(self.facet_counts(None))
+        return super().vocabulary()  # type: ignore[misc]
