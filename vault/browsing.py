@@ -19,11 +19,13 @@ Facet counts (and ``vocabulary()`` once the mirror is in memory) come from the
 tier's in-memory mirror
 (:class:`~tiervault.vault.postings.Postings`): one boolean mask
 (:func:`~tiervault.vault.filter_compile.mirror_mask`) and a ``bincount`` per
-field, ``count(mask[slots])`` per tag -- no table scan.
+field, one over the flattened tag occurrences -- no table scan.
 """
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from typing import Any
 
 import numpy as np
@@ -73,13 +75,37 @@ def ranked(counts: dict[str, int]) -> dict[str, int]:
     return dict(sorted(((k, int(v)) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0])))
 
 
+#: mirror -> (its tags dict, its length, tag names, tag number and slot per occurrence)
+_OCCURRENCES: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _tag_occurrences(p: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Mirror ``p``'s tag lists flattened: (names, tag number per occurrence, slot per
+    occurrence). Kept per mirror until it grows or is rebuilt (a rebuild replaces its
+    ``tags`` dict; appends only add slots), so a count is one ``bincount``, not a
+    Python loop over every tag."""
+    hit = _OCCURRENCES.get(p)
+    if hit is not None and hit[0] is p.tags and hit[1] == len(p.ids):
+        return hit[2], hit[3], hit[4]
+    tags, size = p.tags, len(p.ids)
+    names = list(tags)
+    lengths = np.fromiter((len(tags[t]) for t in names), dtype=np.int64, count=len(names))
+    slots = np.fromiter(itertools.chain.from_iterable(tags[t] for t in names), dtype=np.int64,
+                        count=int(lengths.sum()))
+    which = np.repeat(np.arange(len(names), dtype=np.int64), lengths)
+    _OCCURRENCES[p] = (tags, size, names, which, slots)
+    return names, which, slots
+
+
 def mirror_facets(p: Any, filters: Filters | None) -> FacetCounts:
     """FacetCounts of the live entries of mirror ``p`` passing ``filters`` (None: all)."""
     mask = p.alive if filters is None else p.mask(filters)
     types = np.bincount(p.type_code[mask], minlength=len(ENTRY_TYPES))
     sev = np.bincount(p.severity_code[mask], minlength=len(SEVERITIES))
     dom = np.bincount(p.domain_code[mask], minlength=len(p.domains)) if p.domains else []
-    tags = {tag: int(np.count_nonzero(mask[slots])) for tag, slots in p.tags.items()}
+    names, which, slots = _tag_occurrences(p)
+    per_tag = np.bincount(which[mask[slots]], minlength=len(names))
+    tags = dict(zip(names, per_tag.tolist()))
     return FacetCounts(int(np.count_nonzero(mask)), dict(zip(ENTRY_TYPES, map(int, types))),
                        dict(zip(SEVERITIES, map(int, sev))),
                        ranked({p.domains[i]: int(n) for i, n in enumerate(dom)}), ranked(tags))
