@@ -14,23 +14,25 @@ entries as at 100: "new" is insertion order (an upsert keeps its place),
 Near-duplicates: entries of one tier sharing a content hash, the same content
 held by several tiers, and entries whose titles have the same content-word
 stems (``"Use JWT rotation"`` / ``"JWT rotation: use"``). They need every
-title and hash of a tier, so each tier is swept (``title_rows``) once per
-generation and digested: its sorted content hashes, the hashes it holds more
-than once, its title groups. The digests live in a :class:`CatalogCache` that
-outlives one request (the web app keeps one per principal).
+hash of a tier, so each tier is swept (``title_rows``) once per generation and
+digested: its sorted content hashes and the hashes it holds more than once; its
+title groups (every title stemmed) are computed, once per generation too, only
+when the hash groups leave room in the list. Both live in a
+:class:`CatalogCache` that outlives one request (the web app keeps one per
+principal).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import LightRow, Link
+from tiervault.vault.rows import LightRow, Link, TitleRow
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 __all__ = ["Catalog", "CatalogCache", "EntryPage", "Distribution", "Coverage", "DuplicateGroup",
@@ -134,38 +136,54 @@ class _Digest:
     gen: int
     hashes: np.ndarray  # its distinct content hashes, sorted (bytes)
     same: dict[str, list[tuple[str, str]]]  # hash held by > 1 entry -> [(id, title)]
-    titles: dict[str, list[tuple[str, str]]]  # title key held by > 1 entry -> [(id, title)]
 
 
 @dataclass
 class CatalogCache:
-    """Digests of tiers by name, kept across requests (thread-safe)."""
+    """Digests and title groups of tiers by name, kept across requests (thread-safe)."""
 
     digests: dict[str, _Digest] = field(default_factory=dict)
+    titles: dict[str, tuple[int, dict[str, list[tuple[str, str]]]]] = field(default_factory=dict)
     groups: tuple[Any, list[DuplicateGroup]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _digest(store: Any) -> _Digest:
-    """Sweep ``store`` (``title_rows``) into a digest; the generation is read first, so
-    a write during the sweep makes the next look-up sweep again."""
-    gen = store.generation()
-    by_hash: dict[str, list[tuple[str, str]]] = {}
-    by_title: dict[str, list[tuple[str, str]]] = {}
+def _sweep(store: Any) -> Iterator[TitleRow]:
+    """Every entry of ``store`` as a TitleRow, ``SWEEP_ROWS`` per call."""
     after = 0
     while True:
         rows = store.title_rows(after, SWEEP_ROWS)
-        for row in rows:
-            by_hash.setdefault(row.content_hash, []).append((row.id, row.title))
-            key = title_key(row.title)
-            if key:
-                by_title.setdefault(key, []).append((row.id, row.title))
+        yield from rows
         if len(rows) < SWEEP_ROWS:
-            break
+            return
         after = rows[-1].key
-    hashes = np.array(sorted(h.encode("utf-8", "surrogatepass") for h in by_hash), dtype=bytes)
-    return _Digest(gen, hashes, {h: m for h, m in by_hash.items() if len(m) > 1},
-                   {k: m for k, m in by_title.items() if len(m) > 1})
+
+
+def _digest(store: Any) -> _Digest:
+    """Sweep ``store`` into a digest; the generation is read first, so a write during
+    the sweep makes the next look-up sweep again."""
+    gen = store.generation()
+    rows = list(_sweep(store))
+    held = np.array([r.content_hash.encode("utf-8", "surrogatepass") for r in rows], dtype=bytes)
+    hashes, counts = np.unique(held, return_counts=True)  # sorted, distinct
+    twice = set(hashes[counts > 1].tolist())
+    same: dict[str, list[tuple[str, str]]] = {}
+    for i in np.flatnonzero(np.isin(held, list(twice))).tolist() if twice else ():
+        same.setdefault(rows[i].content_hash, []).append((rows[i].id, rows[i].title))
+    return _Digest(gen, hashes, same)
+
+
+def _title_groups(store: Any) -> dict[str, list[tuple[str, str]]]:
+    """{title key: [(id, title)]} of the keys held by more than one entry of ``store``.
+    Stemming every title is the review's dearest step (~1 s per 100K titles once the
+    stemmer's cache is warm, several before), so it runs only when the hash groups
+    leave room on the page."""
+    keyed: dict[str, list[tuple[str, str]]] = {}
+    for row in _sweep(store):
+        key = title_key(row.title)
+        if key:
+            keyed.setdefault(key, []).append((row.id, row.title))
+    return {k: v for k, v in keyed.items() if len(v) > 1}
 
 
 class Catalog:
@@ -254,6 +272,17 @@ class Catalog:
             self.cache.digests[tier.name] = fresh
         return fresh
 
+    def _titles_of(self, tier: Any) -> dict[str, list[tuple[str, str]]]:
+        gen = tier.store.generation()
+        with self.cache.lock:
+            cached = self.cache.titles.get(tier.name)
+        if cached is not None and cached[0] == gen:
+            return cached[1]
+        groups = _title_groups(tier.store)
+        with self.cache.lock:
+            self.cache.titles[tier.name] = (gen, groups)
+        return groups
+
     def _groups(self, digests: list[tuple[Any, _Digest]], limit: int) -> list[DuplicateGroup]:
         groups: list[DuplicateGroup] = []
         seen: set[tuple[str, str]] = set()
@@ -283,8 +312,10 @@ class Catalog:
                                                  [Member(t.name, i, title) for i, title in held_here]))
         groups = groups[:limit]
         seen.update((m.tier, m.id) for g in groups for m in g.members)
-        for t, d in digests:  # similar titles
-            for held_here in d.titles.values():
+        for t, _ in digests:  # similar titles
+            if len(groups) >= limit:
+                break
+            for held_here in self._titles_of(t).values():
                 if len(groups) >= limit:
                     return groups
                 rest = [Member(t.name, i, title) for i, title in held_here if (t.name, i) not in seen]
