@@ -86,6 +86,7 @@ class Adaptation:
         # change with a refit, and a refit only follows new feedback, so while the counts
         # stay the same the last record does too (see _in_force).
         self._cache: tuple[tuple[int, ...], WeightHistoryRow | None] | None = None
+        self._trust: tuple[tuple[int, ...], float | None] | None = None  # (counts, nudge trust)
         if config.feedback_pool == "team" and "team" not in manager.tiers:
             raise ConfigError("brain.feedbackPool: team needs a team tier; add tiers.team or use "
                               "feedbackPool: agent", key="brain.feedbackPool")
@@ -111,6 +112,23 @@ class Adaptation:
     def nudge_events(self, entry_ids: Sequence[str], limit: int) -> list[FeedbackEvent]:
         store = self.store()
         return store.feedback_events_for(entry_ids, limit) if store is not None and entry_ids else []
+
+    def nudge_trust(self, base: np.ndarray) -> float | None:
+        """How far the same-query nudge is trusted (:func:`~tiervault.brain.learning.nudge_trust`
+        over the pairs of the newest :data:`MAX_EVENTS` actions, text relevance by
+        ``base``; None with no pairs to check); recomputed only when the feedback counts
+        moved."""
+        counts = self.counts()
+        key = tuple(int(counts.get(k, 0)) for k in ("accepted", "modified", "dismissed", "failed"))
+        if self._trust is not None and self._trust[0] == key:
+            return self._trust[1]
+        store = self.store()
+        trust = None
+        if store is not None and any(key):
+            trust = learning.nudge_trust(learning.pairs_from_events(store.feedback_events(MAX_EVENTS)),
+                                         base)
+        self._trust = (key, trust)
+        return trust
 
     # -- weights in force ---------------------------------------------------------------------
     def _last(self) -> WeightHistoryRow | None:

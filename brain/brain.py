@@ -225,7 +225,13 @@ class Brain:
         if not events:
             return np.zeros(len(ids))
         profile = query_profile(ids, text_relevance)
-        return entry_nudges(query, ids, events, profile, now)
+        return entry_nudges(query, ids, events, profile, now, trust=self.nudge_trust())
+
+    def nudge_trust(self) -> float | None:
+        """The share of the same-query nudge the feedback in force is trusted with
+        (:meth:`~tiervault.brain.adaptation.Adaptation.nudge_trust`, text relevance by the
+        hybrid base's split: in FTS-only pairs the vector is 0, so it is the semantic signal)."""
+        return self.adaptation.nudge_trust(base_weights(True, self.config.weights))
 
     def matching_count(self, lq: Any, filters: Filters, cap: int) -> int:
         """Entries matching the query and filters, counted exactly only up to ``cap``."""
@@ -298,7 +304,12 @@ class Brain:
                 "feedback": self.feedback_counts(), "agentFeedback": self.agent_feedback_counts(),
                 "adaptation": self.config.adaptation, "feedbackPool": self.config.feedback_pool,
                 "weightEvents": history[-1].events if ws.adapted and history else 0,
+                "nudgeTrust": _rounded(self.nudge_trust()),
                 "weightHistory": [h.as_dict() for h in history]}
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def type_name(value: object) -> str:

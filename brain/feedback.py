@@ -18,7 +18,11 @@ ranks a little higher next time, one dismissed a little lower::
     age_decay     = exp(-ln 2 * age_days / FEEDBACK_HALF_LIFE_DAYS)
     shared        = sum(value * counted * age_decay)     over every counted action
     own           = the same sum over actions on the same query (stem Jaccard >= 0.8)
-    nudge         = MAX_NUDGE * tanh(shared) + MAX_SAME_NUDGE * tanh(own)
+    nudge         = MAX_NUDGE * tanh(shared - (1 - trust) * own) + trust * MAX_SAME_NUDGE * tanh(own)
+    trust         = clip(text agreement of the agent's pairs / 0.5, 0, 1)
+                    (:func:`~tiervault.brain.learning.nudge_trust`); with fewer than
+                    10 pairs to check: MAX_NUDGE * tanh(shared) (the verdict moves its
+                    own query only as much as a similar query's)
 
 A query's profile is its best entries by text relevance
 (:func:`~tiervault.brain.learning.query_profile`): a paraphrase with no word in
@@ -29,7 +33,10 @@ out of the cosine, so being retrieved by both queries does not make them alike
 (an accepted entry is not left out: both queries finding it by text is what
 makes an acceptance worth sharing). The agent's verdict on the very query it
 asks again counts more (``own``, up to +/-MAX_SAME_NUDGE) than what similar
-queries share (up to +/-MAX_NUDGE). Bounded by +/-(MAX_NUDGE + MAX_SAME_NUDGE),
+queries share (up to +/-MAX_NUDGE), in proportion to ``trust``: how far the
+agent's preferences, taken together, agree with text relevance. Accepting random
+entries below dismissed top hits disagrees with it (trust 0), so such an agent's
+verdicts do not move the queries it gave them on (a guard rail, docs/feedback.md). Bounded by +/-(MAX_NUDGE + MAX_SAME_NUDGE),
 fades with a 90-day half-life, saturates rather than growing without bound. The
 score is multiplied by ``1 + nudge``; it is shown under ``explain.feedback``.
 """
@@ -55,14 +62,17 @@ __all__ = ["ACTION_VALUES", "MAX_NUDGE", "FEEDBACK_HALF_LIFE_DAYS", "SIMILARITY_
 
 MAX_NUDGE = 0.1
 #: Feedback on the same query (Jaccard of the content-word stems >= SAME_QUERY_WORDS)
-#: is the agent's own verdict on this very list and nudges up to +/-MAX_SAME_NUDGE, on
-#: top of the +/-MAX_NUDGE similar queries share. Chosen on the agent set's tune half
-#: (eval/feedback_sim.py --split tune, learned, fed-half nDCG@10 after 200 / 400 judged
-#: events, from 0.881): MAX_SAME_NUDGE 0 -> 0.912 / 0.912, 0.3 -> 0.927 / 0.927, 0.5 ->
-#: 0.927 / 0.934, 1.0 -> 0.934 / 0.948, while random feedback costs those fed queries
-#: -0.007 / 0.044 / 0.134 / 0.304 after 200 (the unseen half 0 in each case). With 0.3
-#: a score moves by at most x1.4 / x0.6.
-MAX_SAME_NUDGE = 0.3
+#: is the agent's own verdict on this very list and nudges up to +/-MAX_SAME_NUDGE
+#: (times the trust in the agent's verdicts), on top of the +/-MAX_NUDGE similar
+#: queries share. Chosen on the agent set's tune halving (eval/feedback_sim.py --split
+#: tune, learned, FTS-only; fed-half nDCG@10 after 200 / 400 judged events from 0.894,
+#: with the trust guard; `docs/feedback.md`): 0.3 -> 0.927 / 0.927, 0.5 -> 0.928 /
+#: 0.934, 0.7 -> 0.933 / 0.952, 1.0 -> 0.938 / 0.953; the unseen half after 400: 0.928 /
+#: 0.922 / 0.929 / 0.922; random feedback costs 0.000 in each (trust 0). 1.0 would let a
+#: dismissal zero a score (1 - 1.0 - 0.1 < 0); with 0.7 a score moves by at most
+#: x1.8 / x0.2. (Before the trust guard, 0.3 was chosen: random feedback then cost
+#: the fed queries 0.044 after 200, 1.0 cost 0.304.)
+MAX_SAME_NUDGE = 0.7
 SAME_QUERY_WORDS = 0.8
 #: Feedback on a query less similar than this to the current one counts for nothing.
 #: Chosen on the agent set's tune half (eval/feedback_sim.py --split tune): at 0.3 and
@@ -123,10 +133,11 @@ def record_feedback(manager, query: str, entry_id: str, action: str, *,
 
 def entry_nudges(query: str, entry_ids: Sequence[str], events: Iterable[FeedbackEvent],
                  profile: dict[str, float] | None = None, now: float | None = None,
-                 threshold: float | None = None) -> np.ndarray:
+                 threshold: float | None = None, trust: float | None = 1.0) -> np.ndarray:
     """The nudge of each entry in ``entry_ids`` from feedback ``events``, for a query
     with relevance ``profile``; see the module docstring for the formula
-    (``threshold`` defaults to SIMILARITY_THRESHOLD)."""
+    (``threshold`` defaults to SIMILARITY_THRESHOLD; ``trust`` in [0, 1] scales the
+    same-query part, None = unchecked: the same query counts as a similar one)."""
     now = time.time() if now is None else now
     threshold = SIMILARITY_THRESHOLD if threshold is None else threshold
     current = query_stems(query)
@@ -160,4 +171,7 @@ def entry_nudges(query: str, entry_ids: Sequence[str], events: Iterable[Feedback
             same[i] += term
         else:
             raw[i] += term
-    return MAX_SAME_NUDGE * np.tanh(same) + MAX_NUDGE * np.tanh(raw + same)
+    if trust is None:  # no pairs to check the verdicts against: the shared bound only
+        return MAX_NUDGE * np.tanh(raw + same)
+    t = min(max(float(trust), 0.0), 1.0)
+    return t * MAX_SAME_NUDGE * np.tanh(same) + MAX_NUDGE * np.tanh(raw + t * same)

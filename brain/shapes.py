@@ -112,6 +112,7 @@ class StatsReport(TypedDict):
     adaptation: str                    # "seed" | "learned" (brain.adaptation)
     feedbackPool: str                  # "agent" | "team" (brain.feedbackPool)
     weightEvents: int                  # feedback actions the weights in force rest on
+    nudgeTrust: float | None           # how far verdicts move their own query, [0, 1]; None: no pairs
     weightHistory: list[dict[str, Any]]  # the newest refits, oldest first
 
 

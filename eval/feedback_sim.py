@@ -26,7 +26,9 @@ Policies, each run from a fresh agent tier, cycling over the fed queries in roun
 * ``judged``: search (top 10); accept every judged-relevant entry (grade >= 1) in
   the top 10, dismiss every judged-irrelevant one in the top 3 (the issue's protocol);
 * ``random``: the same list, judgements ignored: each top-10 entry accepted with
-  probability 0.3, each other top-3 entry dismissed with probability 0.3 (seed 7).
+  probability 0.3, each other top-3 entry dismissed with probability 0.3 (seed 7);
+* ``noisy``: a careless agent: each entry's verdict is the ``judged`` one, except
+  with probability 0.3 where it is the ``random`` one (seed 7).
 
 nDCG@10 (trec_eval) of the fed and the unseen half is measured after 0, 50, 100,
 200 and 400 events; the summary gives each half's headroom (1 - nDCG@10 before), the
@@ -57,8 +59,9 @@ SET_DIR = HERE / "agentset"
 PACK = ROOT / "vault" / "packs" / "starter.jsonl"
 NOW = datetime.fromisoformat("2026-01-01T00:00:00+00:00").timestamp()
 CHECKPOINTS = (0, 50, 100, 200, 400)
-POLICIES = ("judged", "random")
+POLICIES = ("judged", "random", "noisy")
 RANDOM_P = 0.3
+NOISE_P = 0.3
 RANDOM_SEED = 7
 EVAL_DEPTH = 20
 
@@ -150,7 +153,10 @@ def actions(policy: str, ids: list[str], grades: dict[str, int], rng: random.Ran
     """(entry id, action) for one result list under ``policy``."""
     out = []
     for rank, eid in enumerate(ids[:10]):
-        if policy == "judged":
+        mode = policy
+        if policy == "noisy":
+            mode = "random" if rng.random() < NOISE_P else "judged"
+        if mode == "judged":
             if grades.get(eid, 0) >= 1:
                 out.append((eid, "accepted"))
             elif rank < 3:
@@ -175,9 +181,11 @@ def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict]
 
             def measure(events: int) -> None:
                 ws = sim.brain.weights()
+                trust = sim.brain.nudge_trust()
                 curve.append({"events": events, "fed": round(sim.ndcg(fed, qrels), 4),
                               "unseen": round(sim.ndcg(unseen, qrels), 4),
-                              "weights": ws.as_dict(), "adapted": ws.adapted})
+                              "weights": ws.as_dict(), "adapted": ws.adapted,
+                              "nudge_trust": None if trust is None else round(trust, 4)})
 
             measure(0)
             ceiling = {half: {f"top{k}": round(sim.ndcg(qs, qrels, reorder=k), 4) for k in (10, 20)}
@@ -216,7 +224,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
             for policy, run in runs.items():
                 xs = [p["events"] for p in run["curve"]]
                 ys = [p[half] for p in run["curve"]]
-                ax.plot(xs, ys, marker="o", linestyle="-" if policy == "judged" else "--",
+                style = {"judged": "-", "random": "--"}.get(policy, ":")
+                ax.plot(xs, ys, marker="o", linestyle=style,
                         label=f"{adaptation} / {policy} feedback")
         ceiling = next(iter(next(iter(report["runs"].values())).values())).get("ceiling")
         if ceiling:
@@ -243,6 +252,7 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     for adaptation, runs in report["runs"].items():
         at = {p["events"]: p for p in runs["judged"]["curve"]}
         rnd = {p["events"]: p for p in runs.get("random", {"curve": []})["curve"]}
+        noisy = {p["events"]: p for p in runs.get("noisy", {"curve": []})["curve"]}
         row = {}
         for half in ("fed", "unseen"):
             room = 1.0 - at[0][half]
@@ -258,6 +268,9 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
             if rnd:
                 row[f"random_cost_unseen@{n}"] = round(rnd[0]["unseen"] - rnd[n]["unseen"], 4)
                 row[f"random_cost_fed@{n}"] = round(rnd[0]["fed"] - rnd[n]["fed"], 4)
+            if noisy:
+                row[f"noisy_gain_fed@{n}"] = round(noisy[n]["fed"] - noisy[0]["fed"], 4)
+                row[f"noisy_gain_unseen@{n}"] = round(noisy[n]["unseen"] - noisy[0]["unseen"], 4)
         out[adaptation] = row
     return out
 

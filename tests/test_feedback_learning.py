@@ -296,8 +296,10 @@ def test_team_pooling_shares_feedback_between_agents(tmp_path):
         brain(VaultManager.at({"agent": str(tmp_path / "x.db")}), feedback_pool="team")
 
 
-def test_random_feedback_costs_little_on_unseen_queries():
-    """Adversarial (random) feedback on the starter pack: the unseen half loses <= 0.02 nDCG@10."""
+def test_random_feedback_costs_little_on_either_half():
+    """Adversarial (random) feedback on the starter pack: neither the unseen half nor the
+    queries given the feedback lose more than 0.02 nDCG@10 (the trust guard: random
+    verdicts disagree with text relevance, so they move neither weights nor their queries)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from eval import feedback_sim as sim
 
@@ -307,7 +309,8 @@ def test_random_feedback_costs_little_on_unseen_queries():
     before, after = run["curve"][0], run["curve"][-1]
     assert after["events"] == 100
     assert before["unseen"] - after["unseen"] <= 0.02
-    assert after["fed"] != before["fed"]  # the feedback did reach the fed queries' ranking
+    assert before["fed"] - after["fed"] <= 0.02
+    assert after["nudge_trust"] == 0.0  # the feedback was read and judged: not trusted
 
 
 def test_config_keys_and_migration(tmp_path):
@@ -362,6 +365,7 @@ def test_cli_feedback_and_stats_show_the_learned_weights(tmp_path):
     text = subprocess.run([sys.executable, "-m", "tiervault", "--config", str(tmp_path / "agent.yaml"),
                            "stats"], capture_output=True, text=True, check=True).stdout
     assert "learned from 2 feedback actions" in text and "history" in text
+    assert stats["nudgeTrust"] is None and "same-query nudge trust: unchecked" in text  # 1 pair
 
 
 def test_team_pooling_on_a_postgresql_team_tier(pg_tier, tmp_path):

@@ -255,6 +255,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"\nfeedback (team pool, what the weights rest on): {counts}\nthis agent's own: {own}")
     else:
         print(f"\nfeedback: {counts}")
+    trust = out.get("nudgeTrust")
+    print("same-query nudge trust: " + ("unchecked (fewer than 10 accept/dismiss pairs)"
+                                        if trust is None else f"{trust:.2f}"))
     history = out["weightHistory"][-5:]
     if history:
         print("\nweight history (newest last):")
