@@ -18,11 +18,11 @@ ranks a little higher next time, one dismissed a little lower::
     age_decay     = exp(-ln 2 * age_days / FEEDBACK_HALF_LIFE_DAYS)
     shared        = sum(value * counted * age_decay)     over every counted action
     own           = the same sum over actions on the same query (stem Jaccard >= 0.8)
-    nudge         = MAX_NUDGE * tanh(shared - (1 - trust) * own) + trust * MAX_SAME_NUDGE * tanh(own)
+    nudge         = trust * (MAX_NUDGE * tanh(shared) + MAX_SAME_NUDGE * tanh(own))
     trust         = clip(text agreement of the agent's pairs / 0.5, 0, 1)
                     (:func:`~tiervault.brain.learning.nudge_trust`); with fewer than
-                    10 pairs to check: MAX_NUDGE * tanh(shared) (the verdict moves its
-                    own query only as much as a similar query's)
+                    10 pairs to check: nudge = MAX_NUDGE * tanh(shared) (a verdict moves
+                    its own query only as much as it moves a similar one)
 
 A query's profile is its best entries by text relevance
 (:func:`~tiervault.brain.learning.query_profile`): a paraphrase with no word in
@@ -34,10 +34,10 @@ out of the cosine, so being retrieved by both queries does not make them alike
 makes an acceptance worth sharing). The agent's verdict on the very query it
 asks again counts more (``own``, up to +/-MAX_SAME_NUDGE) than what similar
 queries share (up to +/-MAX_NUDGE), in proportion to ``trust``: how far the
-agent's preferences, taken together, agree with text relevance. Accepting random
+agent's preferences, taken together, agree with text relevance: accepting random
 entries below dismissed top hits disagrees with it (trust 0), so such an agent's
-verdicts do not move the queries it gave them on (a guard rail, docs/feedback.md). Bounded by +/-(MAX_NUDGE + MAX_SAME_NUDGE),
-fades with a 90-day half-life, saturates rather than growing without bound. The
+verdicts move no query, its own or a similar one (a guard rail, docs/feedback.md).
+Bounded by +/-(MAX_NUDGE + MAX_SAME_NUDGE), fades with a 90-day half-life, saturates rather than growing without bound. The
 score is multiplied by ``1 + nudge``; it is shown under ``explain.feedback``.
 """
 
@@ -137,7 +137,7 @@ def entry_nudges(query: str, entry_ids: Sequence[str], events: Iterable[Feedback
     """The nudge of each entry in ``entry_ids`` from feedback ``events``, for a query
     with relevance ``profile``; see the module docstring for the formula
     (``threshold`` defaults to SIMILARITY_THRESHOLD; ``trust`` in [0, 1] scales the
-    same-query part, None = unchecked: the same query counts as a similar one)."""
+    nudge, None = unchecked: the same query counts only as a similar one)."""
     now = time.time() if now is None else now
     threshold = SIMILARITY_THRESHOLD if threshold is None else threshold
     current = query_stems(query)
@@ -174,4 +174,4 @@ def entry_nudges(query: str, entry_ids: Sequence[str], events: Iterable[Feedback
     if trust is None:  # no pairs to check the verdicts against: the shared bound only
         return MAX_NUDGE * np.tanh(raw + same)
     t = min(max(float(trust), 0.0), 1.0)
-    return t * MAX_SAME_NUDGE * np.tanh(same) + MAX_NUDGE * np.tanh(raw + t * same)
+    return t * (MAX_SAME_NUDGE * np.tanh(same) + MAX_NUDGE * np.tanh(raw + same))

@@ -68,11 +68,11 @@ PROFILE_K = 10
 PRIOR_STRENGTH = 0.2
 #: The same-query nudge is trusted in full once the agent's pairs agree with text
 #: relevance this much (:func:`nudge_trust`); below, in proportion. Judged feedback on
-#: the agent set agrees 0.54-0.80 after 30-200 events, random feedback -0.93 to -0.76
+#: the agent set agrees 0.54-0.83 after 30-200 events, random feedback -0.93 to -0.70
 #: (eval/feedback_sim.py, FTS-only, both halvings). Chosen on the tune halving (fed /
 #: unseen nDCG@10 after 200 judged events, and of the ``noisy`` agent whose verdicts are
 #: random 30% of the time, from 0.894 / 0.908): 0.25 -> judged 0.933 / 0.928, noisy
-#: 0.915 (0.867 at 50); 0.5 -> 0.933 / 0.928, noisy 0.894 (0.884 at 50); 1.0 -> 0.928 /
+#: 0.914 (0.867 at 50); 0.5 -> 0.933 / 0.928, noisy 0.894 (0.884 at 50); 1.0 -> 0.928 /
 #: 0.928 (0.944 / 0.922 after 400). Random feedback: 0.894 / 0.908 in each.
 TRUST_FULL_AGREEMENT = 0.5
 #: ...judged from at least this many pairs: fewer (one correction of one list) say
@@ -307,8 +307,8 @@ def nudge_trust(pairs: Pairs, base: np.ndarray, full: float | None = None) -> fl
 
     (``agreement`` = :func:`text_agreement`, ``full`` defaults to
     TRUST_FULL_AGREEMENT). Feedback that as a whole prefers worse text matches
-    (random accepts below dismissed top hits) gets trust 0: its verdicts no longer
-    move the queries they were given on (brain/feedback.py). Feedback without
+    (random accepts below dismissed top hits) gets trust 0: its verdicts move no
+    query (brain/feedback.py). Feedback without
     dismissals forms no pairs, and a few pairs say little: it is unchecked (None),
     and its verdicts move their query only within the shared +/-MAX_NUDGE."""
     full = TRUST_FULL_AGREEMENT if full is None else full

@@ -81,7 +81,7 @@ def test_trust_is_the_text_agreement_of_the_pairs():
     assert learning.text_agreement(pairs(0, 0), BASE) is None
 
 
-def test_entry_nudges_scale_the_same_query_part_by_trust():
+def test_entry_nudges_scale_by_trust():
     from tiervault.vault.rows import FeedbackEvent
 
     ctx = learning.FeedbackContext(None, {"x": 1.0}).to_json()
@@ -91,16 +91,15 @@ def test_entry_nudges_scale_the_same_query_part_by_trust():
         for t in (1.0, 0.5, 0.0, None))
     assert full == pytest.approx(feedback.MAX_SAME_NUDGE * np.tanh(5) + feedback.MAX_NUDGE * np.tanh(5))
     assert none == 0.0
-    assert none < half < full and half == pytest.approx(
-        0.5 * feedback.MAX_SAME_NUDGE * np.tanh(5) + feedback.MAX_NUDGE * np.tanh(2.5))
+    assert none < half < full and half == pytest.approx(full / 2)
     assert unchecked == pytest.approx(feedback.MAX_NUDGE * np.tanh(5))
 
 
 # -- over real tiers ------------------------------------------------------------------------
 def test_a_burst_of_random_verdicts_leaves_its_queries_as_they_were(manager):
     """Verdicts that prefer the worse text match (accept the loud rule, dismiss the
-    answer: what random accepts below dismissed top hits look like) do not move the
-    queries they were given on, however many: trust 0, base weights."""
+    answer: what random accepts below dismissed top hits look like) move neither the
+    queries they were given on nor similar ones, however many: trust 0, base weights."""
     b = fixed_brain(manager)
     before = {t: ranking(b, t) for t in TOPICS}
     burst(b, 5, accept="loud", dismiss="good")  # 110 actions, 11 pairs reversing the text order
@@ -109,6 +108,8 @@ def test_a_burst_of_random_verdicts_leaves_its_queries_as_they_were(manager):
     for t in TOPICS:
         assert ranking(b, t) == before[t]
         assert all(v == 0.0 for v in nudges(b, t).values())
+    # nor a similar query (3 of its 4 words: shared, not the same query)
+    assert all(v == 0.0 for v in nudges(b, f"{TOPICS[0]} incident").values())
 
 
 def test_unchecked_verdicts_move_their_query_by_at_most_the_shared_bound(manager):
