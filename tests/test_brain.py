@@ -366,8 +366,11 @@ def test_feedback_nudges_the_entry_for_similar_queries(manager):
     assert ids.index("twin-b") < ids.index("twin-a")
     after = by_id(rows)
     assert after["twin-a"]["explain"]["feedback"] < 0 < after["twin-b"]["explain"]["feedback"]
-    # the same content words in another order: the agent's own verdict (up to 0.1 + 0.5)
-    assert 0.1 < abs(after["twin-a"]["explain"]["feedback"]) <= 0.6
+    # the same content words in another order: the agent's own verdict, but one pair is
+    # too little to check the agent (learning.MIN_TRUST_PAIRS): it counts as a similar
+    # query's, up to 0.1 (tests/test_feedback_trust.py: a trusted agent's goes further)
+    assert b.nudge_trust() is None
+    assert 0.05 < abs(after["twin-a"]["explain"]["feedback"]) <= 0.1
     # a query sharing 1 of the 3 stems but retrieving the same entries (the same
     # relevance profile, cosine 1) gets the whole (age-decayed) acceptance; the
     # dismissal counts only through the other entry (cosine 0.5 < 0.7): nothing
