@@ -9,6 +9,7 @@ resumed copy verifies, builds it, and a search then reads it.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -72,9 +73,11 @@ def test_migrate_defers_the_hnsw_index_to_the_end_and_resumes(tmp_path, pg_serve
     hits = store.vector_search("hash-8", q, 5)
     assert hits[0].id == "m00042" and abs(hits[0].score - 1.0) < 1e-5
     assert _index_scans(store, name) > before  # the search read the index built after the copy
-    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    copied = again.stdout.splitlines()[0]  # links are upserted again; entries and vectors not
-    assert again.returncode == 0 and "0 entries" in copied and "vectors" not in copied, again.stdout
-    assert "vector indexes built" not in again.stdout  # present already: not built twice
+    again = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    report = json.loads(again.stdout)
+    assert report["ok"] and report["copied"].get("entries", 0) == 0  # links are upserted again
+    assert not any(k.startswith("vectors") for k in report["copied"])
+    assert report["vector_indexes_built"] == []  # present already: not built twice
     store.close()
     pg_server.execute("DROP SCHEMA t_migrate_ix CASCADE", "tiervault_test")

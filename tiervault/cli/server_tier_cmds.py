@@ -100,7 +100,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"ok": report.ok, "copied": dict(report.copied),
                     "counts": {k: list(v) for k, v in report.counts.items()},
-                    "content_sha256": list(report.digests)})
+                    "content_sha256": list(report.digests), "vector_indexes_built": report.indexes})
     else:
         for line in report.lines():
             print(line)
