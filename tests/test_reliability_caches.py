@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from tiervault.vault import array_file
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
 
@@ -72,35 +73,34 @@ def test_a_restored_tier_is_never_served_from_a_newer_mirror_cache(tmp_path_fact
 
 
 # -- damaged caches -----------------------------------------------------------------------------
-def _npz_replace(path: Path, **changes) -> None:
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    arrays.update(changes)
-    with open(path, "wb") as fh:
-        np.savez(fh, **arrays)
-
-
-def _npz_only(path: Path, name: str) -> None:
-    kept = _arrays(path)[name]
-    with open(path, "wb") as fh:
-        np.savez(fh, **{name: kept})
-
-
 def _arrays(path: Path) -> dict:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    f = array_file.read(path)
+    return {name: np.array(f.checked(name).a if name in f.lazy_names() else f.array(name))
+            for name in f.names()}
+
+
+def _rewrite(path: Path, keep: set[str] | None = None, **changes) -> None:
+    """Rewrite the cache with some arrays changed, its CRCs recomputed: a damage the
+    checksums cannot see, which the structural checks must."""
+    f = array_file.read(path)
+    arrays = _arrays(path)
+    arrays.update(changes)
+    if keep is not None:
+        arrays = {k: v for k, v in arrays.items() if k in keep}
+    path.unlink()
+    array_file.write(path, f.meta, arrays, f.lazy_names() & set(arrays))
 
 
 DAMAGE = {
     "empty": lambda p: p.write_bytes(b""),
     "truncated": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
     "garbage": lambda p: p.write_bytes(os.urandom(4096)),
-    "short alive": lambda p: _npz_replace(p, alive=_arrays(p)["alive"][:-1]),
-    "W indices out of range": lambda p: _npz_replace(p, W_indices=_arrays(p)["W_indices"] + 10**6),
-    "tag slots out of range": lambda p: _npz_replace(p, tag_slots=_arrays(p)["tag_slots"] + 10**6),
-    "bad codes": lambda p: _npz_replace(p, type_code=_arrays(p)["type_code"] + 50),
-    "missing array": lambda p: _npz_only(p, "version"),
-    "2-D doclen": lambda p: _npz_replace(p, doclen=_arrays(p)["doclen"].reshape(1, -1)),
+    "short alive": lambda p: _rewrite(p, alive=_arrays(p)["alive"][:-1]),
+    "W indices out of range": lambda p: _rewrite(p, W_indices=_arrays(p)["W_indices"] + 10**6),
+    "tag slots out of range": lambda p: _rewrite(p, tag_slots=_arrays(p)["tag_slots"] + 10**6),
+    "bad codes": lambda p: _rewrite(p, type_code=_arrays(p)["type_code"] + 50),
+    "missing array": lambda p: _rewrite(p, keep={"rowids"}),
+    "2-D doclen": lambda p: _rewrite(p, doclen=_arrays(p)["doclen"].reshape(1, -1)),
 }
 
 
@@ -112,7 +112,7 @@ def test_a_damaged_mirror_cache_is_rebuilt_with_one_warning(tmp_path, caplog, da
                                                     description="x", tags=[f"t{i % 3}"])
                                        for i in range(40)])
         m.store("agent").postings()
-    cache = Path(f"{db}.postings.npz")
+    cache = Path(f"{db}.postings.mirror")
     DAMAGE[damage](cache)
     with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
         assert found(m, "entry7") == ["e7"]
@@ -133,7 +133,7 @@ def test_any_byte_damage_to_the_mirror_cache_never_breaks_search(tmp_path_factor
     with VaultManager.at({"agent": str(db)}) as m:
         m.store("agent").capture_many([entry(i, "e") for i in range(30)])
         m.store("agent").postings()
-    cache = Path(f"{db}.postings.npz")
+    cache = Path(f"{db}.postings.mirror")
     data = bytearray(cache.read_bytes())
     for where, value in flips:
         data[int(where * (len(data) - 1))] = value
@@ -184,7 +184,7 @@ def test_cli_restore_with_vector_caches(vec_vault):
     _import(root, "lost", 6)
     assert "lost-3" in _search(root, "lostword3")
     g1 = _gen(root / "agent.db")
-    assert list(root.glob("agent.db.vec-*.ids")) and (root / "agent.db.postings.npz").exists()
+    assert list(root.glob("agent.db.vec-*.ids")) and (root / "agent.db.postings.mirror").exists()
     shutil.copy(root / "backup.db", root / "agent.db")
     i = 0
     while _gen(root / "agent.db") < g1:
@@ -258,7 +258,7 @@ def test_a_full_disk_never_touches_the_tier_on_search_and_is_a_clear_error_on_wr
     db = tmp_path / "agent.db"
     with sqlite3.connect(db) as conn:  # a tier written by an older version: no uid yet
         conn.execute("DELETE FROM meta WHERE key = 'uid'")
-    Path(f"{db}.postings.npz").unlink(missing_ok=True)
+    Path(f"{db}.postings.mirror").unlink(missing_ok=True)
     before = db.read_bytes()
     limit = _file_size_limit(40_000)
     r = cli(["search", "entry7", "--json"], tmp_path, preexec=limit)

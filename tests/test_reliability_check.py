@@ -78,8 +78,8 @@ def test_check_finds_each_fault_and_repair_rebuilds_what_is_derived(tmp_path):
                      "'Quokka facts', 'd', 'suggestion', 'agent', 1e20, 1, 'h')")
         conn.execute("UPDATE entry_vectors SET vector = x'00' WHERE entry_id = 'e2'")
     conn.close()
-    npz = root / "a.db.postings.npz"
-    npz.write_bytes(npz.read_bytes()[:100])
+    cache = root / "a.db.postings.mirror"
+    cache.write_bytes(cache.read_bytes()[:100])
     (ids_path,) = root.glob("a.db.vec-*.ids")
     ids_path.write_text("{}\n")
     r = cli(["check", "--json"], root)

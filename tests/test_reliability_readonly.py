@@ -53,7 +53,7 @@ def test_mcp_read_only_leaves_every_tier_file_byte_identical(tmp_path, embedding
         with sqlite3.connect(root / ".tv" / db) as conn:
             conn.execute("DELETE FROM meta WHERE key = 'uid' OR key LIKE 'epoch.%'")
         conn.close()
-    for cache in (root / ".tv").glob("*.npz"):
+    for cache in (root / ".tv").glob("*.postings.mirror"):
         cache.unlink()
     for cache in list((root / ".tv").glob("*.vec-*")):
         cache.unlink()

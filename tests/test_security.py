@@ -372,7 +372,7 @@ def created_files(tmp_path_factory) -> dict[str, str]:
         r = run(args, proj, home)
         assert r.returncode == 0, (args, r.stderr)
     created = [p for root in (home / ".tiervault", proj / ".tiervault") for p in [root, *root.rglob("*")]]
-    assert sum(p.suffix == ".db" for p in created) == 3 and any(p.suffix == ".npz" for p in created)
+    assert sum(p.suffix == ".db" for p in created) == 3 and any(p.suffix == ".mirror" for p in created)
     return {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in created}
 
 

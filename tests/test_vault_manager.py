@@ -74,7 +74,7 @@ def test_mirror_reproduces_fts5_bm25_through_updates_deletes_and_reopen(tmp_path
     assert_mirror_matches_fts5(store)
     store.close()
     # Reopen: loaded from the cache file, then caught up.
-    assert (tmp_path / "agent.db.postings.npz").exists()
+    assert (tmp_path / "agent.db.postings.mirror").exists()
     other.capture(Entry.create(id="late", title="retry retry", description="x"))
     reopened = TierStore(path)
     assert reopened.postings().slot("late") is not None

@@ -11,6 +11,12 @@ vector neighbours, the match count), so the dense BM25 arrays of the last few
 queries are kept, keyed by the terms, the statistics and the mirror's
 generation: a repeated call costs a dictionary look-up. TF-IDF is computed only
 at the slots asked (``Postings.tfidf_at``), never as a dense array.
+
+A mirror loaded from its cache file checks each block of the file the first time
+a query reads it (:mod:`checked_array`); a block that fails raises
+``CacheDamaged``: the mirror is marked, the answer computed again on the rebuilt
+mirror (``mirror()`` catches up, which warns once and rebuilds), never from the
+damaged bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings, TermMatches
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
@@ -77,7 +84,16 @@ class MirrorLexicon:
 
     @staticmethod
     def _version(p: Postings) -> tuple:
-        return (id(p), p.gen, len(p.ids), p.n_alive)
+        return (id(p), p.build_id, p.gen, len(p.ids), p.n_alive)
+
+    def _answer(self, compute: Callable[[Postings], Any]) -> Any:
+        """``compute(mirror)``; again on the rebuilt mirror if a cache block failed its check."""
+        p = self.mirror()
+        try:
+            return compute(p)
+        except CacheDamaged as exc:
+            p.mark_damaged(exc)
+            return compute(self.mirror())
 
     def _mask(self, p: Postings, filters: Filters) -> np.ndarray:
         """``p.mask(filters)``, kept for the query when the filters name their instant
@@ -103,15 +119,19 @@ class MirrorLexicon:
 
     # -- the contract ------------------------------------------------------------------
     def term_stats(self, terms: Sequence[str]) -> TermStats:
-        p = self.mirror()
-        df = self._matches(p, terms).df if terms else np.zeros(0)
-        return TermStats(p.n_alive, float(p.total_len), tuple(int(x) for x in df))
+        def compute(p: Postings) -> TermStats:
+            df = self._matches(p, terms).df if terms else np.zeros(0)
+            return TermStats(p.n_alive, float(p.total_len), tuple(int(x) for x in df))
+        return self._answer(compute)
 
     def lexical_top_k(self, terms: Sequence[str], stats: TermStats, filters: Filters, k: int,
                       *, words: Sequence[str] = ()) -> list[LexicalHit]:
         if not terms or k <= 0:
             return []
-        p = self.mirror()
+        return self._answer(lambda p: self._top_k(p, terms, stats, filters, k, words))
+
+    def _top_k(self, p: Postings, terms: Sequence[str], stats: TermStats, filters: Filters,
+               k: int, words: Sequence[str]) -> list[LexicalHit]:
         scores = self._bm25(p, terms, stats)
         slots = top_k(scores, k, self._mask(p, filters) & (scores > 0))
         tfidf = p.tfidf_at(words, slots).tolist() if words else [0.0] * slots.size
@@ -123,14 +143,13 @@ class MirrorLexicon:
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
                        words: Sequence[str] = ()) -> list[LexicalHit]:
-        p = self.mirror()
+        return self._answer(lambda p: self._scores(p, terms, stats, ids, hashes, filters, words))
+
+    def _scores(self, p: Postings, terms: Sequence[str], stats: TermStats, ids: Sequence[str],
+                hashes: Sequence[str], filters: Filters | None,
+                words: Sequence[str]) -> list[LexicalHit]:
         slots: dict[int, None] = {}
-        for eid in ids:
-            s = p.slot(eid)
-            if s is not None:
-                slots[s] = None
-        for h in hashes:
-            s = p.slot_by_hash(h)
+        for s in [*p.slots_of(list(ids)), *p.slots_by_hash(list(hashes))]:  # batched look-ups
             if s is not None:
                 slots[s] = None
         if not slots:
@@ -147,7 +166,9 @@ class MirrorLexicon:
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
         if not terms:
             return 0
-        p = self.mirror()
+        return self._answer(lambda p: self._count(p, terms, filters))
+
+    def _count(self, p: Postings, terms: Sequence[str], filters: Filters) -> int:
         matched = np.zeros(len(p.ids), dtype=bool)
         for slots in self._matches(p, terms).slots:
             matched[slots] = True
@@ -168,7 +189,10 @@ class MirrorLexicon:
         return int(np.count_nonzero(keep))
 
     def text_similarity(self, words: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
-        p = self.mirror()
+        return self._answer(lambda p: self._similarity(p, words, documents))
+
+    @staticmethod
+    def _similarity(p: Postings, words: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
         out = [0.0] * len(documents)
         if p.tfidf_terms == 0:
             return out
@@ -182,8 +206,7 @@ class MirrorLexicon:
         return out
 
     def filter_mask(self, filters: Filters) -> IdMask:
-        p = self.mirror()
-        return IdMask(p.ids, self._mask(p, filters), self._version(p))
+        return self._answer(lambda p: IdMask(p.ids, self._mask(p, filters), self._version(p)))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

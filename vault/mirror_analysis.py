@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
+from tiervault.vault.string_table import Vocabulary
 from tiervault.vault.tokenizer import SEP, STEMMER, STOP_WORDS, split_many, split_words
 
 __all__ = ["Analysed", "analyse_rows", "TEXT_FIELDS"]
@@ -55,10 +56,9 @@ def _field_words(rows: Sequence[MirrorRow], name: str) -> list[str]:
     return words
 
 
-def analyse_rows(rows: Sequence[MirrorRow], term_ids: dict[str, int],
-                 terms: list[str]) -> Analysed:
-    """The blocks of ``rows``; new stems are appended to ``terms`` / ``term_ids``
-    (the mirror's vocabulary, extended in place)."""
+def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary) -> Analysed:
+    """The blocks of ``rows``; new stems are added to ``vocab`` (the mirror's
+    vocabulary, extended in place)."""
     n = len(rows)
     per_field = [_field_words(rows, name) for name in TEXT_FIELDS]
     distinct: set[str] = set()
@@ -67,17 +67,18 @@ def analyse_rows(rows: Sequence[MirrorRow], term_ids: dict[str, int],
     distinct.discard(SEP)
     stems = STEMMER.stems(distinct)
     stop_words = STOP_WORDS.get()
+    wanted = list(dict.fromkeys(s for s in stems.values() if s))
+    tid_of: dict[str, int] = {}
+    for stem, tid in zip(wanted, vocab.ids(wanted)):  # one batched look-up per chunk
+        tid_of[stem] = tid if tid is not None else vocab.add(stem)
+    n_terms = len(vocab)
     code: dict[str, int] = {SEP: _SEP_CODE}
     for word, stem in stems.items():
         if not stem:
             code[word] = _NO_TERM
             continue
-        tid = term_ids.get(stem)
-        if tid is None:
-            tid = term_ids[stem] = len(terms)
-            terms.append(stem)
         # Low bit marks a stop word: it counts for BM25, not for TF-IDF.
-        code[word] = 2 * tid + (word in stop_words)
+        code[word] = 2 * tid_of[stem] + (word in stop_words)
     codes_parts, doc_parts, col_parts = [], [], []
     for col, words in enumerate(per_field):
         codes = np.fromiter(map(code.__getitem__, words), dtype=np.int64, count=len(words))
@@ -90,7 +91,7 @@ def analyse_rows(rows: Sequence[MirrorRow], term_ids: dict[str, int],
     doc = np.concatenate(doc_parts)
     col = np.concatenate(col_parts)
     tid = codes >> 1
-    shape = (n, len(terms))
+    shape = (n, n_terms)
     w = sp.csr_matrix((_WEIGHTS[col], (doc, tid)), shape=shape, dtype=np.float32)
     counted = ((col != 0) & ((codes & 1) == 0)).astype(np.float32)
     c = sp.csr_matrix((counted, (doc, tid)), shape=shape, dtype=np.float32)

@@ -18,11 +18,19 @@ rows written later (and tombstones of deleted rows). Changed rows go to a small
 delta segment; when the delta exceeds ``max(256, 5% of rows)`` the mirror is
 rebuilt, which also refits the TF-IDF model (so TF-IDF idf is at most that
 stale; BM25 statistics are always exact). The built mirror is cached next to
-the tier file (``<tier>.postings.npz``, :mod:`mirror_cache`) so reopening a large tier is fast.
+the tier file (``<tier>.postings.mirror``, :mod:`mirror_cache`), memory-mapped on reopen.
+
+Memory: strings (entry ids, content hashes, terms) live in NumPy string tables
+(:mod:`string_table`: blob + offsets + sorted fingerprints), not in Python lists
+and dicts; the base postings are int32 slots and float32 weights
+(:mod:`sparse_columns`). A mirror loaded from its cache maps those arrays and
+reads only the pages its queries touch; each block is checked against its
+CRC-32 on first read (:mod:`checked_array`).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +46,9 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import bm25_term, tfidf_rows
 from tiervault.vault.mirror_analysis import analyse_rows
+from tiervault.vault.checked_array import CacheDamaged
+from tiervault.vault.sparse_columns import Columns
+from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
 __all__ = ["Postings", "TermMatches"]
@@ -47,6 +58,7 @@ log = logging.getLogger(__name__)
 #: Below this many rows a change rebuilds the mirror (and refits TF-IDF) at once.
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
+_BUILDS = itertools.count(1)  # each build or load of a mirror gets a new number
 
 
 @dataclass(slots=True)
@@ -68,11 +80,12 @@ class Postings:
     def __init__(self) -> None:
         self.gen = 0
         self.epoch: str | None = None  # the tier's epoch at ``gen`` (see connection.EPOCH_WINDOW)
-        self.terms: list[str] = []
-        self.term_ids: dict[str, int] = {}
-        self.ids: list[str] = []
-        self.hashes: list[str] = []
+        self.build_id = next(_BUILDS)  # lets callers tell a rebuilt mirror from the old one
+        self.vocab = Vocabulary()  # stem <-> term id (string_table.py: arrays, not dicts)
+        self.ids = StringColumn()  # entry id per slot
+        self.hashes = StringColumn()  # content hash per slot
         self.rowids = np.zeros(0, dtype=np.int64)
+        self.rowid_order = np.zeros(0, dtype=np.int64)  # base slots sorted by rowid
         self.alive = np.zeros(0, dtype=bool)
         self.doclen = np.zeros(0, dtype=np.float32)
         self.type_code = np.zeros(0, dtype=np.int8)
@@ -83,19 +96,28 @@ class Postings:
         self.valid_from = np.zeros(0, dtype=np.float64)
         self.valid_until = np.zeros(0, dtype=np.float64)
         self.updated_at = np.zeros(0, dtype=np.float64)  # NaN: none (date filters fail it)
-        self.tags: dict[str, list[int]] = {}
+        self.tags: dict[str, np.ndarray] = {}  # tag -> slots holding it
         self.base_rows = 0
-        self.W = sp.csc_matrix((0, 0), dtype=np.float32)  # column-weighted tf, base segment
-        self.T = sp.csc_matrix((0, 0), dtype=np.float32)  # l2-normalised tf-idf, base segment
+        self.W = Columns.from_csc(sp.csc_matrix((0, 0), dtype=np.float32))  # weighted tf, base
+        self.T = Columns.from_csc(sp.csc_matrix((0, 0), dtype=np.float32))  # l2 tf-idf, base
         self.delta_W: list[sp.csr_matrix] = []
         self.delta_T: list[sp.csr_matrix] = []
         self._delta_csc: tuple[sp.csc_matrix, sp.csc_matrix] | None = None
         self.idf = np.zeros(0, dtype=np.float64)  # scikit-learn's fitted idf_
         self.tfidf_terms = 0  # vocabulary size the TF-IDF model was fitted on
-        self._slot_of: dict[int, int] = {}  # rowid -> live slot
-        self._by_id: dict[str, int] = {}
-        self._by_hash: dict[str, int] = {}
+        self._delta_slot_of: dict[int, int] = {}  # rowid -> slot, rows after the base
         self.total_len = 0.0
+        self.damaged: Exception | None = None  # set when a cache block failed its check
+
+    @property
+    def terms(self) -> Terms:
+        """Stems by term id (a sequence view of :attr:`vocab`)."""
+        return Terms(self.vocab)
+
+    @property
+    def term_ids(self) -> Vocabulary:
+        """Stem -> term id (``get``, ``[]``, ``in``)."""
+        return self.vocab
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -127,11 +149,21 @@ class Postings:
         gen, rows = changes.generation, changes.rows
         fresh = Postings()
         fresh._append_rows(rows, fit=True)
+        del rows, changes
         fresh.gen = gen
         fresh.epoch = mirror_cache.tier_epoch(store, gen)
-        fresh.base_rows = len(fresh.ids)
+        fresh._freeze()
         self.__dict__.update(fresh.__dict__)
         mirror_cache.save(self, store)
+
+    def _freeze(self) -> None:
+        """Every slot becomes the base: strings into tables, tag slots into arrays."""
+        self.base_rows = len(self.ids)
+        self.ids = StringColumn(StringTable.build(self.ids.tolist()))
+        self.hashes = StringColumn(StringTable.build(self.hashes.tolist()))
+        self.vocab = self.vocab.frozen()
+        self.rowid_order = np.argsort(self.rowids, kind="stable").astype(np.int64)
+        self._delta_slot_of = {}
 
     def catch_up(self, store: Any) -> None:
         """Apply every write committed after ``self.gen`` (by any process).
@@ -139,6 +171,17 @@ class Postings:
         When the tier no longer holds the epoch this mirror saw at ``self.gen`` (the
         file was replaced, e.g. by a restored backup), it is rebuilt instead.
         """
+        if self.damaged is None:
+            try:
+                self._catch_up(store)
+                return
+            except CacheDamaged as exc:  # a block of the mapped cache file failed its check
+                self.damaged = exc
+        log.warning("ignoring the search cache %s (%s: %s); rebuilding from the tier",
+                    self.cache_path(store), type(self.damaged).__name__, str(self.damaged)[:200])
+        self._rebuild(store)
+
+    def _catch_up(self, store: Any) -> None:
         current = store.generation()
         if current == self.gen:
             return
@@ -163,38 +206,60 @@ class Postings:
         self.epoch = mirror_cache.tier_epoch(store, gen)
 
     def _kill(self, rowid: int) -> None:
-        slot = self._slot_of.pop(int(rowid), None)
+        slot = self._delta_slot_of.pop(int(rowid), None)
+        if slot is None:
+            slot = self._base_slot(int(rowid))
         if slot is not None and self.alive[slot]:
             self.alive[slot] = False
             self.total_len -= float(self.doclen[slot])
-            if self._by_id.get(self.ids[slot]) == slot:
-                del self._by_id[self.ids[slot]]
-            if self._by_hash.get(self.hashes[slot]) == slot:
-                del self._by_hash[self.hashes[slot]]
 
-    def index_live(self) -> None:
-        """The look-up dicts of live slots (rowid, id, first slot of each content hash),
-        built by C-level ``dict(zip(...))`` rather than a Python loop per slot."""
-        live = np.flatnonzero(self.alive)
-        rowids = self.rowids[live].tolist()
-        slots = live.tolist()
-        if live.size == len(self.ids):
-            ids, hashes = self.ids, self.hashes
-        else:
-            ids = [self.ids[i] for i in slots]
-            hashes = [self.hashes[i] for i in slots]
-        self._slot_of = dict(zip(rowids, slots))
-        self._by_id = dict(zip(ids, slots))
-        # the first slot of a hash wins: later keys overwrite earlier ones, so go backwards
-        self._by_hash = dict(zip(reversed(hashes), reversed(slots)))
+    def _base_slot(self, rowid: int) -> int | None:
+        """The base slot of ``rowid`` (binary search in the rowid order)."""
+        n = self.base_rows
+        if not n:
+            return None
+        base = self.rowids[:n]
+        i = int(np.searchsorted(base, rowid, sorter=self.rowid_order))
+        if i < n:
+            slot = int(self.rowid_order[i])
+            if base[slot] == rowid:
+                return slot
+        return None
+
+    def verify_all(self) -> None:
+        """Check every block of a mirror loaded from its cache file now (``tiervault
+        check``); raises ``CacheDamaged`` at the first that fails."""
+        for table in (self.ids.base, self.hashes.base, self.vocab.base):
+            for name in table.ARRAYS:
+                getattr(table, name).all()
+        for columns in (self.W, self.T):
+            columns.indices.all()
+            columns.data.all()
+
+    def mark_damaged(self, exc: Exception) -> None:
+        """A block of the cache file failed its check during a query: the next
+        :meth:`catch_up` warns once and rebuilds from the tier."""
+        if self.damaged is None:
+            self.damaged = exc
 
     def slot(self, entry_id: str) -> int | None:
         """Live slot of ``entry_id``, if this tier holds it."""
-        return self._by_id.get(entry_id)
+        return self.slots_of([entry_id])[0]
+
+    def slots_of(self, entry_ids: Sequence[str]) -> list[int | None]:
+        """Live slot of each id (None where this tier does not hold it)."""
+        alive = self.alive
+        return [next((s for s in reversed(found) if alive[s]), None)
+                for found in self.ids.slots_many(list(entry_ids))]
 
     def slot_by_hash(self, content_hash: str) -> int | None:
-        """A live slot whose entry has this content hash."""
-        return self._by_hash.get(content_hash)
+        """A live slot whose entry has this content hash (the first one)."""
+        return self.slots_by_hash([content_hash])[0]
+
+    def slots_by_hash(self, hashes: Sequence[str]) -> list[int | None]:
+        alive = self.alive
+        return [next((s for s in found if alive[s]), None)
+                for found in self.hashes.slots_many(list(hashes))]
 
     # -- analysis ---------------------------------------------------------------------
     def _append_rows(self, rows: list[MirrorRow], *, fit: bool) -> None:
@@ -205,15 +270,15 @@ class Postings:
             w, c = self._analyse(rows[start:start + _CHUNK])
             w_parts.append(w)
             c_parts.append(c)
-        n_terms = len(self.terms)
+        n_terms = len(self.vocab)
         for m in (*w_parts, *c_parts):
             m.resize(m.shape[0], n_terms)
         if fit:
             W = sp.vstack(w_parts, format="csr") if w_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
             C = sp.vstack(c_parts, format="csr") if c_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
             T = self._fit(C)
-            self.W = W.tocsc()
-            self.T = sp.csc_matrix(T, dtype=np.float32)
+            self.W = Columns.from_csc(W.tocsc())
+            self.T = Columns.from_csc(sp.csc_matrix(T, dtype=np.float32))
             self.delta_W, self.delta_T = [], []
         elif w_parts:
             for w, c in zip(w_parts, c_parts):
@@ -243,7 +308,7 @@ class Postings:
 
     def _analyse(self, rows: Sequence[MirrorRow]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """Rows -> (column-weighted tf, tf-idf counts) CSR blocks; registers slots."""
-        blocks = analyse_rows(rows, self.term_ids, self.terms)
+        blocks = analyse_rows(rows, self.vocab)
         self._register(rows, blocks.doclen)
         return blocks.w, blocks.c
 
@@ -257,13 +322,16 @@ class Postings:
                 domain_index[d] = len(self.domains)
                 self.domains.append(d)
             dcodes.append(domain_index[d])
+        new_tags: dict[str, list[int]] = {}
         for offset, row in enumerate(rows):
             slot = first + offset
-            self._slot_of[int(row.key)] = slot
-            self._by_id[row.id] = slot
-            self._by_hash.setdefault(row.content_hash, slot)
+            self._delta_slot_of[int(row.key)] = slot
             for tag in (row.tags or "").split():
-                self.tags.setdefault(tag, []).append(slot)
+                new_tags.setdefault(tag, []).append(slot)
+        for tag, slots in new_tags.items():
+            old = self.tags.get(tag)
+            added = np.asarray(slots, dtype=np.int64)
+            self.tags[tag] = added if old is None else np.concatenate([old, added])
         self.ids.extend(r.id for r in rows)
         self.hashes.extend(r.content_hash for r in rows)
         cat = np.concatenate
@@ -288,7 +356,7 @@ class Postings:
         if not self.delta_W:
             return None
         if self._delta_csc is None:
-            n_terms = len(self.terms)
+            n_terms = len(self.vocab)
             for m in (*self.delta_W, *self.delta_T):
                 if m.shape[1] != n_terms:
                     m.resize(m.shape[0], n_terms)
@@ -299,12 +367,12 @@ class Postings:
             self._delta_csc = (dw, dt)
         return self._delta_csc
 
-    def _column(self, tid: int, base: sp.csc_matrix, delta: sp.csc_matrix | None) -> tuple[np.ndarray, np.ndarray]:
+    def _column(self, tid: int, base: Columns, delta: sp.csc_matrix | None) -> tuple[np.ndarray, np.ndarray]:
         parts_s, parts_v = [], []
-        if tid < base.shape[1]:
-            lo, hi = base.indptr[tid], base.indptr[tid + 1]
-            parts_s.append(base.indices[lo:hi])
-            parts_v.append(base.data[lo:hi])
+        if tid < base.n_cols:
+            slots, vals = base.column(tid)
+            parts_s.append(slots)
+            parts_v.append(vals)
         if delta is not None and tid < delta.shape[1]:
             lo, hi = delta.indptr[tid], delta.indptr[tid + 1]
             parts_s.append(delta.indices[lo:hi] + self.base_rows)
@@ -319,8 +387,7 @@ class Postings:
         """Live postings of each query stem (its document frequency is ``len``)."""
         delta = self._delta()
         out = TermMatches(list(stems), [], [])
-        for stem in stems:
-            tid = self.term_ids.get(stem)
+        for tid in self.vocab.ids(list(stems)):
             if tid is None:
                 slots, vals = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             else:
@@ -351,9 +418,9 @@ class Postings:
         counts: dict[int, float] = {}
         stems = STEMMER.stems(words)
         stop_words = STOP_WORDS.get()
-        for word in words:
-            tid = self.term_ids.get(stems[word])
-            if word in stop_words or tid is None or tid >= self.tfidf_terms:
+        words = [w for w in words if w not in stop_words]
+        for tid in self.vocab.ids([stems[w] for w in words]):
+            if tid is None or tid >= self.tfidf_terms:
                 continue
             counts[tid] = counts.get(tid, 0.0) + 1.0
         if not counts:

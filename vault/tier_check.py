@@ -2,7 +2,7 @@
 
 Per tier: SQLite and FTS5 integrity (FTS against its content table), entries with
 timestamps the model refuses, stored vectors that cannot be vectors, the search
-mirror cache (``<tier>.postings.npz``) and every vector cache (``<tier>.vec-*``):
+mirror cache (``<tier>.postings.mirror``, every block checked) and every vector cache (``<tier>.vec-*``):
 a cache must load, belong to this tier's history and, after catching up, hold
 exactly the tier's live entries. With ``repair``: FTS indexes are rebuilt and every
 entry moved to a new generation (mirrors rebuild), invalid timestamps fixed, bad
@@ -53,13 +53,15 @@ def _mirror_problem(store: Any) -> str | None:
         return None
     try:
         cached = Postings.load_cache(store)
+        if cached is not None:
+            cached.verify_all()  # every block, not only those a query would read
+            cached.catch_up(store)
     except (StorageError, TierVaultError):
         raise
     except Exception as exc:  # noqa: BLE001 -- reported, never raised: this is the check
         return f"search cache {path.name} is damaged ({type(exc).__name__}: {str(exc)[:120]})"
     if cached is None:
         return f"search cache {path.name} belongs to another tier or history (stale)"
-    cached.catch_up(store)
     tier_rows = {(r.id, r.content_hash) for r in store.changes_since(-1).rows}
     live = {(cached.ids[i], cached.hashes[i]) for i in range(len(cached.ids)) if cached.alive[i]}
     if live != tier_rows:

@@ -92,7 +92,7 @@ class PgLexical:
 
         scope = current_scope()
         if (not force and scope is not None and self._postings is not None
-                and self._scope_seen is scope):
+                and self._scope_seen is scope and self._postings.damaged is None):
             return self._postings
         with self._lock:
             prefix = self.cache_prefix()

@@ -1,0 +1,224 @@
+"""The mapped cache file of the search mirror (``<tier>.postings.mirror``, issue 16):
+opening it reads no postings block, a query checks exactly the blocks it reads, and
+each kind of damage -- a flipped bit in the header or in a block, a truncated file,
+a file from another tier or another history, the ``.npz`` of an older version --
+costs at most one warning and a rebuild, never a wrong answer."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiervault.vault import array_file
+from tiervault.vault.checked_array import BLOCK_BYTES, CacheDamaged, CheckedArray, block_crcs
+from tiervault.vault.entry import Entry
+from tiervault.vault.manager import VaultManager
+from tiervault.vault.string_table import StringTable, fingerprints
+from tiervault.vault.tokenizer import STEMMER
+
+WORDS = [f"w{i:03d}x" for i in range(400)]
+
+
+def entries(n: int, prefix: str = "e") -> list[Entry]:
+    """Entries over a vocabulary wide enough that the postings span many blocks."""
+    rng = np.random.default_rng(len(prefix) * 1000 + n)
+    out = []
+    for i in range(n):
+        words = " ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 12))
+        out.append(Entry.create(id=f"{prefix}-{i}", title=f"{prefix}word{i} {words[:40]}",
+                                description=words, tags=[f"t{i % 4}"]))
+    return out
+
+
+def search(m: VaultManager, word: str) -> list[str]:
+    return m.search(word, limit=20).ids
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
+    """A tier of 6,000 entries, its cache file, and the answers of a fresh build."""
+    d = tmp_path_factory.mktemp("mapped")
+    db = d / "agent.db"
+    with VaultManager.at({"agent": str(db)}) as m:
+        m.store("agent").capture_many(entries(6000))
+        m.store("agent").postings()
+        expected = {w: search(m, w) for w in (*WORDS[:40], "eword17", "eword5999")}
+    shutil.copy(Path(f"{db}.postings.mirror"), d / "pristine.mirror")
+    return db, expected
+
+
+def fresh(built, tmp_path: Path) -> Path:
+    """A private copy of the built tier and its pristine cache file."""
+    src, _ = built
+    for f in src.parent.iterdir():
+        if f.name.startswith("agent.db") and not f.name.endswith(".mirror"):
+            shutil.copy(f, tmp_path / f.name)
+    shutil.copy(src.parent / "pristine.mirror", tmp_path / "agent.db.postings.mirror")
+    return tmp_path / "agent.db"
+
+
+def _offset(cache: Path, name: str) -> int:
+    head = cache.read_bytes()[:24]
+    _, _, _, length = struct.unpack("<8sIIQ", head)
+    doc = json.loads(cache.read_bytes()[24:24 + length])
+    return int(doc["arrays"][name]["offset"])
+
+
+def _flip(cache: Path, at: int) -> None:
+    data = bytearray(cache.read_bytes())
+    data[at] ^= 0x10
+    cache.write_bytes(bytes(data))
+
+
+def _warnings(caplog) -> int:
+    return sum("search cache" in r.message for r in caplog.records)
+
+
+def test_opening_reads_no_postings_block_and_a_query_checks_only_what_it_reads(built, tmp_path):
+    db = fresh(built, tmp_path)
+    with VaultManager.at({"agent": str(db)}) as m:
+        p = m.store("agent").postings()
+        arrays = [p.W.indices, p.W.data, p.T.indices, p.T.data]
+        assert all(a.blocks > 4 for a in arrays[:2])
+        assert sum(a.blocks_checked for a in arrays) == 0  # the open touched none of them
+        assert search(m, WORDS[3]) == built[1][WORDS[3]]
+        checked = p.W.indices.blocks_checked
+        assert 0 < checked < p.W.indices.blocks  # the blocks of the query's columns only
+        p.verify_all()
+        assert all(a.blocks_checked == a.blocks for a in arrays)
+
+
+@pytest.mark.parametrize("array", ["W_indices", "W_data", "T_data", "ids_blob", "terms_keys"])
+def test_a_flipped_bit_in_a_block_is_found_by_the_query_that_reads_it(built, tmp_path, caplog, array):
+    """The flip is in the block a query reads: the open succeeds (no byte read), the
+    query finds the damage, warns once and answers from a rebuilt mirror."""
+    db = fresh(built, tmp_path)
+    cache = Path(f"{db}.postings.mirror")
+    word = WORDS[7]
+    with VaultManager.at({"agent": str(db)}) as m:
+        p = m.store("agent").postings()
+        tid = p.vocab.get(STEMMER.stems([word])[word])
+        if array.startswith("W"):
+            at = int(p.W.indptr[tid]) * 4  # int32 slots, float32 weights
+        elif array.startswith("T"):
+            at = int(p.T.indptr[tid]) * 4
+        else:
+            at = 0  # look-ups read the whole key index, and hits read ids
+    _flip(cache, _offset(cache, array) + at)
+    with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
+        assert search(m, word) == built[1][word]
+        assert search(m, "eword17") == built[1]["eword17"]
+    assert _warnings(caplog) == 1, caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
+        assert search(m, word) == built[1][word]  # the rebuilt cache was saved
+    assert _warnings(caplog) == 0
+
+
+@pytest.mark.parametrize("damage", ["header bit", "size field", "cut 3 bytes", "one byte more",
+                                    "row array bit"])
+def test_damage_found_on_open_costs_one_warning(built, tmp_path, caplog, damage):
+    db = fresh(built, tmp_path)
+    cache = Path(f"{db}.postings.mirror")
+    data = cache.read_bytes()
+    if damage == "header bit":
+        _flip(cache, 40)
+    elif damage == "size field":
+        cache.write_bytes(data[:16] + struct.pack("<Q", 10**12) + data[24:])
+    elif damage == "cut 3 bytes":
+        cache.write_bytes(data[:-3])
+    elif damage == "one byte more":
+        cache.write_bytes(data + b"\0")
+    else:
+        _flip(cache, _offset(cache, "doclen") + 8)
+    with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
+        for w in WORDS[:10]:
+            assert search(m, w) == built[1][w]
+    assert _warnings(caplog) == 1, caplog.text
+
+
+def test_a_cache_from_another_tier_or_another_history_is_never_used(built, tmp_path):
+    """The cache of another tier (another uid), and of a copy of this tier that took
+    other writes (same uid, other epochs), are refused: answers come from this tier."""
+    db = fresh(built, tmp_path)
+    other = tmp_path / "other.db"
+    with VaultManager.at({"agent": str(other)}) as m:
+        m.store("agent").capture_many(entries(50, prefix="zz"))
+        m.store("agent").postings()
+    twin = tmp_path / "twin.db"
+    for suffix in ("", "-wal"):
+        if Path(f"{db}{suffix}").exists():
+            shutil.copy(f"{db}{suffix}", f"{twin}{suffix}")
+    with VaultManager.at({"agent": str(twin)}) as m:  # same history until now, then its own
+        m.store("agent").capture_many(entries(300, prefix="tw"))
+        m.store("agent").postings()
+    for source in (other, twin):
+        shutil.copy(f"{source}.postings.mirror", f"{db}.postings.mirror")
+        with VaultManager.at({"agent": str(db)}) as m:
+            assert search(m, "zzword3") == [] and search(m, "twword3") == []
+            assert search(m, "eword17") == built[1]["eword17"]
+            assert m.store("agent").postings().n_alive == 6000
+
+
+def test_the_cache_of_an_older_version_is_removed_and_never_read(built, tmp_path):
+    db = fresh(built, tmp_path)
+    legacy = Path(f"{db}.postings.npz")
+    legacy.write_bytes(b"PK\x03\x04 an npz of cache version 4")
+    Path(f"{db}.postings.mirror").unlink()
+    with VaultManager.at({"agent": str(db)}) as m:
+        assert search(m, "eword17") == built[1]["eword17"]
+    assert not legacy.exists() and Path(f"{db}.postings.mirror").exists()
+
+
+def test_a_cold_open_catches_up_with_writes_made_after_the_save(built, tmp_path):
+    """Writes, updates and deletes after the cache was saved are applied on open (by
+    generation), on top of the mapped base."""
+    db = fresh(built, tmp_path)
+    with VaultManager.at({"agent": str(db)}) as m:
+        store = m.store("agent")
+        store.capture(Entry.create(id="late", title="lateword arrives", description="x"))
+        store.delete("e-17")
+        store.capture(Entry.create(id="e-5", title="eword5 renamed quokka", description="y"))
+    with VaultManager.at({"agent": str(db)}) as m:
+        assert search(m, "lateword") == ["late"]
+        assert search(m, "eword17") == []
+        assert search(m, "quokka") == ["e-5"]
+        p = m.store("agent").postings()
+        assert p.n_alive == 6000 and p.slot("e-17") is None and p.slot("late") is not None
+
+
+# -- the parts ---------------------------------------------------------------------------------
+def test_string_table_finds_every_string_and_nothing_else():
+    rng = np.random.default_rng(1)
+    strings = [f"id-{i}" for i in range(3000)] + ["", "é-ü", "dup", "dup", "x" * 300]
+    table = StringTable.build(strings)
+    assert table.tolist() == strings and len(table) == len(strings)
+    assert table[3001] == "é-ü" and table[3000] == ""
+    probes = [strings[i] for i in rng.integers(0, len(strings), 200)] + ["nope", "id-3000", "dup"]
+    for s, slots in zip(probes, table.find(probes)):
+        assert slots == [i for i, t in enumerate(strings) if t == s]
+    # fingerprints depend on the bytes only: the same in any chunking
+    blob = np.frombuffer("".join(strings).encode(), dtype=np.uint8)
+    assert np.array_equal(fingerprints(table.blob.a, table.offsets.a),
+                          fingerprints(blob, table.offsets.a))
+
+
+def test_checked_array_refuses_a_block_that_changed_and_values_out_of_bounds(tmp_path):
+    a = np.arange(BLOCK_BYTES // 2, dtype=np.int32)  # two blocks
+    path = tmp_path / "x.arrays"
+    array_file.write(path, {}, {"a": a}, {"a"})
+    ok = array_file.read(path).checked("a", bounds=(0, a.size))
+    assert np.array_equal(ok.get(10, 20), a[10:20]) and ok.blocks_checked == 1
+    _flip(path, _offset(path, "a") + BLOCK_BYTES + 5)
+    bad = array_file.read(path).checked("a")
+    assert np.array_equal(bad.get(0, 5), a[:5])  # the first block is intact
+    with pytest.raises(CacheDamaged):
+        bad.get(a.size - 2, a.size)
+    with pytest.raises(CacheDamaged):
+        CheckedArray(a, block_crcs(a), "b", bounds=(0, 10)).get(0, 1)  # CRC right, values not

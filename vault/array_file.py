@@ -1,0 +1,172 @@
+"""One file holding named NumPy arrays, uncompressed and aligned, opened by ``mmap``.
+
+Layout::
+
+    b"TVARRAYS"                          magic (8 bytes)
+    uint32 LE   layout version (1)
+    uint32 LE   CRC-32 of the header text
+    uint64 LE   header length H
+    H bytes     header: JSON {"meta": {...}, "size": file size,
+                              "arrays": {name: {"dtype", "shape", "offset", "nbytes",
+                                                "crc" | "blocks"}}}
+    ...         each array's bytes at its offset (64-byte aligned)
+
+Why not ``np.savez``: an ``.npz`` member is read (and copied) whole; here opening
+maps the file and every array is a zero-copy read-only view, so a process pays
+in memory only for the pages it reads.
+
+Verification on open (:func:`read`): magic, layout version, the header's CRC,
+the file's exact size (a truncated or extended file is refused), each array's
+dtype (numeric only: no pickles), shape, ``nbytes`` and bounds inside the file.
+Then an array written with ``crc`` (small ones) is checked whole at once, and
+one written with ``blocks`` (large ones, ``lazy=True`` at write) comes back as a
+:class:`~tiervault.vault.checked_array.CheckedArray` verified block by block on
+first read. Writes are atomic (:func:`~tiervault.vault.atomic_file.atomic_write`:
+temporary file, fsync, rename), so a reader's mapping never changes under it.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from tiervault.vault.atomic_file import atomic_write
+from tiervault.vault.checked_array import CheckedArray, block_crcs, block_step
+
+__all__ = ["ArrayFile", "read", "write"]
+
+MAGIC = b"TVARRAYS"
+LAYOUT = 1
+_PREFIX = struct.Struct("<8sIIQ")
+_ALIGN = 64
+_KINDS = "biuf"  # bool, int, uint, float: never object arrays
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+          lazy: frozenset[str] | set[str] = frozenset(), *, mode: int = 0o600) -> None:
+    """Write ``arrays`` (1-D or n-D, numeric) and ``meta`` (JSON-able) atomically.
+    Arrays named in ``lazy`` get per-block CRCs (checked on first read), the others
+    one CRC (checked on open)."""
+    table: dict[str, dict[str, Any]] = {}
+    bodies: list[tuple[int, np.ndarray]] = []
+    offset = 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        if a.dtype.kind not in _KINDS:
+            raise ValueError(f"array {name} has dtype {a.dtype}: only numbers are stored")
+        entry: dict[str, Any] = {"dtype": a.dtype.str, "shape": list(a.shape),
+                                 "nbytes": int(a.nbytes)}
+        if name in lazy:
+            entry["blocks"] = block_crcs(a.reshape(-1))
+        else:
+            entry["crc"] = zlib.crc32(memoryview(a).cast("B")) if a.nbytes else 0
+        table[name] = entry
+        bodies.append((offset, a))
+        entry["offset"] = offset  # relative to the data start for now
+        offset = _align(offset + a.nbytes)
+    # the header holds absolute offsets, which depend on its own length: iterate
+    start = 0
+    while True:
+        for (rel, _), entry in zip(bodies, table.values()):
+            entry["offset"] = start + rel
+        size = start + (bodies[-1][0] + bodies[-1][1].nbytes if bodies else 0)
+        header = json.dumps({"meta": dict(meta), "size": size, "arrays": table},
+                            separators=(",", ":")).encode()
+        need = _align(_PREFIX.size + len(header))
+        if need == start:
+            break
+        start = need
+    with atomic_write(path, binary=True, mode=mode) as fh:
+        fh.write(_PREFIX.pack(MAGIC, LAYOUT, zlib.crc32(header), len(header)))
+        fh.write(header)
+        pos = _PREFIX.size + len(header)
+        for rel, a in bodies:
+            fh.write(b"\0" * (start + rel - pos))
+            fh.write(memoryview(a).cast("B"))
+            pos = start + rel + a.nbytes
+
+
+class ArrayFile:
+    """An opened file: ``meta``, and ``array(name)`` / ``checked(name)`` views."""
+
+    def __init__(self, meta: dict[str, Any], views: dict[str, np.ndarray],
+                 blocks: dict[str, list[int]]) -> None:
+        self.meta = meta
+        self._views = views
+        self._blocks = blocks
+
+    def names(self) -> set[str]:
+        return set(self._views)
+
+    def lazy_names(self) -> set[str]:
+        """Arrays checked per block on first read."""
+        return set(self._blocks)
+
+    def array_size(self, name: str) -> int:
+        """Number of elements of an array (no check needed: from the verified header)."""
+        return int(self._views[name].size)
+
+    def array(self, name: str) -> np.ndarray:
+        """An array checked on open (``KeyError`` if absent, ``ValueError`` if lazy)."""
+        if name in self._blocks:
+            raise ValueError(f"array {name} is checked per block: use checked()")
+        return self._views[name]
+
+    def checked(self, name: str, bounds: tuple[int, int] | None = None) -> CheckedArray:
+        """A 1-D array as a :class:`CheckedArray` (lazy: per block; else already checked)."""
+        view = self._views[name]
+        return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds)
+
+
+def read(path: Path) -> ArrayFile:
+    """Open and verify the header and the eagerly checked arrays (module docstring);
+    any inconsistency raises ValueError."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        prefix = fh.read(_PREFIX.size)
+        if len(prefix) != _PREFIX.size:
+            raise ValueError("file shorter than its header")
+        magic, layout, crc, length = _PREFIX.unpack(prefix)
+        if magic != MAGIC or layout != LAYOUT:
+            raise ValueError("not a tiervault array file of this layout")
+        if length > size:
+            raise ValueError("header longer than the file")
+        header = fh.read(length)
+        if len(header) != length or zlib.crc32(header) != crc:
+            raise ValueError("header fails its CRC-32")
+        doc = json.loads(header)
+        if doc.get("size") != size:
+            raise ValueError(f"file is {size} bytes, its header says {doc.get('size')}")
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    views: dict[str, np.ndarray] = {}
+    blocks: dict[str, list[int]] = {}
+    for name, entry in doc["arrays"].items():
+        dtype = np.dtype(entry["dtype"])
+        shape = tuple(int(x) for x in entry["shape"])
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        offset, nbytes = int(entry["offset"]), int(entry["nbytes"])
+        if dtype.kind not in _KINDS or dtype.hasobject or count * dtype.itemsize != nbytes:
+            raise ValueError(f"array {name}: dtype {dtype} / shape {shape} / {nbytes} bytes disagree")
+        if offset < _PREFIX.size + length or offset + nbytes > size:
+            raise ValueError(f"array {name} lies outside the file")
+        view = np.frombuffer(mm, dtype=dtype, count=count, offset=offset).reshape(shape)
+        if "blocks" in entry:
+            crcs = [int(c) for c in entry["blocks"]]
+            if len(crcs) != -(-nbytes // block_step(dtype.itemsize)):
+                raise ValueError(f"array {name} has {len(crcs)} block CRCs for {nbytes} bytes")
+            blocks[name] = crcs
+        elif (zlib.crc32(memoryview(view.reshape(-1)).cast("B")) if nbytes else 0) != entry["crc"]:
+            raise ValueError(f"array {name} fails its CRC-32")
+        views[name] = view
+    return ArrayFile(doc.get("meta", {}), views, blocks)

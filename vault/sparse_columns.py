@@ -1,0 +1,70 @@
+"""The base segment of a search mirror's postings: the columns of a CSC matrix
+(one column per term, one row per slot) over :class:`CheckedArray` s.
+
+Built in memory (trusted) or memory-mapped from the cache file (each block of
+``indices`` / ``data`` checked against its CRC-32 and its slots against the row
+count the first time a query reads it, :mod:`checked_array`). ``indptr`` is small
+(one entry per term) and checked whole on load: monotone, from 0 to ``nnz``.
+Slots are int32 and weights float32 (``int64`` indices only past 2^31 rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from tiervault.vault.checked_array import CheckedArray
+
+__all__ = ["Columns"]
+
+
+class Columns:
+    """``column(t)``: the (sorted slots, weights) of term ``t``."""
+
+    ARRAYS = ("indptr", "indices", "data")
+
+    def __init__(self, indptr: np.ndarray, indices: CheckedArray, data: CheckedArray,
+                 n_rows: int) -> None:
+        if indptr.ndim != 1 or indptr.size < 1 or indptr.dtype.kind not in "iu":
+            raise ValueError("postings indptr must be a 1-D integer array")
+        if len(indices) != len(data) or int(indptr[0]) != 0 or int(indptr[-1]) != len(indices):
+            raise ValueError("postings indptr does not span the indices")
+        if indptr.size > 1 and np.any(np.diff(indptr) < 0):
+            raise ValueError("postings indptr is not monotone")
+        if indices.a.dtype.kind not in "iu" or data.a.dtype.kind != "f":
+            raise ValueError("postings have the wrong dtypes")
+        self.indptr = indptr
+        self.indices = indices
+        self.data = data
+        self.n_rows = int(n_rows)
+        self.n_cols = indptr.size - 1
+
+    @classmethod
+    def from_csc(cls, m: sp.csc_matrix) -> "Columns":
+        """Trusted columns of a matrix built in this process (sorted, compact dtypes)."""
+        m = sp.csc_matrix(m)
+        m.sort_indices()
+        idx = np.int32 if m.shape[0] < 2**31 - 1 else np.int64
+        ptr = np.int32 if m.nnz < 2**31 - 1 else np.int64
+        return cls(m.indptr.astype(ptr), CheckedArray(m.indices.astype(idx)),
+                   CheckedArray(m.data.astype(np.float32)), m.shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_rows, self.n_cols)
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    def column(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = int(self.indptr[tid]), int(self.indptr[tid + 1])
+        return self.indices.get(lo, hi), self.data.get(lo, hi)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"indptr": self.indptr, "indices": self.indices.a, "data": self.data.a}
+
+    def tocsc(self) -> sp.csc_matrix:
+        """A SciPy copy (every block verified): for tests and tools, not queries."""
+        return sp.csc_matrix((self.data.all(), self.indices.all(), self.indptr),
+                             shape=self.shape)
