@@ -108,7 +108,9 @@ class CheckedArray:
         if hi <= lo:
             return self.a[0:0]
         if self._crcs is not None:
-            self._verify(lo // self._per_block, (hi - 1) // self._per_block)
+            first, last = lo // self._per_block, (hi - 1) // self._per_block
+            if first != last or not self._ok[first]:  # fast path: one block, checked
+                self._verify(first, last)
         return self.a[lo:hi]
 
     def all(self) -> np.ndarray:

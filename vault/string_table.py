@@ -103,7 +103,7 @@ class StringTable:
     def build(cls, strings: Sequence[str]) -> "StringTable":
         blob, offsets = _encode(strings)
         keys = fingerprints(blob, offsets)
-        order = np.argsort(keys, kind="stable").astype(np.int64)
+        order = np.argsort(keys).astype(np.int64)  # ties: find() sorts its candidates
         return cls(CheckedArray(blob), CheckedArray(offsets), CheckedArray(keys[order]),
                    CheckedArray(order))
 
@@ -148,13 +148,24 @@ class StringTable:
         keys = self.keys.all()  # a binary search reads scattered blocks: verify once
         lo = np.searchsorted(keys, want, side="left").tolist()
         hi = np.searchsorted(keys, want, side="right").tolist()
-        out: list[list[int]] = []
-        for s, a, b in zip(strings, lo, hi):
-            if a == b:
-                out.append([])
-                continue
-            cands = self.order.get(a, b).tolist()
-            out.append(sorted(c for c in cands if 0 <= c < self._n and self[c] == s))
+        lo_a, hi_a = np.asarray(lo), np.asarray(hi)
+        single = np.flatnonzero(hi_a - lo_a == 1)  # the usual case: one candidate each
+        out: list[list[int]] = [[] for _ in strings]
+        if single.size:
+            cands = self.order.at(lo_a[single])
+            starts, ends = self.offsets.at(cands), self.offsets.at(cands + 1)
+            blob = self.blob
+            for i, c, a, b in zip(single.tolist(), cands.tolist(), starts.tolist(), ends.tolist()):
+                if blob.get(a, b).tobytes() == strings[i].encode():
+                    out[i] = [c]
+        for i in np.flatnonzero(hi_a - lo_a > 1).tolist():  # a shared fingerprint
+            want = strings[i].encode()
+            hits = []
+            for c in self.order.get(lo[i], hi[i]).tolist():
+                a, b = self.offsets.get(c, c + 2).tolist()
+                if self.blob.get(a, b).tobytes() == want:
+                    hits.append(c)
+            out[i] = sorted(hits)
         return out
 
 
