@@ -49,7 +49,7 @@ def block_crcs(a: np.ndarray) -> list[int]:
 class CheckedArray:
     """``a`` (1-D) with per-block CRCs; :meth:`get` returns a verified slice."""
 
-    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds")
+    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds", "_complete")
 
     def __init__(self, a: np.ndarray, crcs: np.ndarray | None = None, name: str = "",
                  bounds: tuple[int, int] | None = None) -> None:
@@ -65,8 +65,10 @@ class CheckedArray:
         if crcs is not None and len(crcs) != n_blocks:
             raise ValueError(f"array {name}: {len(crcs)} block CRCs for {n_blocks} blocks")
         self._crcs = None if crcs is None else np.asarray(crcs, dtype=np.int64)
-        # one flag per block; all True when trusted
-        self._ok = np.ones(n_blocks, dtype=bool) if crcs is None else np.zeros(n_blocks, dtype=bool)
+        # one byte per block, 1 once checked (all 1 when trusted); a bytearray because
+        # ``find(0, lo, hi)`` answers "all checked?" in C without a NumPy call per query
+        self._ok = bytearray(b"\1" * n_blocks if crcs is None else n_blocks)
+        self._complete = crcs is None  # every block checked: get() skips the look-up
 
     def __len__(self) -> int:
         return self.a.size
@@ -78,21 +80,22 @@ class CheckedArray:
     @property
     def blocks_checked(self) -> int:
         """How many blocks have been verified so far (all of them when trusted)."""
-        return int(np.count_nonzero(self._ok))
+        return self._ok.count(1)
 
     @property
     def blocks(self) -> int:
-        return self._ok.size
+        return len(self._ok)
 
     def _verify(self, first: int, last: int) -> None:
         """Check blocks ``first..last`` (inclusive) not checked yet."""
-        todo = first + np.flatnonzero(~self._ok[first:last + 1])
-        if not todo.size:
+        if self._ok.find(0, first, last + 1) < 0:
             return
         assert self._crcs is not None
         raw = memoryview(self.a).cast("B")
         step = self._per_block * self.a.itemsize
-        for b in todo.tolist():
+        for b in range(first, last + 1):
+            if self._ok[b]:
+                continue
             if zlib.crc32(raw[b * step:(b + 1) * step]) != self._crcs[b]:
                 raise CacheDamaged(f"block {b} of array {self.name or '?'} fails its CRC-32")
             if self.bounds is not None:
@@ -100,18 +103,27 @@ class CheckedArray:
                 if values.size and (values.min() < self.bounds[0] or values.max() >= self.bounds[1]):
                     raise CacheDamaged(f"block {b} of array {self.name or '?'} holds values "
                                        f"outside {self.bounds[0]}..{self.bounds[1] - 1}")
-            self._ok[b] = True  # benign race: two threads may both check a block
+            self._ok[b] = 1  # benign race: two threads may both check a block
+        self._complete = self._ok.find(0) < 0
 
     def get(self, lo: int, hi: int) -> np.ndarray:
         """``a[lo:hi]``, its blocks verified first (``CacheDamaged`` if one fails)."""
         lo, hi = max(0, int(lo)), min(self.a.size, int(hi))
         if hi <= lo:
             return self.a[0:0]
-        if self._crcs is not None:
-            first, last = lo // self._per_block, (hi - 1) // self._per_block
-            if first != last or not self._ok[first]:  # fast path: one block, checked
-                self._verify(first, last)
+        if not self._complete:
+            self._verify(lo // self._per_block, (hi - 1) // self._per_block)
         return self.a[lo:hi]
+
+    def check_ranges(self, starts: list[int], ends: list[int]) -> np.ndarray:
+        """Verify the blocks of every ``[start, end)`` (in range); returns the raw array
+        to slice them from (each range checked, nothing else promised)."""
+        if not self._complete:
+            per = self._per_block
+            for lo, hi in zip(starts, ends):
+                if hi > lo:
+                    self._verify(lo // per, (hi - 1) // per)
+        return self.a
 
     def all(self) -> np.ndarray:
         """The whole array, every block verified."""
@@ -121,7 +133,7 @@ class CheckedArray:
         """``a[positions]`` (in range, as the caller guarantees), the blocks holding
         them verified first."""
         positions = np.asarray(positions, dtype=np.int64)
-        if self._crcs is not None and positions.size:
-            for b in np.unique(positions // self._per_block).tolist():
+        if not self._complete and positions.size:
+            for b in set((positions // self._per_block).tolist()):
                 self._verify(b, b)
         return self.a[positions]

@@ -136,9 +136,8 @@ class MirrorLexicon:
         slots = top_k(scores, k, self._mask(p, filters) & (scores > 0))
         tfidf = p.tfidf_at(words, slots).tolist() if words else [0.0] * slots.size
         best = scores[slots].tolist()
-        ids, hashes = p.ids, p.hashes
-        return [LexicalHit(ids[s], hashes[s], best[i], tfidf[i], True)
-                for i, s in enumerate(slots.tolist())]
+        ids, hashes = p.ids.take(slots), p.hashes.take(slots)
+        return [LexicalHit(ids[i], hashes[i], best[i], tfidf[i], True) for i in range(slots.size)]
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
@@ -159,9 +158,8 @@ class MirrorLexicon:
         bm25 = self._bm25(p, terms, stats)[at].tolist() if terms else [0.0] * n
         tfidf = p.tfidf_at(words, at).tolist() if words else [0.0] * n
         passes = self._mask(p, filters)[at].tolist() if filters is not None else [True] * n
-        ids, hashes = p.ids, p.hashes
-        return [LexicalHit(ids[s], hashes[s], bm25[i], tfidf[i], passes[i])
-                for i, s in enumerate(at.tolist())]
+        ids, hashes = p.ids.take(at), p.hashes.take(at)
+        return [LexicalHit(ids[i], hashes[i], bm25[i], tfidf[i], passes[i]) for i in range(n)]
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
         if not terms:

@@ -96,11 +96,12 @@ def save(m: "Postings", store: Any) -> None:
     if path is None:
         return
     tags = sorted(m.tags)
-    tag_slots = [np.asarray(m.tags[t], dtype=np.int64) for t in tags]
+    slot_type = np.int32 if m.base_rows < 2**31 - 1 else np.int64
+    tag_slots = [np.asarray(m.tags[t], dtype=slot_type) for t in tags]
     arrays: dict[str, np.ndarray] = {name: getattr(m, name) for name in _ROW_ARRAYS}
     arrays.update(
         tag_indptr=np.cumsum([0] + [len(s) for s in tag_slots]).astype(np.int64),
-        tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=np.int64),
+        tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=slot_type),
         idf=m.idf)
     lazy = set()
     for prefix, matrix in (("W", m.W), ("T", m.T)):

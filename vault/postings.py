@@ -162,7 +162,8 @@ class Postings:
         self.ids = StringColumn(StringTable.build(self.ids.tolist()))
         self.hashes = StringColumn(StringTable.build(self.hashes.tolist()))
         self.vocab = self.vocab.frozen()
-        self.rowid_order = np.argsort(self.rowids, kind="stable").astype(np.int64)
+        self.rowid_order = np.argsort(self.rowids, kind="stable").astype(
+            np.int32 if self.base_rows < 2**31 - 1 else np.int64)
         self._delta_slot_of = {}
 
     def catch_up(self, store: Any) -> None:

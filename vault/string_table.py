@@ -33,6 +33,7 @@ _LEN_MIX = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _CHUNK_BYTES = 1 << 20
+_MEMO_MAX = 50_000  # remembered look-ups per table (a few MB at most)
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -41,6 +42,27 @@ def _mix(h: np.ndarray) -> np.ndarray:
     h = h ^ (h >> np.uint64(27))
     h = h * _M2
     return h ^ (h >> np.uint64(31))
+
+
+_MASK = (1 << 64) - 1
+_PY_POWERS: list[int] = [1]
+
+
+def _py_mix(h: int) -> int:
+    h ^= h >> 30
+    h = (h * int(_M1)) & _MASK
+    h ^= h >> 27
+    h = (h * int(_M2)) & _MASK
+    return h ^ (h >> 31)
+
+
+def _py_fingerprint(data: bytes) -> int:
+    """:func:`fingerprints` of one string in plain Python (a few look-ups per query:
+    cheaper than a dozen NumPy calls on tiny arrays; the same numbers, tested)."""
+    while len(_PY_POWERS) < len(data):
+        _PY_POWERS.append((_PY_POWERS[-1] * int(_P)) & _MASK)
+    h = sum(map(int.__mul__, map((1).__add__, data), _PY_POWERS)) & _MASK
+    return _py_mix(h ^ ((len(data) * int(_LEN_MIX)) & _MASK))
 
 
 def fingerprints(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -98,12 +120,19 @@ class StringTable:
             raise ValueError("string table arrays disagree in length")
         self.blob, self.offsets, self.keys, self.order = blob, offsets, keys, order
         self._n = len(keys)
+        # The table never changes, so an answer stays true: queries repeat their words
+        # (and a query asks each tier for the same ids), so most look-ups end here.
+        self._memo: dict[str, list[int]] = {}
 
     @classmethod
     def build(cls, strings: Sequence[str]) -> "StringTable":
         blob, offsets = _encode(strings)
         keys = fingerprints(blob, offsets)
-        order = np.argsort(keys).astype(np.int64)  # ties: find() sorts its candidates
+        order = np.argsort(keys)  # ties: find() sorts its candidates
+        # int32 where it fits: 4 bytes a string less in each of the two arrays
+        order = order.astype(np.int32 if len(strings) < 2**31 - 1 else np.int64)
+        if blob.size < 2**31 - 1:
+            offsets = offsets.astype(np.int32)
         return cls(CheckedArray(blob), CheckedArray(offsets), CheckedArray(keys[order]),
                    CheckedArray(order))
 
@@ -122,6 +151,17 @@ class StringTable:
         if not 0 <= lo <= hi <= len(self.blob):
             raise ValueError("string table offsets point outside the blob")
         return self.blob.get(lo, hi).tobytes().decode()
+
+    def take(self, slots: np.ndarray) -> list[str]:
+        """The strings at ``slots`` (in range), offsets gathered at once."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if not slots.size:
+            return []
+        starts, ends = self.offsets.at(slots).tolist(), self.offsets.at(slots + 1).tolist()
+        if min(starts) < 0 or max(ends) > len(self.blob) or any(a > b for a, b in zip(starts, ends)):
+            raise ValueError("string table offsets point outside the blob")
+        raw = self.blob.check_ranges(starts, ends)
+        return [raw[a:b].tobytes().decode() for a, b in zip(starts, ends)]
 
     def tolist(self) -> list[str]:
         offsets = self.offsets.all()
@@ -143,8 +183,23 @@ class StringTable:
         """For each of ``strings``, the slots holding it, ascending."""
         if not strings or not self._n:
             return [[] for _ in strings]
-        blob, offsets = _encode(strings)
-        want = fingerprints(blob, offsets)
+        memo = self._memo
+        known = [memo.get(s) for s in strings]
+        missing = [s for s, k in zip(strings, known) if k is None]
+        if not missing:
+            return known  # type: ignore[return-value]
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        found = dict(zip(missing, self._find(missing)))
+        memo.update(found)
+        return [k if k is not None else found[s] for s, k in zip(strings, known)]
+
+    def _find(self, strings: Sequence[str]) -> list[list[int]]:
+        if len(strings) <= 32:
+            want = np.fromiter((_py_fingerprint(s.encode()) for s in strings), dtype=np.uint64,
+                               count=len(strings))
+        else:
+            want = fingerprints(*_encode(strings))
         keys = self.keys.all()  # a binary search reads scattered blocks: verify once
         lo = np.searchsorted(keys, want, side="left").tolist()
         hi = np.searchsorted(keys, want, side="right").tolist()
@@ -208,6 +263,16 @@ class StringColumn(Sequence[str]):
 
     def tolist(self) -> list[str]:
         return self.base.tolist() + self.extra
+
+    def take(self, slots: Sequence[int] | np.ndarray) -> list[str]:
+        """The strings at ``slots`` (valid slots), base ones gathered at once."""
+        slots = np.asarray(slots, dtype=np.int64)
+        n = len(self.base)
+        in_base = slots < n
+        if in_base.all():
+            return self.base.take(slots)
+        got = iter(self.base.take(slots[in_base]))
+        return [next(got) if b else self.extra[s - n] for s, b in zip(slots.tolist(), in_base.tolist())]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (StringColumn, list, tuple)):
