@@ -443,7 +443,9 @@ class TierStore:
         allowed = None
         if filters is not None:
             m = self.filter_mask(filters)
-            allowed = {m.ids[i] for i in np.flatnonzero(m.mask)}
+            rows = np.flatnonzero(m.mask)
+            take = getattr(m.ids, "take", None)  # the mirror's string column: one gather
+            allowed = set(take(rows)) if take is not None else {m.ids[i] for i in rows}
         return [VectorHit(eid, score) for eid, score in self.vectors.search(model, query, k, allowed)]
 
     def mark_embedding(self, model: str, items: Iterable[tuple[str, str]], state: str,

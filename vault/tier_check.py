@@ -63,7 +63,8 @@ def _mirror_problem(store: Any) -> str | None:
     if cached is None:
         return f"search cache {path.name} belongs to another tier or history (stale)"
     tier_rows = {(r.id, r.content_hash) for r in store.changes_since(-1).rows}
-    live = {(cached.ids[i], cached.hashes[i]) for i in range(len(cached.ids)) if cached.alive[i]}
+    ids, hashes = cached.ids.tolist(), cached.hashes.tolist()  # one decode each
+    live = {(ids[i], hashes[i]) for i in range(len(ids)) if cached.alive[i]}
     if live != tier_rows:
         return (f"search cache {path.name} disagrees with the tier "
                 f"({len(live ^ tier_rows)} entries differ)")
