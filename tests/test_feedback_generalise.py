@@ -62,8 +62,15 @@ def test_the_agents_verdict_on_the_same_query_nudges_more_than_a_similar_querys(
 
     m = loud_vault(tmp_path)
     b = brain(m)
+    # the same verdict on the other topics (two wordings each): 15 pairs, all preferring
+    # the better text match, so the agent is checked and trusted (learning.nudge_trust)
+    for i, topic in enumerate(LOUD_TOPICS[1:], start=1):
+        for query in (topic, f"{topic} handling"):
+            b.feedback(query, f"good-{i}", "accepted")
+            b.feedback(query, f"loud-{i}", "dismissed")
     b.feedback("kafka consumer lag", "good-0", "accepted")
     b.feedback("kafka consumer lag", "loud-0", "dismissed")
+    assert b.nudge_trust() == 1.0
     same = by_id(b.search_intelligent("Kafka consumer  lag", explain=True, limit=10))
     assert same["good-0"]["explain"]["feedback"] > 2 * feedback.MAX_NUDGE
     assert same["loud-0"]["explain"]["feedback"] < -2 * feedback.MAX_NUDGE
