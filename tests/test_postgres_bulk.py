@@ -49,3 +49,25 @@ def test_batch_terms_agree_with_row_terms_on_edge_rows():
         stems, n = row_terms(fields)
         assert count == n
         assert sorted(t.strip("'") for t in tsv.split(" ") if t) == stems
+
+
+def test_gc_paused_restores_the_collector_as_it_was():
+    import gc
+
+    from tiervault.vault.postgres.writer import gc_paused
+
+    assert gc.isenabled()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    assert gc.isenabled()  # back on, even after an error
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off: left off
+    finally:
+        gc.enable()
