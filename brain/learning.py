@@ -69,7 +69,7 @@ PRIOR_STRENGTH = 0.2
 #: The same-query nudge is trusted in full once the agent's pairs agree with text
 #: relevance this much (:func:`nudge_trust`); below, in proportion. Judged feedback on
 #: the agent set agrees 0.54-0.83 after 30-200 events, random feedback -0.93 to -0.70
-#: (eval/feedback_sim.py, FTS-only, both halvings). Chosen on the tune halving (fed /
+#: (a diagnostic run of eval/feedback_sim.py's protocol, FTS-only, both halvings). Chosen on the tune halving (fed /
 #: unseen nDCG@10 after 200 judged events, and of the ``noisy`` agent whose verdicts are
 #: random 30% of the time, from 0.894 / 0.908): 0.25 -> judged 0.933 / 0.928, noisy
 #: 0.914 (0.867 at 50); 0.5 -> 0.933 / 0.928, noisy 0.894 (0.884 at 50); 1.0 -> 0.928 /
