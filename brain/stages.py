@@ -36,11 +36,13 @@ from tiervault.brain.matrix import PRIOR_SIGNALS, SignalMatrix, pick
 from tiervault.brain.memories import MemorySignals, memory_signals
 from tiervault.brain.modulation_spec import Modulations
 from tiervault.brain.pool import Pool
+from tiervault.brain.proximity import proximities, query_pairs
 from tiervault.brain.rows import EntryRows, MemoryRows
 from tiervault.brain.weights import WeightSet
-from tiervault.errors import EmbeddingError
+from tiervault.errors import EmbeddingError, ValidationError
 from tiervault.vault.filter_compile import memories_possible, memory_matches
 from tiervault.vault.filters import Filters
+from tiervault.vault.function_words import content_text
 from tiervault.vault.query import query_terms
 from tiervault.vault.scoring import top_k
 from tiervault.vault.tokenizer import STOP_WORDS
@@ -79,6 +81,8 @@ class ScoringContext:
     n_fts: int = 0
     memories: MemorySignals | None = None
     expansion: Expansion | None = None  # pseudo-relevance feedback (BrainConfig.prf_terms)
+    pairs: list[tuple[str, str]] = field(default_factory=list)  # brain/proximity.py
+    proximity: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # expand
     graph: GraphHops = field(default_factory=GraphHops)
     # score
@@ -142,6 +146,9 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             ctx.expansion.lexical = expansion_scores(manager, ctx.expansion.lq, ctx.pool, before,
                                                      ctx.expansion.lexical)
     ctx.cosines = _cosines(brain, ctx, 0)
+    if cfg.proximity_weight > 0:
+        ctx.pairs = query_pairs(ctx.query)
+    ctx.proximity = _proximity(brain, ctx, 0)
     if not mods.empty and brain.vectors is not None:
         ctx.directions, ctx.n_suppress = modulating.directions(brain, mods, ctx.tiers)
         modulating.direction_sims(brain, ctx, 0)
@@ -159,10 +166,17 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
 
 
 def _lexical_text(query: str, cfg: Any) -> str:
-    """The text the lexical (BM25) leg searches: the query without English stop words
-    when ``query_stopwords`` is on and something else is left, else the query."""
-    if not cfg.query_stopwords:
+    """The text the lexical (BM25) leg searches (``BrainConfig.query_stopwords``):
+    "function" drops the curated function words (:mod:`tiervault.vault.function_words`),
+    "english" scikit-learn's English stop words, "off" nothing. The query is kept whole
+    when nothing else would be left."""
+    mode = cfg.query_stopwords
+    if mode == "off":
         return query
+    if mode == "function":
+        return content_text(query)
+    if mode != "english":
+        raise ValidationError("query_stopwords", f"{mode!r} is not one of off, function, english")
     words = query_terms(query)
     stop = STOP_WORDS.get()
     kept = [w for w in words if w not in stop]
@@ -199,6 +213,26 @@ def _cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     return out
 
 
+def _proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
+    """ctx.proximity extended to the pool's candidates from ``start`` on
+    (brain/proximity.py): the ``max(limit, min_fetch)`` best lexical matches among them
+    (an entry without a lexical match holds no pair) are read; the rest stay 0."""
+    pool, n = ctx.pool, len(ctx.pool)
+    out = np.zeros(n)
+    out[:start] = ctx.proximity[:start]
+    lex = np.asarray(pool.lexical)
+    idx: list[int] = []
+    if ctx.pairs and n > start:
+        depth = max(ctx.limit, ctx.config.min_fetch)  # the answer's length bounds the cost
+        best = start + np.argsort(-lex[start:], kind="stable")[:depth]
+        idx = sorted(int(i) for i in best if lex[i] > 0)
+    if idx:
+        full = brain.full_entries(pool, idx)
+        docs = [full.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
+        out[idx] = proximities(docs, ctx.pairs, ctx.config.proximity_window)
+    return out
+
+
 # -- expand -------------------------------------------------------------------------------
 def expand(brain: Any, ctx: ScoringContext) -> None:
     cfg = ctx.config
@@ -216,6 +250,7 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
         ctx.pool.add_external(brain.manager, ordered, "graph", ctx.lq, ctx.filters, ctx.tiers,
                               cfg.max_graph_additions)
         ctx.cosines = _cosines(brain, ctx, before)
+        ctx.proximity = _proximity(brain, ctx, before)
         modulating.direction_sims(brain, ctx, before)
         if ctx.expansion is not None:
             ctx.expansion.lexical = expansion_scores(brain.manager, ctx.expansion.lq, ctx.pool,
@@ -244,6 +279,11 @@ def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.nda
         lam = ctx.config.prf_weight
         lex_q = (1.0 - lam) * lex_q + lam * combine.per_query_scale(ctx.expansion.lexical)
         m_lex_q = (1.0 - lam) * m_lex_q
+        top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
+        lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
+    if ctx.pairs:
+        # term proximity (brain/proximity.py), then the best candidate back at 1.0
+        lex_q = lex_q + ctx.config.proximity_weight * ctx.proximity
         top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
         lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
     sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top), lex_q, share)

@@ -202,9 +202,17 @@ class BrainConfig:
     vector_scale: str = "max"
     #: multiplies the vector weight inside R only: R = (w_sem*sem + g*w_vec*vec) / (w_sem + g*w_vec)
     vector_gain: float = 1.0
-    #: drop English stop words from the query's lexical (BM25) leg (the query is kept whole
-    #: when it has nothing else). Off: -0.040 nDCG@10 on the agent tune half (docs/search.md)
-    query_stopwords: bool = False
+    #: words dropped from the query's lexical (BM25) leg (the query is kept whole when it
+    #: has nothing else): "off"; "function" = the curated function words of
+    #: tiervault.vault.function_words (never a negation); "english" = scikit-learn's list
+    #: (-0.040 nDCG@10 on the agent tune half: it holds "not", "without", "first"...)
+    query_stopwords: str = "function"
+    #: term proximity in the lexical leg (tiervault.brain.proximity): lex_q + mu * prox,
+    #: prox = share of the query's consecutive content-word pairs found in order within
+    #: proximity_window positions of one field. mu 0.3 / window 8 chosen on SciFact ODD
+    #: ids + agent TUNE half (eval/README.md); 0 turns it off
+    proximity_weight: float = 0.3
+    proximity_window: int = 8
     #: pseudo-relevance feedback for FTS-only queries (tiervault.brain.expansion): prf_terms
     #: expansion words from the best prf_docs candidates (0 = off), the expansion's share of
     #: the lexical signal. Off by default: it is a second lexical pass, 2.3x the FTS-only

@@ -13,7 +13,9 @@ values; the chosen cell is always confirmed with ``eval/beir.py`` / ``eval/agent
 Only the **odd** SciFact query ids / the starter **tune** half are for choosing;
 ``--half even`` / ``report`` exists to print the held-out figure of a choice made
 before. Knobs (BrainConfig fields): ``tfidf_share``, ``vector_floor``,
-``vector_scale`` (max | minmax | zscore), ``vector_gain``, ``prior_strength``.
+``vector_scale`` (max | minmax | zscore), ``vector_gain``, ``prior_strength``,
+``proximity_weight`` (the proximity feature itself is captured with the capture
+config's window; ``eval/lexical_lab.py`` grids the window).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Captured:
     w_vec: float
     w_text: float
     expansion: np.ndarray | None = None  # BM25 under the PRF expansion query
+    proximity: np.ndarray | None = None  # brain/proximity.py (computed for every capture)
 
 
 def capture(brain: Any, text: str, filters: dict[str, Any] | None = None) -> Captured:
@@ -79,7 +82,8 @@ def capture(brain: Any, text: str, filters: dict[str, Any] | None = None) -> Cap
                     np.asarray(ctx.pool.tfidf, dtype=float), np.asarray(cos, dtype=float),
                     np.asarray(ctx.prior), np.asarray(ctx.tier_factor), np.asarray(ctx.nudge),
                     w_sem, w_vec, w_sem + w_vec,
-                    None if ctx.expansion is None else np.asarray(ctx.expansion.lexical))
+                    None if ctx.expansion is None else np.asarray(ctx.expansion.lexical),
+                    np.asarray(ctx.proximity, dtype=float))
 
 
 def rescore(c: Captured, knobs: dict[str, Any], hybrid: bool) -> list[str]:
@@ -93,6 +97,9 @@ def rescore(c: Captured, knobs: dict[str, Any], hybrid: bool) -> list[str]:
     if c.expansion is not None:
         lam = knobs.get("prf_weight", 0.3)
         lex_q = combine.per_query_scale((1 - lam) * lex_q + lam * combine.per_query_scale(c.expansion))
+    mu = knobs.get("proximity_weight", 0.3)
+    if mu and c.proximity is not None and c.proximity.any():
+        lex_q = combine.per_query_scale(lex_q + mu * c.proximity)
     sem = signals.semantic(combine.per_query_scale(c.tfidf), lex_q, share)
     if hybrid and not np.isnan(c.cosines).all():
         vec = combine.vector_relevance(c.cosines, knobs.get("vector_floor", 0.05),

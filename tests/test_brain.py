@@ -102,9 +102,10 @@ def test_score_is_relevance_times_bounded_priors(manager):
                     tier="team")
     manager.capture(E(id="t2", title="Signing releases", description="Sign the release tags."),
                     tier="team")
-    # PRF off: the semantic signal's formula below is the plain one (PRF: test_relevance_fusion)
-    rows = brain(manager, prf_terms=0).search_intelligent("jwt signing keys", mode="full",
-                                                          explain=True)
+    # PRF and proximity off: the semantic signal's formula below is the plain one
+    # (PRF: test_relevance_fusion, proximity: test_proximity)
+    rows = brain(manager, prf_terms=0, proximity_weight=0.0).search_intelligent(
+        "jwt signing keys", mode="full", explain=True)
     row = rows[0]
     assert row["entry"]["id"] == "t1" and row["tier"] == "team"
     assert row["explain"]["tierWeight"] == 0.6

@@ -119,19 +119,21 @@ def test_prf_off_ignores_its_other_knobs(manager):
 
 
 # -- the query's stop words ----------------------------------------------------------------
-def test_query_stopwords_drop_function_words_from_the_lexical_leg(manager):
+@pytest.mark.parametrize("mode", ["english"])  # "function": tests/test_function_words.py
+def test_query_stopwords_drop_function_words_from_the_lexical_leg(manager, mode):
     manager.capture_many(filler(30))
     manager.capture_many([
         E(id="how-notes", title="How to and what to", description="How do I what is the way."),
         E(id="grid", title="CSS grid", description="Lay out a page with css grid areas.")])
     q = "how do I lay out a page with css grid"
-    kept = [r["id"] for r in brain(manager, prf_terms=0).search_intelligent(q, limit=40)]
-    dropped = [r["id"] for r in brain(manager, query_stopwords=True,
+    kept = [r["id"] for r in brain(manager, query_stopwords="off",
+                                   prf_terms=0).search_intelligent(q, limit=40)]
+    dropped = [r["id"] for r in brain(manager, query_stopwords=mode,
                                       prf_terms=0).search_intelligent(q, limit=40)]
     assert "how-notes" in kept and "how-notes" not in dropped  # matched only stop words
     assert dropped[0] == "grid"
     # a query of stop words only is searched whole, never emptied
-    only = brain(manager, query_stopwords=True, prf_terms=0).search_intelligent(
+    only = brain(manager, query_stopwords=mode, prf_terms=0).search_intelligent(
         "how to", limit=40)
     assert "how-notes" in [r["id"] for r in only]
 

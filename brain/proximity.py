@@ -1,0 +1,115 @@
+"""Term proximity: the query's content words next to each other in an entry (issue 10).
+
+BM25 scores every query term on its own, so an entry that says "connection pool"
+scores like one that names "connection" in one paragraph and "pool" in another.
+The classic remedy is the ordered-window feature of Metzler & Croft's sequential
+dependence model; here it is one bounded signal mixed into the lexical leg:
+
+    terms   = the query's words without function words (tiervault.vault.function_words),
+              stemmed as FTS5 stems them
+    pairs   = consecutive terms (a, b) with a != b          (a list: a repeat counts twice)
+    prox(d) = |{(a, b) in pairs : b follows a within `window` positions
+                                  inside one FTS5 field of d}| / |pairs|        in [0, 1]
+    lex_q  <- (lex_q + mu * prox) / max over the query's candidates (entries and memories)
+
+with ``mu`` = ``BrainConfig.proximity_weight`` (0.3) and ``window`` =
+``BrainConfig.proximity_window`` (8), chosen on SciFact ODD query ids + the agent set's
+TUNE half (eval/README.md). Fields are the FTS5 columns (id, title, description,
+context, tags), split and stemmed exactly as the index is (``split_words`` + FTS5's own
+stemmer), and a window never spans two fields. A query with fewer than two content
+words has no pairs: nothing is read and the lexical signal is unchanged. An entry with
+no lexical match cannot hold a pair (both words are query terms), so only lexical
+matches are read, and of them only the ``max(limit, min_fetch)`` best by BM25 (an
+entry deeper than the answer's length cannot be lifted into it by a bonus of at most
+``mu``; this bounds the cost: reading and splitting a 250-word entry is ~0.1 ms).
+Memories have no fields here: their proximity is 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from tiervault.vault.function_words import FUNCTION_WORDS
+from tiervault.vault.query import query_terms
+from tiervault.vault.tokenizer import STEMMER, split_words
+
+__all__ = ["FIELDS", "query_pairs", "entry_proximity", "proximities", "stem_prefix"]
+
+#: The entry fields FTS5 indexes (vault/schema.py), in index order.
+FIELDS = ("id", "title", "description", "context", "tags")
+
+
+def query_pairs(query: str) -> list[tuple[str, str]]:
+    """Consecutive content-word stems of ``query`` (function words dropped), a != b;
+    none for a query of function words only."""
+    words = [w for w in query_terms(query) if w not in FUNCTION_WORDS]
+    stem_of = STEMMER.stems(words)
+    seq = [stem_of[w] for w in words if stem_of[w]]
+    return [(a, b) for a, b in zip(seq, seq[1:]) if a != b]
+
+
+def _field_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return str(value or "")
+
+
+def stem_prefix(stem: str) -> str:
+    """The letters every ASCII word stemming to ``stem`` starts with: Porter rewrites only
+    a word's ending, and may change a stem's last letter ("fly" -> "fli"), so the first
+    min(3, len - 1) letters (at least 1). Checked over the 42,711 distinct words of
+    SciFact and both packs: every ASCII word holds (tests/test_proximity.py checks the
+    packs); non-ASCII words (diacritics are folded) are always stemmed."""
+    return stem[:max(1, min(3, len(stem) - 1))]
+
+
+def _positions(entry: Any, wanted: frozenset[str]) -> list[dict[str, list[int]]]:
+    """Per FTS5 field: {stem: [positions]} of the entry's words whose stem is ``wanted``
+    (the pairs' stems: the only positions a pair can use). Only words that start like a
+    wanted stem are stemmed: stemming every word of a long entry costs ~3x more."""
+    p3 = {p for p in map(stem_prefix, wanted) if len(p) == 3}
+    short = {p for p in map(stem_prefix, wanted) if len(p) < 3}
+    fields = [split_words(_field_text(getattr(entry, f, ""))) for f in FIELDS]
+    if short:
+        cand = {w for words in fields for w in words
+                if w[:3] in p3 or w[:2] in short or w[:1] in short or not w.isascii()}
+    else:
+        cand = {w for words in fields for w in words if w[:3] in p3 or not w.isascii()}
+    keep = {w: st for w, st in STEMMER.stems(cand).items() if st in wanted} if cand else {}
+    two = len(set(keep.values())) > 1  # a pair needs two distinct stems
+    out: list[dict[str, list[int]]] = []
+    for words in fields:
+        pos: dict[str, list[int]] = {}
+        if two:
+            for i, w in enumerate(words):
+                st = keep.get(w)
+                if st is not None:
+                    pos.setdefault(st, []).append(i)
+        out.append(pos)
+    return out
+
+
+def _follows(pa: Iterable[int], pb: Sequence[int], window: int) -> bool:
+    return any(0 < y - x <= window for x in pa for y in pb)
+
+
+def entry_proximity(entry: Any, pairs: Sequence[tuple[str, str]], window: int) -> float:
+    """Share of ``pairs`` whose second stem follows the first within ``window``
+    positions inside one field of ``entry``; 0 without pairs."""
+    if not pairs:
+        return 0.0
+    fields = _positions(entry, frozenset(s for p in pairs for s in p))
+    hit = 0
+    for a, b in pairs:
+        if any(a in pos and b in pos and _follows(pos[a], pos[b], window) for pos in fields):
+            hit += 1
+    return hit / len(pairs)
+
+
+def proximities(entries: Sequence[Any | None], pairs: Sequence[tuple[str, str]],
+                window: int) -> np.ndarray:
+    """:func:`entry_proximity` of each entry (None: not found -> 0)."""
+    return np.array([0.0 if e is None else entry_proximity(e, pairs, window) for e in entries],
+                    dtype=np.float64)

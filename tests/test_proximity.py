@@ -1,0 +1,88 @@
+"""Term proximity in the Brain's lexical leg (issue 10, tiervault.brain.proximity):
+consecutive content words of the query, in order, within a window of one field.
+
+Real tier files and the real Brain; the feature checked on real Entry objects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiervault.brain.proximity import entry_proximity, query_pairs
+from tiervault.vault.entry import Entry
+from tiervault.vault.manager import VaultManager
+
+from brain_vault import NOW, filler, fixed_brain
+
+
+def E(**kw) -> Entry:
+    base = {"type": "pattern", "domain": "general", "severity": "warning", "created_at": NOW,
+            "description": "Notes.",
+            "updated_at": NOW}
+    return Entry.from_dict({**base, **kw})
+
+
+@pytest.fixture
+def manager(tmp_path: Path):
+    m = VaultManager.at({"agent": str(tmp_path / "agent.db")})
+    yield m
+    m.close()
+
+
+def test_pairs_are_consecutive_content_stems():
+    # "what" and "the" are function words; stems are FTS5's (porter)
+    assert query_pairs("what is the connection pool size?") == [
+        ("is", "connect"), ("connect", "pool"), ("pool", "size")]
+    assert query_pairs("jwt") == [] and query_pairs("how and why") == []
+    assert query_pairs("retry retry") == []  # a == b is no pair
+
+
+def test_a_pair_counts_in_order_within_the_window_of_one_field():
+    pairs = query_pairs("connection pool")
+    assert entry_proximity(E(id="a", title="Connection pool sizing"), pairs, 8) == 1.0
+    assert entry_proximity(E(id="b", title="Connection settings and the worker pool"),
+                           pairs, 8) == 1.0  # 4 positions apart
+    assert entry_proximity(E(id="c", title="Connection settings and the worker pool"),
+                           pairs, 3) == 0.0  # outside a window of 3
+    assert entry_proximity(E(id="d", title="Pool of connections"), pairs, 8) == 0.0  # order
+    # the two words in two fields (title ends, description starts) are no pair
+    assert entry_proximity(E(id="e", title="Tuning one connection", description="Pool sizes."),
+                           pairs, 8) == 0.0
+    three = query_pairs("database connection pool")
+    assert entry_proximity(E(id="f", title="Connection pool"), three, 8) == 0.5
+
+
+def test_adjacent_words_rank_above_the_same_words_scattered(manager):
+    manager.capture_many(filler(30))
+    # same words, same lengths, one field each: BM25 and TF-IDF are equal
+    manager.capture_many([
+        E(id="scattered", title="Api server", description="pool tuning for the api connection"),
+        E(id="adjacent", title="Api server", description="connection pool tuning for the api")])
+    q = "connection pool"
+    off = fixed_brain(manager, proximity_weight=0.0).search_intelligent(q, mode="full",
+                                                                       explain=True)
+    on = fixed_brain(manager).search_intelligent(q, mode="full", explain=True)
+    by_off = {r["entry"]["id"]: r for r in off}
+    assert by_off["adjacent"]["explain"]["lexical"] == pytest.approx(
+        by_off["scattered"]["explain"]["lexical"])
+    assert by_off["adjacent"]["score"] == pytest.approx(by_off["scattered"]["score"])
+    by_on = {r["entry"]["id"]: r for r in on}
+    assert on[0]["entry"]["id"] == "adjacent"
+    assert by_on["adjacent"]["breakdown"]["semantic"] == pytest.approx(1.0)
+    assert by_on["scattered"]["breakdown"]["semantic"] < 1.0
+
+
+def test_every_ascii_word_of_the_packs_starts_with_its_stems_prefix():
+    # brain/proximity.py stems only words that start like a wanted stem: this must hold
+    from tiervault.brain.proximity import stem_prefix
+    from tiervault.vault.tokenizer import STEMMER, split_words
+
+    root = Path(__file__).resolve().parents[1]
+    words = set()
+    for pack in (root / "vault/packs/starter.jsonl", root / "eval/agentset/ops/pack.jsonl"):
+        words.update(w for w in split_words(pack.read_text(encoding="utf-8")) if w.isascii())
+    stems = STEMMER.stems(words)
+    assert len(words) > 3000
+    assert [w for w, st in stems.items() if st and not w.startswith(stem_prefix(st))] == []
