@@ -146,7 +146,7 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             ctx.expansion.lexical = expansion_scores(manager, ctx.expansion.lq, ctx.pool, before,
                                                      ctx.expansion.lexical)
     ctx.cosines = _cosines(brain, ctx, 0)
-    if cfg.proximity_weight > 0:
+    if _proximity_weight(ctx) > 0:
         ctx.pairs = query_pairs(ctx.query)
     ctx.proximity = _proximity(brain, ctx, 0)
     if not mods.empty and brain.vectors is not None:
@@ -211,6 +211,12 @@ def _cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     for tier, idx in by_tier.items():
         out[idx] = brain.vectors.similarities(ctx.qvec, tier, [pool.ids[i] for i in idx])
     return out
+
+
+def _proximity_weight(ctx: ScoringContext) -> float:
+    """BrainConfig.proximity_weight (FTS-only) or hybrid_proximity_weight (hybrid)."""
+    cfg = ctx.config
+    return cfg.proximity_weight if ctx.qvec is None else cfg.hybrid_proximity_weight
 
 
 def _proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
@@ -283,7 +289,7 @@ def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.nda
         lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
     if ctx.pairs:
         # term proximity (brain/proximity.py), then the best candidate back at 1.0
-        lex_q = lex_q + ctx.config.proximity_weight * ctx.proximity
+        lex_q = lex_q + _proximity_weight(ctx) * ctx.proximity
         top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
         lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
     sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top), lex_q, share)

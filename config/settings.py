@@ -210,8 +210,11 @@ class BrainConfig:
     #: term proximity in the lexical leg (tiervault.brain.proximity): lex_q + mu * prox,
     #: prox = share of the query's consecutive content-word pairs found in order within
     #: proximity_window positions of one field. mu 0.3 / window 8 chosen on SciFact ODD
-    #: ids + agent TUNE half (eval/README.md); 0 turns it off
-    proximity_weight: float = 0.3
+    #: ids + agent TUNE half (eval/README.md). Hybrid queries: on (SciFact even hybrid
+    #: +0.004). FTS-only: opt-in (0 = off): held out +0.000 to +0.003 for 1.2-1.3x the
+    #: FTS-only scan at 10K (bench/lexical_leg_cost.py), like PRF
+    proximity_weight: float = 0.0
+    hybrid_proximity_weight: float = 0.3
     proximity_window: int = 8
     #: pseudo-relevance feedback for FTS-only queries (tiervault.brain.expansion): prf_terms
     #: expansion words from the best prf_docs candidates (0 = off), the expansion's share of

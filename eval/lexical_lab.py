@@ -44,7 +44,8 @@ from tiervault.vault.function_words import FUNCTION_WORDS  # noqa: E402
 from tiervault.vault.query import query_terms  # noqa: E402
 from tiervault.vault.tokenizer import STEMMER, split_words  # noqa: E402
 
-CAPTURE = {"query_stopwords": "function", "proximity_weight": 0.0}
+CAPTURE = {"query_stopwords": "function", "proximity_weight": 0.0,
+           "hybrid_proximity_weight": 0.0}
 
 
 def field_stems(entry: Any) -> list[list[str]]:
@@ -186,7 +187,8 @@ def score(d: dict[str, Any], which: str, change) -> float:
     for q, c in d["caps"].items():
         cap = change(q, c, which)
         ranked = rescore(cap, {"tfidf_share": 0.3, "hybrid_tfidf_share": 0.2,
-                               "proximity_weight": 0.0}, which == "h")
+                               "proximity_weight": 0.0, "hybrid_proximity_weight": 0.0},
+                         which == "h")
         run[q] = {d["idmap"].get(e, e): float(DEPTH - i) for i, e in enumerate(ranked)}
     pq = per_query(run, d["qrels"])
     return round(float(np.mean([v["ndcg@10"] for v in pq.values()])), 4)

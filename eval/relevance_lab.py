@@ -14,7 +14,7 @@ Only the **odd** SciFact query ids / the starter **tune** half are for choosing;
 ``--half even`` / ``report`` exists to print the held-out figure of a choice made
 before. Knobs (BrainConfig fields): ``tfidf_share``, ``vector_floor``,
 ``vector_scale`` (max | minmax | zscore), ``vector_gain``, ``prior_strength``,
-``proximity_weight`` (the proximity feature itself is captured with the capture
+``proximity_weight`` / ``hybrid_proximity_weight`` (the proximity feature itself is captured with the capture
 config's window; ``eval/lexical_lab.py`` grids the window).
 """
 
@@ -97,7 +97,8 @@ def rescore(c: Captured, knobs: dict[str, Any], hybrid: bool) -> list[str]:
     if c.expansion is not None:
         lam = knobs.get("prf_weight", 0.3)
         lex_q = combine.per_query_scale((1 - lam) * lex_q + lam * combine.per_query_scale(c.expansion))
-    mu = knobs.get("proximity_weight", 0.3)
+    mu = (knobs.get("hybrid_proximity_weight", 0.3) if hybrid
+          else knobs.get("proximity_weight", 0.0))
     if mu and c.proximity is not None and c.proximity.any():
         lex_q = combine.per_query_scale(lex_q + mu * c.proximity)
     sem = signals.semantic(combine.per_query_scale(c.tfidf), lex_q, share)

@@ -54,16 +54,20 @@ def test_a_pair_counts_in_order_within_the_window_of_one_field():
     assert entry_proximity(E(id="f", title="Connection pool"), three, 8) == 0.5
 
 
-def test_adjacent_words_rank_above_the_same_words_scattered(manager):
+def _twins(manager) -> None:
     manager.capture_many(filler(30))
-    # same words, same lengths, one field each: BM25 and TF-IDF are equal
+    # same words, same lengths, one field each: BM25, TF-IDF (and hash vectors) are equal
     manager.capture_many([
         E(id="scattered", title="Api server", description="pool tuning for the api connection"),
         E(id="adjacent", title="Api server", description="connection pool tuning for the api")])
+
+
+def test_adjacent_words_rank_above_the_same_words_scattered(manager):
+    _twins(manager)
     q = "connection pool"
-    off = fixed_brain(manager, proximity_weight=0.0).search_intelligent(q, mode="full",
+    off = fixed_brain(manager).search_intelligent(q, mode="full", explain=True)
+    on = fixed_brain(manager, proximity_weight=0.3).search_intelligent(q, mode="full",
                                                                        explain=True)
-    on = fixed_brain(manager).search_intelligent(q, mode="full", explain=True)
     by_off = {r["entry"]["id"]: r for r in off}
     assert by_off["adjacent"]["explain"]["lexical"] == pytest.approx(
         by_off["scattered"]["explain"]["lexical"])
@@ -72,6 +76,27 @@ def test_adjacent_words_rank_above_the_same_words_scattered(manager):
     assert on[0]["entry"]["id"] == "adjacent"
     assert by_on["adjacent"]["breakdown"]["semantic"] == pytest.approx(1.0)
     assert by_on["scattered"]["breakdown"]["semantic"] < 1.0
+
+
+def test_proximity_is_on_for_hybrid_and_opt_in_for_fts_only(manager):
+    from tiervault.brain import Brain
+    from tiervault.config import BrainConfig
+    from tiervault.embeddings.providers.hash import HashEmbedder
+
+    from test_brain import HashVectors
+
+    assert BrainConfig().proximity_weight == 0.0 and BrainConfig().hybrid_proximity_weight > 0
+    _twins(manager)
+    vectors = HashVectors(manager, HashEmbedder(dim=64))
+
+    def hybrid(**cfg):
+        b = fixed_brain(manager, **cfg)
+        return {r["entry"]["id"]: r for r in Brain(manager, b.settings, vectors=vectors,
+                                                   clock=lambda: NOW).search_intelligent(
+            "connection pool", mode="full", explain=True)}
+    on, off = hybrid(), hybrid(hybrid_proximity_weight=0.0)
+    assert off["adjacent"]["score"] == pytest.approx(off["scattered"]["score"])
+    assert on["adjacent"]["score"] > on["scattered"]["score"]
 
 
 def test_every_ascii_word_of_the_packs_starts_with_its_stems_prefix():
