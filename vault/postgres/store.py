@@ -96,14 +96,24 @@ class PgEntryStore(PgJournal):
         self._vector_indexes: set[str] = set()
         #: (model, dim) HNSW index name -> when it was last found missing (vectors.py)
         self.vector_index_misses: dict[str, float] = {}
-        #: True while a bulk copy writes vectors (``PgTransfer.deferred_vector_indexes``):
-        #: ``put_vectors`` then does not create HNSW indexes, which are built once at the end.
+        #: True inside :meth:`deferring_vector_indexes` (a bulk copy): ``put_vectors``
+        #: then does not create HNSW indexes, which are built once at the end.
         self.vector_index_deferred = False
         self.session = PgSession(name, self.address, read_only=read_only, on_open=self._forget_schema)
         try:
             self.session.open()
         except StorageError as exc:  # unreachable now; retried on later calls (with backoff)
             log.warning("%s", exc)
+
+    @contextmanager
+    def deferring_vector_indexes(self) -> Iterator[None]:
+        """Inside, ``put_vectors`` creates no HNSW index (see
+        ``PgTransfer.deferred_vector_indexes``); the flag is reset however the block ends."""
+        self.vector_index_deferred = True
+        try:
+            yield
+        finally:
+            self.vector_index_deferred = False
 
     # -- connection -------------------------------------------------------------------
     def _forget_schema(self) -> None:

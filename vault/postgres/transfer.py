@@ -58,11 +58,8 @@ class PgTransfer(SqlTransfer):
         maintained as usual. Until :meth:`build_vector_indexes` runs (or, after a kill,
         the next ``put_vectors`` of any process or the resumed copy) searches are
         exact: slower, never wrong."""
-        self.store.vector_index_deferred = True
-        try:
+        with self.store.deferring_vector_indexes():
             yield
-        finally:
-            self.store.vector_index_deferred = False
 
     def build_vector_indexes(self) -> list[str]:
         """The HNSW indexes every (model, dim) over the threshold lacks; names of those built."""
