@@ -285,7 +285,6 @@ class Catalog:
 
     def _groups(self, digests: list[tuple[Any, _Digest]], limit: int) -> list[DuplicateGroup]:
         groups: list[DuplicateGroup] = []
-        seen: set[tuple[str, str]] = set()
         shared: list[str] = []
         if len(digests) > 1:
             held, counts = np.unique(np.concatenate([d.hashes for _, d in digests]),
@@ -311,7 +310,7 @@ class Catalog:
                     groups.append(DuplicateGroup("same content",
                                                  [Member(t.name, i, title) for i, title in held_here]))
         groups = groups[:limit]
-        seen.update((m.tier, m.id) for g in groups for m in g.members)
+        seen = {(m.tier, m.id) for g in groups for m in g.members}
         for t, _ in digests:  # similar titles
             if len(groups) >= limit:
                 break
