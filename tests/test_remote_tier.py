@@ -122,6 +122,42 @@ def test_remote_tier_ranks_exactly_as_a_local_file(setup, tmp_path):
         assert hit.tiers[0] == "agent" and "team" in hit.also_in[0]
 
 
+def test_remote_tier_browses_as_the_local_file(setup, tmp_path):
+    """The curator reads (pages in both orders with filters, totals, facet counts, the
+    title sweep, links by type) over the wire equal those of the same rows in a local
+    file; a tier the token may not read is refused by the server's rights check."""
+    from tiervault.errors import TierVaultError
+    from tiervault.vault.filters import Filters
+    from tiervault.vault.remote import RemoteTier
+
+    with Brain.open(local_settings(setup, tmp_path)) as local, \
+            Brain.open(remote_settings(setup, tmp_path, setup["tokens"]["r"])) as remote:
+        a, b = local.manager.store("team"), remote.manager.store("team")
+        assert isinstance(b, RemoteTier)
+        every = a.facet_counts()
+        top_domain, top_tag = next(iter(every.by_domain)), next(iter(every.by_tag))
+        for filters in (None, Filters(types=("rule",), include_expired=True, include_future=True),
+                        Filters(domains=(top_domain,), include_expired=True, include_future=True),
+                        Filters(tags=(top_tag,), not_types=("rule",))):
+            assert a.facet_counts(filters) == b.facet_counts(filters)
+            for order in ("newest", "updated"):
+                for offset in (0, 25, 1_000):
+                    pa = a.light_page(order=order, filters=filters, offset=offset, limit=25)
+                    pb = b.light_page(order=order, filters=filters, offset=offset, limit=25)
+                    assert pa.rows == pb.rows and pa.total == pb.total, (order, offset, filters)
+                    assert pa.total > 25 and (offset >= pa.total or pa.rows)
+        assert [(r.id, r.title, r.content_hash) for r in a.title_rows(0, 10_000)] == \
+            [(r.id, r.title, r.content_hash) for r in b.title_rows(0, 10_000)]
+        for link_type in ("contradicts", "supports"):
+            assert a.links_of_type(link_type, 50) == b.links_of_type(link_type, 50)
+    stranger = RemoteTier("project", f"{setup['server'].url}/tiers/project", setup["tokens"]["r"])
+    try:
+        with pytest.raises(TierVaultError, match="may not read tier 'project'"):
+            stranger.light_page()
+    finally:
+        stranger.close()
+
+
 def test_remote_tier_reads_writes_and_rights(setup, tmp_path):
     with Brain.open(remote_settings(setup, tmp_path, setup["tokens"]["rw"])) as brain:
         m = brain.manager
