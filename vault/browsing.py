@@ -24,7 +24,6 @@ field, one over the flattened tag occurrences -- no table scan.
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from typing import Any
 
@@ -90,8 +89,8 @@ def _tag_occurrences(p: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
     tags, size = p.tags, len(p.ids)
     names = list(tags)
     lengths = np.fromiter((len(tags[t]) for t in names), dtype=np.int64, count=len(names))
-    slots = np.fromiter(itertools.chain.from_iterable(tags[t] for t in names), dtype=np.int64,
-                        count=int(lengths.sum()))
+    slots = (np.concatenate([np.asarray(tags[t], dtype=np.int64) for t in names]) if names
+             else np.zeros(0, dtype=np.int64))
     which = np.repeat(np.arange(len(names), dtype=np.int64), lengths)
     _OCCURRENCES[p] = (tags, size, names, which, slots)
     return names, which, slots
