@@ -25,8 +25,10 @@ class EntryRows:
     def __init__(self, pool: Pool, signals: SignalMatrix, relevance: np.ndarray,
                  prior: np.ndarray, tier_factor: np.ndarray, nudge: np.ndarray,
                  score: np.ndarray, weights: WeightSet, contradicts: dict[str, set[str]],
-                 explain: bool, mmr: dict[int, float] | None = None) -> None:
+                 explain: bool, mmr: dict[int, float] | None = None,
+                 lsa: np.ndarray | None = None) -> None:
         self.pool, self.signals, self.relevance, self.prior = pool, signals, relevance, prior
+        self.lsa = lsa  # brain/latent.py on the per-query scale (None: off)
         self.tier_factor, self.nudge, self.score = tier_factor, nudge, score
         self.weights, self.contradicts, self.explain = weights, contradicts, explain
         self.mmr = mmr  # pool index -> MMR score (``diverse`` only)
@@ -34,6 +36,7 @@ class EntryRows:
     def _explain(self, i: int) -> dict[str, Any]:
         p = self.pool
         return {"lexical": _r(p.lexical[i]), "tfidf": _r(p.tfidf[i]),
+                "lsa": _r(self.lsa[i]) if self.lsa is not None else 0.0,
                 "tierWeight": _r(p.tier_weight[i]), "relevance": _r(self.relevance[i]),
                 "prior": _r(self.prior[i]), "tierFactor": _r(self.tier_factor[i]),
                 "feedback": _r(self.nudge[i]), "weights": self.weights.as_dict(),
@@ -78,12 +81,14 @@ class MemoryRows:
 
     def __init__(self, ms: Any, relevance: np.ndarray, prior: np.ndarray, tier_w: np.ndarray,
                  tier_factor: np.ndarray, score: np.ndarray, weights: WeightSet,
-                 explain: bool) -> None:
+                 explain: bool, lsa: np.ndarray | None = None) -> None:
+        self.lsa = lsa if lsa is not None and len(lsa) else None
         self.ms, self.relevance, self.prior, self.tier_factor = ms, relevance, prior, tier_factor
         self.tier_w, self.score, self.weights, self.explain = tier_w, score, weights, explain
 
     def _explain(self, i: int) -> dict[str, Any]:
         return {"lexical": _r(self.ms.lexical[i]), "tfidf": _r(self.ms.tfidf[i]),
+                "lsa": _r(self.lsa[i]) if self.lsa is not None else 0.0,
                 "tierWeight": _r(self.tier_w[i]), "relevance": _r(self.relevance[i]),
                 "prior": _r(self.prior[i]), "tierFactor": _r(self.tier_factor[i]),
                 "feedback": 0.0, "weights": self.weights.as_dict(),

@@ -40,8 +40,13 @@ HOP_SCORES = {1: 1.0 / 2.0, 2: 1.0 / 3.0}
 
 
 def semantic(tfidf: np.ndarray, lexical: np.ndarray,
-             share: float = SEMANTIC_TFIDF_SHARE) -> np.ndarray:
-    """semantic = share * tfidf + (1 - share) * lexical.
+             share: float = SEMANTIC_TFIDF_SHARE, lsa: np.ndarray | None = None,
+             lsa_share: float = 0.0) -> np.ndarray:
+    """semantic = share * tfidf + (1 - share - lsa_share) * lexical + lsa_share * lsa.
+
+    ``lsa`` (brain/latent.py, on the per-query scale) is the latent semantic match of
+    FTS-only queries; without it (or with ``lsa_share`` 0) this is the seed's
+    ``share * tfidf + (1 - share) * lexical``.
 
     ``tfidf`` and ``lexical`` are given on the per-query scale by the Brain
     (:func:`tiervault.brain.combine.per_query_scale`): the scikit-learn TF-IDF
@@ -52,7 +57,10 @@ def semantic(tfidf: np.ndarray, lexical: np.ndarray,
     """
     t = np.clip(np.asarray(tfidf, dtype=np.float64), 0.0, 1.0)
     lex = np.clip(np.asarray(lexical, dtype=np.float64), 0.0, 1.0)
-    return share * t + (1.0 - share) * lex
+    if lsa is None or not lsa_share:
+        return share * t + (1.0 - share) * lex
+    z = np.clip(np.asarray(lsa, dtype=np.float64), 0.0, 1.0)
+    return share * t + (1.0 - share - lsa_share) * lex + lsa_share * z
 
 
 def vector(cosines: np.ndarray | None, n: int) -> np.ndarray:

@@ -224,6 +224,13 @@ class BrainConfig:
     prf_terms: int = 0
     prf_docs: int = 5
     prf_weight: float = 0.1
+    #: latent semantic (LSA) share of the semantic signal (tiervault.brain.latent: cosine in a
+    #: rank-lsa_components SVD of the tier's own TF-IDF matrix, no model). FTS-only 0.2 with
+    #: k 16, chosen on the agent TUNE half + SciFact ODD ids (eval/README.md); hybrid 0 (the
+    #: dense leg does the soft matching; not measured on). 0 = off (no SVD fitted).
+    lsa_share: float = 0.2
+    hybrid_lsa_share: float = 0.0
+    lsa_components: int = 16
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,10 +118,13 @@ def test_score_is_relevance_times_bounded_priors(manager):
     assert lex > 0 and tfidf > 0
     second = rows[1]
     assert second["entry"]["id"] == "t2"
-    share = BrainConfig().tfidf_share
+    share, b = BrainConfig().tfidf_share, BrainConfig().lsa_share
+    # explain's "lsa" is already on the per-query scale (brain/latent.py)
+    assert 0 <= second["explain"]["lsa"] <= 1 and row["explain"]["lsa"] == pytest.approx(1.0)
     assert second["breakdown"]["semantic"] == pytest.approx(
         share * second["explain"]["tfidf"] / tfidf
-        + (1 - share) * second["explain"]["lexical"] / lex, abs=1e-5)
+        + (1 - share - b) * second["explain"]["lexical"] / lex
+        + b * second["explain"]["lsa"], abs=1e-5)
     # with PRF the best match is still at 1.0 on the per-query scale
     top = brain(manager, prf_terms=10).search_intelligent("jwt signing keys", mode="full",
                                                           explain=True)[0]

@@ -1,0 +1,76 @@
+"""The latent semantic (LSA) signal of FTS-only queries (brain/latent.py) on real tier files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiervault.brain import latent
+from tiervault.vault.manager import VaultManager
+
+from brain_vault import at_a_day_old as E
+from brain_vault import fixed_brain
+
+PAY = ["payment", "charge", "retry", "timeout", "provider", "idempotency", "duplicate", "refund"]
+KAFKA = ["kafka", "consumer", "lag", "partition", "rebalance", "offset", "broker", "topic"]
+
+
+def topical(prefix: str, words: list[str], n: int) -> list:
+    """n entries each using 4 of the topic's words (a rotating window), nothing else."""
+    return [E(id=f"{prefix}-{i}", title=" ".join(words[(i + j) % 8] for j in range(2)),
+              description=" ".join(words[(i + j) % 8] for j in range(2, 4)) + ".")
+            for i in range(n)]
+
+
+@pytest.fixture
+def manager(tmp_path: Path):
+    m = VaultManager.at({t: str(tmp_path / f"{t}.db") for t in ("agent", "team")})
+    yield m
+    m.close()
+
+
+def test_latent_match_without_shared_words_and_one_fit_per_base(manager):
+    # above SMALL_TIER_ROWS (1,000), so a later write goes to the mirror's delta
+    manager.capture_many([*topical("pay", PAY, 500), *topical("kafka", KAFKA, 500)], tier="team")
+    manager.capture_many([E(id="keys", title="idempotency keys", description="duplicate refund.")],
+                         tier="team")
+    ids, tiers = ["keys", "kafka-0", "pay-0"], ["team"] * 3
+    # "retry timeout" is not in "keys", but co-occurs with its words in the payment entries
+    s = latent.scores(manager, ["retry", "timeout"], ids, tiers, 2)
+    assert s[0] > 0.5 and s[1] < 0.2, s
+    p = manager.store("team").postings()
+    m = latent.model_for(p, 2)
+    assert m is latent.model_for(p, 2)  # cached for this base matrix
+    # deterministic: a second fit of the same matrix gives the same vectors
+    again = latent.LatentModel(p.T.tocsc().tocsr(), 2)
+    assert np.allclose(np.abs(again.base), np.abs(m.base), atol=1e-5)
+    # a write after the fit is folded in with the same V (no refit while the base stands)
+    manager.capture(E(id="late", title="charge retry", description="provider timeout."),
+                    tier="team")
+    base = p.T
+    s2 = latent.scores(manager, ["idempotency", "duplicate"], ["late", "kafka-1"], ["team"] * 2, 2)
+    p2 = manager.store("team").postings()
+    assert p2.T is base and p2.delta_T and latent.model_for(p2, 2) is m
+    assert s2[0] > 0.5 and s2[1] < 0.2, s2
+
+
+def test_tier_too_small_for_k_falls_back_to_tfidf_and_share_zero_is_the_seed_formula(manager):
+    manager.capture(E(id="one", title="Watch Kafka consumer lag", description="Alert on lag."),
+                    tier="agent")
+    manager.capture_many([*topical("kafka", KAFKA, 20), *topical("pay", PAY, 20)], tier="team")
+    # one entry cannot hold 16 latent dimensions: NaN, the Brain then uses the TF-IDF cosine
+    assert np.isnan(latent.scores(manager, ["kafka", "lag"], ["one"], ["agent"], 16)).all()
+    rows = fixed_brain(manager, proximity_weight=0.0).search_intelligent(
+        "kafka consumer lag", mode="full", explain=True)
+    one = next(r for r in rows if r["entry"]["id"] == "one")
+    assert 0 < one["explain"]["lsa"] <= 1  # the TF-IDF cosine stood in (0 without it)
+    off = fixed_brain(manager, proximity_weight=0.0, lsa_share=0.0).search_intelligent(
+        "kafka consumer lag", mode="full", explain=True)
+    assert all(r["explain"]["lsa"] == 0.0 for r in off)
+    lex = max(r["explain"]["lexical"] for r in off)
+    tfidf = max(r["explain"]["tfidf"] for r in off)
+    for r in off:
+        assert r["breakdown"]["semantic"] == pytest.approx(
+            0.3 * r["explain"]["tfidf"] / tfidf + 0.7 * r["explain"]["lexical"] / lex, abs=1e-5)
