@@ -6,8 +6,11 @@ The whole rule (see docs/search.md for why)::
     lex_q   = lexical / max(lexical)            per query, over entries AND memories
     tfidf_q = tfidf / max(tfidf)                per query, over entries AND memories
     (FTS-only, PRF on: lex_q = (1 - l) * lex_q + l * exp_q, see brain/expansion.py)
-    semantic = s * tfidf_q + (1 - s) * lex_q    s = BrainConfig.tfidf_share (FTS-only)
-                                                  or hybrid_tfidf_share (hybrid)
+    semantic = s * tfidf_q + (1 - s - b) * lex_q + b * lsa_q
+                                                s = BrainConfig.tfidf_share (FTS-only)
+                                                  or hybrid_tfidf_share (hybrid);
+                                                b = lsa_share / hybrid_lsa_share,
+                                                lsa_q: brain/latent.py / its max
     vector   = clip((cos - f) / (max(cos) - f), 0, 1)      f = BrainConfig.vector_floor
                (vector_scale "max"; "minmax" and "zscore": vector_relevance)
     R  = (w_sem * semantic + g * w_vec * vector) / (w_sem + g * w_vec)   g = vector_gain

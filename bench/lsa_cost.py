@@ -1,0 +1,83 @@
+"""What the FTS-only latent semantic signal (brain/latent.py, issue 10 round 4) costs.
+
+    python bench/lsa_cost.py [--entries 10000] [--queries 200] [--json out.json]
+
+Builds the bench corpus (bench/corpus.py, three tiers, links, mirrors), opens it twice
+FTS-only in one process — the defaults (``lsa_share`` 0.2, k 16) and ``lsa_share`` 0 (no
+SVD, round 3's ranking) — times the one-off SVD fit per tier (``latent.model_for`` on
+each tier's mirror, before any query), then ``search_intelligent`` scan and full over the
+same queries, round-robin per query (bench/phases.time_interleaved): the ratio to the
+``lsa_share`` 0 path of the same run is the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CONFIGS = {"fts_lsa": {}, "fts_no_lsa": {"lsa_share": 0.0}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--entries", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    from bench.corpus import queries
+    from bench.phases import build_phase, query_kwargs, time_interleaved, write_config
+    from tiervault.brain import latent
+    from tiervault.brain.brain import Brain
+    from tiervault.config import load_settings
+
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="tiervault-lsa-") as tmp:
+        work = Path(tmp)
+        build_phase(args.entries, args.seed, work, dim=8, jsonl=False)
+        fts = load_settings(write_config(work), env={})
+        brains = {name: Brain.open(replace(fts, brain=replace(fts.brain, **cfg)))
+                  for name, cfg in CONFIGS.items()}
+        fit = {}
+        m = brains["fts_lsa"].manager
+        for tier in list(m.tiers):
+            p = m.store(tier).postings()
+            t0 = time.perf_counter()
+            model = latent.model_for(p, fts.brain.lsa_components)
+            fit[tier] = {"rows": int(p.T.shape[0]), "terms": int(p.T.shape[1]),
+                         "fit_ms": round((time.perf_counter() - t0) * 1e3, 1),
+                         "fitted": model is not None}
+        qs, warm = queries(args.queries, args.seed), queries(30, args.seed + 1)
+
+        def run(b: Brain, mode: str):
+            return lambda q: b.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
+        res = time_interleaved({f"{mode}_{name}": run(b, mode) for name, b in brains.items()
+                                for mode in ("scan", "full")}, qs, warm)
+        for b in brains.values():
+            b.close()
+    out = {"entries": args.entries, "queries": args.queries, "configs": CONFIGS,
+           "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "fit": fit,
+           "results": res,
+           "ratio_p50_lsa_to_off": {m: round(res[f"{m}_fts_lsa"]["p50_ms"]
+                                             / res[f"{m}_fts_no_lsa"]["p50_ms"], 3)
+                                    for m in ("scan", "full")},
+           "ratio_p95_lsa_to_off": {m: round(res[f"{m}_fts_lsa"]["p95_ms"]
+                                             / res[f"{m}_fts_no_lsa"]["p95_ms"], 3)
+                                    for m in ("scan", "full")}}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
