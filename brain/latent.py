@@ -19,7 +19,9 @@ Cost: the SVD is fitted once per base matrix of the mirror (a rebuild or compact
 makes a new one), in memory only, on at most ``MAX_FIT_ROWS`` rows sampled with a fixed
 seed (every row is then projected); rows written since (the mirror's delta) are folded
 in with the same V_k (standard LSA folding-in, like the TF-IDF model itself, whose idf is
-fitted on the base rows). Tiers without a Postings mirror (remote) get lsa = 0.
+fitted on the base rows). Tiers without a Postings mirror (remote) get lsa = 0; a tier
+with no more rows or terms than k has no latent space (NaN here; the Brain then uses
+the candidate's own lexical signal, i.e. round 3's ranking inside that tier).
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ def _postings(store: Any) -> Any:
 def model_for(p: Any, k: int) -> LatentModel | None:
     """The cached model of mirror ``p``'s base matrix (fitted now if it is new); None when
     the tier is too small for k latent dimensions (min(rows, terms) <= k): there LSA at
-    full rank is exactly the TF-IDF cosine, which the caller uses instead."""
+    full rank is the TF-IDF cosine; the Brain puts the candidate's lexical signal there
+    (doubling TF-IDF's weight reordered a 5-entry tier for the worse, tests/test_modulated_search)."""
     if p is None or k < 1 or p.tfidf_terms == 0:
         return None
     with _lock:

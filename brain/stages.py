@@ -267,7 +267,8 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
 
 def _latent(brain: Any, ctx: ScoringContext, share: float) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(lsa_q entries, lsa_q memories) on one per-query scale (brain/latent.py), or
-    (None, None) when the share is 0. Every pool candidate gets one, graph neighbours too
+    (None, None) when the share is 0 (NaN where the tier is too small for a latent space:
+    the caller fills in the lexical signal). Every pool candidate gets one, graph neighbours too
     (a latent text match counts as evidence, as a cosine does in hybrid; gating it to
     entries with lexical / TF-IDF evidence scored 0.913 vs 0.917 on the agent tune half);
     memories only when they match a content word."""
@@ -276,8 +277,6 @@ def _latent(brain: Any, ctx: ScoringContext, share: float) -> tuple[np.ndarray |
     k = ctx.config.lsa_components
     pool = ctx.pool
     lsa = latent.scores(brain.manager, ctx.lq.words, pool.ids, pool.tiers, k)
-    # a tier too small for k dimensions: LSA at full rank, i.e. the TF-IDF cosine
-    lsa = np.where(np.isnan(lsa), np.asarray(pool.tfidf, dtype=np.float64), lsa)
     ms = ctx.memories
     m_lsa = np.zeros(0)
     if ms is not None and len(ms.content):
@@ -285,9 +284,13 @@ def _latent(brain: Any, ctx: ScoringContext, share: float) -> tuple[np.ndarray |
                                                                     h.project))))
                 for h, tier in ms.hits]
         m_lsa = latent.text_scores(brain.manager, ctx.lq.words, docs, k)
-        m_lsa = np.where(np.isnan(m_lsa), ms.tfidf, m_lsa) * ms.content
-    top = float(max(lsa.max(initial=0.0), m_lsa.max(initial=0.0)))
-    return combine.per_query_scale(lsa, top), combine.per_query_scale(m_lsa, top)
+        m_lsa = np.where(ms.content, m_lsa, 0.0)
+    # NaN (a tier too small for k dimensions) stays NaN: the caller puts the candidate's
+    # own lexical signal there; the scale is set by the candidates that have an LSA value
+    top = float(max(np.nanmax(lsa, initial=0.0), np.nanmax(m_lsa, initial=0.0)))
+    lsa_q, m_lsa_q = combine.per_query_scale(lsa, top), combine.per_query_scale(m_lsa, top)
+    lsa_q[np.isnan(lsa)], m_lsa_q[np.isnan(m_lsa)] = np.nan, np.nan  # per_query_scale zeroes NaN
+    return lsa_q, m_lsa_q
 
 
 def _text_relevance(brain: Any, ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -321,6 +324,10 @@ def _text_relevance(brain: Any, ctx: ScoringContext) -> tuple[np.ndarray, np.nda
         lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
     b = ctx.config.lsa_share if ctx.qvec is None else ctx.config.hybrid_lsa_share
     lsa_q, m_lsa_q = _latent(brain, ctx, b)
+    if lsa_q is not None:
+        # a tier with no latent space: its candidates' LSA is their lexical signal (the
+        # round-3 ranking inside that tier, on the same per-query scale as the others)
+        lsa_q = np.where(np.isnan(lsa_q), lex_q, lsa_q)
     ctx.lsa, ctx.memory_lsa = lsa_q, m_lsa_q
     sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top), lex_q, share, lsa_q, b)
     if ctx.qvec is not None:
@@ -336,6 +343,9 @@ def _text_relevance(brain: Any, ctx: ScoringContext) -> tuple[np.ndarray, np.nda
     if ms is not None:
         m_all = np.zeros(len(keep))
         m_all[keep] = m_lex_q
+        if m_lsa_q is not None and len(m_lsa_q):
+            m_lsa_q = np.where(np.isnan(m_lsa_q), m_all, m_lsa_q)
+            ctx.memory_lsa = m_lsa_q
         m_sem = signals.semantic(combine.per_query_scale(ms.tfidf, tfidf_top), m_all, share,
                                  m_lsa_q, b) * keep
     # memories have no vector: their relevance is their semantic signal (R over the

@@ -56,16 +56,19 @@ def test_latent_match_without_shared_words_and_one_fit_per_base(manager):
     assert s2[0] > 0.5 and s2[1] < 0.2, s2
 
 
-def test_tier_too_small_for_k_falls_back_to_tfidf_and_share_zero_is_the_seed_formula(manager):
+def test_tier_too_small_for_k_falls_back_to_lexical_and_share_zero_is_the_seed_formula(manager):
     manager.capture(E(id="one", title="Watch Kafka consumer lag", description="Alert on lag."),
                     tier="agent")
     manager.capture_many([*topical("kafka", KAFKA, 20), *topical("pay", PAY, 20)], tier="team")
-    # one entry cannot hold 16 latent dimensions: NaN, the Brain then uses the TF-IDF cosine
+    # one entry cannot hold 16 latent dimensions: NaN, the Brain then uses its lexical signal
     assert np.isnan(latent.scores(manager, ["kafka", "lag"], ["one"], ["agent"], 16)).all()
     rows = fixed_brain(manager, proximity_weight=0.0).search_intelligent(
         "kafka consumer lag", mode="full", explain=True)
     one = next(r for r in rows if r["entry"]["id"] == "one")
-    assert 0 < one["explain"]["lsa"] <= 1  # the TF-IDF cosine stood in (0 without it)
+    # its lexical signal stood in (0 without it), on the per-query scale
+    lex_top = max(r["explain"]["lexical"] for r in rows)
+    assert one["explain"]["lsa"] == pytest.approx(one["explain"]["lexical"] / lex_top, abs=1e-4)
+    assert one["explain"]["lsa"] > 0
     off = fixed_brain(manager, proximity_weight=0.0, lsa_share=0.0).search_intelligent(
         "kafka consumer lag", mode="full", explain=True)
     assert all(r["explain"]["lsa"] == 0.0 for r in off)
