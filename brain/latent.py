@@ -19,9 +19,11 @@ Cost: the SVD is fitted once per base matrix of the mirror (a rebuild or compact
 makes a new one), in memory only, on at most ``MAX_FIT_ROWS`` rows sampled with a fixed
 seed (every row is then projected); rows written since (the mirror's delta) are folded
 in with the same V_k (standard LSA folding-in, like the TF-IDF model itself, whose idf is
-fitted on the base rows). Tiers without a Postings mirror (remote) get lsa = 0; a tier
-with no more rows or terms than k has no latent space (NaN here; the Brain then uses
-the candidate's own lexical signal, i.e. round 3's ranking inside that tier).
+fitted on the base rows). A tier without a Postings mirror in this process (remote) or
+with no more rows or terms than k has no latent space (NaN here; the Brain then uses the
+candidate's own lexical signal, i.e. round 3's ranking inside that tier). So a remote
+tier ranks as round 3 did, not exactly as the same rows in a local file
+(tests/test_remote_tier.py compares them with lsa_share 0).
 """
 
 from __future__ import annotations
@@ -129,8 +131,8 @@ def scores(manager: Any, words: Sequence[str], ids: Sequence[str], tiers: Sequen
     for tier, idx in by_tier.items():
         p = _postings(manager.store(tier))
         m = model_for(p, k)
-        if m is None and p is not None and p.tfidf_terms:
-            out[idx] = np.nan
+        if m is None and (p is None or p.tfidf_terms):
+            out[idx] = np.nan  # no latent space (remote, or too small): lexical stands in
             continue
         q = m.query(p, words) if m is not None else None
         if q is None:
@@ -152,7 +154,7 @@ def text_scores(manager: Any, words: Sequence[str], docs: Sequence[tuple[str, Se
     for i, (tier, doc) in enumerate(docs):
         p = _postings(manager.store(tier))
         m = model_for(p, k)
-        if m is None and p is not None and p.tfidf_terms:
+        if m is None and (p is None or p.tfidf_terms):
             out[i] = np.nan
             continue
         q = m.query(p, words) if m is not None else None
