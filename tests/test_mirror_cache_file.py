@@ -106,8 +106,8 @@ def test_a_flipped_bit_in_a_block_is_found_by_the_query_that_reads_it(built, tmp
         tid = p.vocab.get(STEMMER.stems([word])[word])
         if array.startswith("W"):
             at = int(p.W.indptr[tid]) * 4  # int32 slots, float32 weights
-        elif array.startswith("T"):
-            at = int(p.T.indptr[tid]) * 4
+        elif array.startswith("T"):  # the TF-IDF row of the query's best hit
+            at = int(p.T.indptr[p.slot(built[1][word][0])]) * 4
         else:
             at = 0  # look-ups read the whole key index, and hits read ids
     _flip(cache, _offset(cache, array) + at)

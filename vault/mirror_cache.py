@@ -13,11 +13,12 @@ What is checked, and when:
 
 - on open: the header's CRC-32, the file's exact size (truncation), every
   array's dtype / shape / bounds, the CRC-32 of every per-row array (codes,
-  dates, lengths, rowids; ~45 bytes a row), of the tag index and the postings'
+  dates, lengths, rowids; ~40 bytes a row), of the tag index and the postings'
   ``indptr`` / ``idf``, then their consistency (:func:`validate_mirror`);
-- on first read: the postings' slots and weights and the string tables (ids,
-  content hashes, terms) -- 90% of the file -- block by block against CRC-32s
-  written with them, slots also against the row count
+- on first read: the postings (BM25: a column per term; TF-IDF: a row per
+  slot) and the string tables (ids, content hashes, terms) -- 90% of the file --
+  block by block against CRC-32s written with them, slots and term ids also
+  against their ranges
   (:mod:`checked_array`). A block is used only after it matched, so a damaged
   byte is found before it can change an answer; the query is then answered again
   from a rebuilt mirror, with one warning.
@@ -51,7 +52,7 @@ __all__ = ["CACHE_VERSION", "StoreFailure", "cache_path", "load", "save", "tier_
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 5  # 3: tier epoch; 4: updated_at; 5: mapped array file, string tables
+CACHE_VERSION = 6  # 3: tier epoch; 4: updated_at; 5: mapped array file, string tables; 6: T by row
 _ROW_ARRAYS = ("rowids", "rowid_order", "alive", "doclen", "type_code", "severity_code",
                "origin_code", "domain_code", "valid_from", "valid_until", "updated_at")
 _TABLES = ("ids", "hashes", "terms")
@@ -113,7 +114,8 @@ def save(m: "Postings", store: Any) -> None:
             arrays[f"{prefix}_{name}"] = a
             lazy.add(f"{prefix}_{name}")
     meta = {"version": CACHE_VERSION, "gen": m.gen, "base_rows": m.base_rows,
-            "tfidf_terms": m.tfidf_terms, "tier_uid": store.uid(), "epoch": m.epoch or "",
+            "tfidf_terms": m.tfidf_terms, "T_terms": m.T.n_rows,
+            "tier_uid": store.uid(), "epoch": m.epoch or "",
             "domains": m.domains, "tags": tags, "stop_words": sorted(STOP_WORDS.get())}
     try:
         array_file.write(path, meta, arrays, lazy, mode=0o600)
@@ -166,11 +168,11 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     m.ids, m.hashes = (StringColumn(_string_table(f, p)) for p in ("ids", "hashes"))
     m.vocab = Vocabulary(_string_table(f, "terms"))
     n_terms = len(m.vocab)
-    for prefix in ("W", "T"):
-        columns = Columns(f.array(f"{prefix}_indptr"),
-                          f.checked(f"{prefix}_indices", bounds=(0, max(base_rows, 1))),
-                          f.checked(f"{prefix}_data"), base_rows)
-        setattr(m, prefix, columns)
+    m.W = Columns(f.array("W_indptr"), f.checked("W_indices", bounds=(0, max(base_rows, 1))),
+                  f.checked("W_data"), base_rows)  # a column per term: slots
+    t_terms = int(meta["T_terms"])
+    m.T = Columns(f.array("T_indptr"), f.checked("T_indices", bounds=(0, max(t_terms, 1))),
+                  f.checked("T_data"), t_terms)  # a row per slot: term ids
     m.idf = f.array("idf")
     tag_indptr, tag_slots = f.array("tag_indptr"), f.array("tag_slots")
     tag_names = [str(t) for t in meta["tags"]]

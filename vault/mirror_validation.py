@@ -41,10 +41,11 @@ def validate_mirror(m: Any, n_terms: int, tag_indptr: np.ndarray, tag_slots: np.
         arr = getattr(m, name)
         if arr.size and (arr.min() < 0 or arr.max() >= limit):
             raise ValueError(f"array {name} holds codes outside 0..{limit - 1}")
-    for matrix in (m.W, m.T):
-        if matrix.n_rows != n or matrix.n_cols > n_terms:
-            raise ValueError(f"postings of shape {matrix.shape} for {n} rows, {n_terms} terms")
-    if m.T.n_cols > n_terms or m.idf.ndim != 1 or m.idf.shape[0] != m.tfidf_terms \
+    if m.W.n_rows != n or m.W.n_cols > n_terms:  # W: a column per term
+        raise ValueError(f"postings of shape {m.W.shape} for {n} rows, {n_terms} terms")
+    if m.T.n_cols != n or m.T.n_rows > n_terms:  # T: a row per slot
+        raise ValueError(f"TF-IDF rows of shape {m.T.shape} for {n} rows, {n_terms} terms")
+    if m.idf.ndim != 1 or m.idf.shape[0] != m.tfidf_terms \
             or m.idf.dtype.kind != "f":
         raise ValueError("TF-IDF model does not match the vocabulary")
     if tag_indptr.ndim != 1 or tag_indptr.shape[0] != n_tags + 1 or tag_indptr.dtype.kind != "i":

@@ -99,7 +99,7 @@ class Postings:
         self.tags: dict[str, np.ndarray] = {}  # tag -> slots holding it
         self.base_rows = 0
         self.W = Columns.from_csc(sp.csc_matrix((0, 0), dtype=np.float32))  # weighted tf, base
-        self.T = Columns.from_csc(sp.csc_matrix((0, 0), dtype=np.float32))  # l2 tf-idf, base
+        self.T = Columns.from_csr(sp.csr_matrix((0, 0), dtype=np.float32))  # l2 tf-idf rows, base
         self.delta_W: list[sp.csr_matrix] = []
         self.delta_T: list[sp.csr_matrix] = []
         self._delta_csc: tuple[sp.csc_matrix, sp.csc_matrix] | None = None
@@ -279,7 +279,8 @@ class Postings:
             C = sp.vstack(c_parts, format="csr") if c_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
             T = self._fit(C)
             self.W = Columns.from_csc(W.tocsc())
-            self.T = Columns.from_csc(sp.csc_matrix(T, dtype=np.float32))
+            # T by row: TF-IDF is only ever needed at a query's few candidate slots
+            self.T = Columns.from_csr(sp.csr_matrix(T, dtype=np.float32))
             self.delta_W, self.delta_T = [], []
         elif w_parts:
             for w, c in zip(w_parts, c_parts):
@@ -362,8 +363,8 @@ class Postings:
                 if m.shape[1] != n_terms:
                     m.resize(m.shape[0], n_terms)
             dw = sp.vstack(self.delta_W, format="csc")
-            dt = sp.vstack(self.delta_T, format="csc")
-            dw.sort_indices()  # tfidf_at binary-searches a column's slots
+            dt = sp.vstack(self.delta_T, format="csr")  # by row, like the base's T
+            dw.sort_indices()
             dt.sort_indices()
             self._delta_csc = (dw, dt)
         return self._delta_csc
@@ -445,34 +446,54 @@ class Postings:
         """Dense cosine between the query's TF-IDF vector and every slot's.
 
         Both vectors are l2-normalised, so the cosine is the dot product over
-        the query's (non-stop-word) terms.
+        the query's (non-stop-word) terms. Reads every row (for evaluation and
+        tests; queries use :meth:`tfidf_at`).
         """
         out = np.zeros(len(self.ids), dtype=np.float64)
         q = self.query_tfidf(query_words)
         if q is None:
             return out
+        qvec = np.zeros(len(self.vocab), dtype=np.float64)
+        qvec[q[0]] = q[1]
+        if self.base_rows:
+            out[:self.base_rows] = self.T.tocsr() @ qvec[:self.T.n_rows]
         delta = self._delta()
-        for tid, weight in zip(*q):
-            slots, vals = self._column(int(tid), self.T, delta[1] if delta else None)
-            out[slots] += weight * vals
+        if delta is not None:
+            out[self.base_rows:] = delta[1] @ qvec[:delta[1].shape[1]]
         return out
 
     def tfidf_at(self, query_words: Sequence[str], slots: np.ndarray) -> np.ndarray:
-        """:meth:`tfidf_scores` at ``slots`` only (aligned with them): a binary search
-        per query term in its sorted column, instead of a dense array per tier."""
+        """:meth:`tfidf_scores` at ``slots`` only (aligned with them): the rows of those
+        slots are read (a few KB), each query term's weight times the row's value.
+
+        Summed term by term in the query's order, as the column-wise version did, so
+        the numbers are the same bit for bit."""
         slots = np.asarray(slots, dtype=np.int64)
         out = np.zeros(slots.size, dtype=np.float64)
         q = self.query_tfidf(query_words) if slots.size else None
         if q is None:
             return out
         delta = self._delta()
-        for tid, weight in zip(*q):
-            col, vals = self._column(int(tid), self.T, delta[1] if delta else None)
-            if not col.size:
+        pos_parts, tid_parts, val_parts = [], [], []
+        for i, slot in enumerate(slots.tolist()):
+            if slot < self.base_rows:
+                tids, vals = self.T.column(slot)  # the base row of ``slot``
+            elif delta is not None:
+                row = delta[1]
+                lo, hi = row.indptr[slot - self.base_rows], row.indptr[slot - self.base_rows + 1]
+                tids, vals = row.indices[lo:hi], row.data[lo:hi]
+            else:
                 continue
-            pos = np.minimum(np.searchsorted(col, slots), col.size - 1)
-            hit = col[pos] == slots
-            out[hit] += weight * vals[pos[hit]]
+            pos_parts.append(np.full(tids.size, i, dtype=np.int64))
+            tid_parts.append(tids)
+            val_parts.append(vals)
+        if not pos_parts:
+            return out
+        pos, tid, val = (np.concatenate(p) for p in (pos_parts, tid_parts, val_parts))
+        for t, weight in zip(*q):
+            hit = tid == t  # a row holds a term at most once
+            if hit.any():
+                out[pos[hit]] += weight * val[hit]
         return out
 
     def mask(self, filters: Filters) -> np.ndarray:

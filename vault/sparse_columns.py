@@ -1,5 +1,7 @@
 """The base segment of a search mirror's postings: the columns of a CSC matrix
-(one column per term, one row per slot) over :class:`CheckedArray` s.
+(one column per term, one row per slot) over :class:`CheckedArray` s -- or, built
+with :meth:`Columns.from_csr`, the rows of a matrix (TF-IDF: one row per slot,
+read at a query's candidate slots only).
 
 Built in memory (trusted) or memory-mapped from the cache file (each block of
 ``indices`` / ``data`` checked against its CRC-32 and its slots against the row
@@ -48,6 +50,17 @@ class Columns:
         ptr = np.int32 if m.nnz < 2**31 - 1 else np.int64
         return cls(m.indptr.astype(ptr), CheckedArray(m.indices.astype(idx)),
                    CheckedArray(m.data.astype(np.float32)), m.shape[0])
+
+    @classmethod
+    def from_csr(cls, m: sp.csr_matrix) -> "Columns":
+        """Trusted *rows* of a matrix (``column(i)`` is then row ``i``: its term ids and
+        values), for data read a row at a time."""
+        return cls.from_csc(sp.csc_matrix(sp.csr_matrix(m).T))
+
+    def tocsr(self) -> sp.csr_matrix:
+        """The transpose seen as CSR: for columns built by :meth:`from_csr`, the matrix."""
+        return sp.csr_matrix((self.data.all(), self.indices.all(), self.indptr),
+                             shape=(self.n_cols, self.n_rows))
 
     @property
     def shape(self) -> tuple[int, int]:
