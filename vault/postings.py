@@ -47,7 +47,7 @@ from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import bm25_term, tfidf_rows
 from tiervault.vault.mirror_analysis import analyse_rows
 from tiervault.vault.checked_array import CacheDamaged
-from tiervault.vault.sparse_columns import Columns
+from tiervault.vault.sparse_columns import Columns, gather
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
@@ -473,23 +473,15 @@ class Postings:
         q = self.query_tfidf(query_words) if slots.size else None
         if q is None:
             return out
+        base = slots < self.base_rows
+        pos, tid, val = gather(self.T.indptr, self.T.indices, self.T.data, slots[base],
+                               np.flatnonzero(base))
         delta = self._delta()
-        pos_parts, tid_parts, val_parts = [], [], []
-        for i, slot in enumerate(slots.tolist()):
-            if slot < self.base_rows:
-                tids, vals = self.T.column(slot)  # the base row of ``slot``
-            elif delta is not None:
-                row = delta[1]
-                lo, hi = row.indptr[slot - self.base_rows], row.indptr[slot - self.base_rows + 1]
-                tids, vals = row.indices[lo:hi], row.data[lo:hi]
-            else:
-                continue
-            pos_parts.append(np.full(tids.size, i, dtype=np.int64))
-            tid_parts.append(tids)
-            val_parts.append(vals)
-        if not pos_parts:
-            return out
-        pos, tid, val = (np.concatenate(p) for p in (pos_parts, tid_parts, val_parts))
+        if delta is not None and not base.all():
+            rows = delta[1]
+            d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
+                                         slots[~base] - self.base_rows, np.flatnonzero(~base))
+            pos, tid, val = (np.concatenate(p) for p in ((pos, d_pos), (tid, d_tid), (val, d_val)))
         for t, weight in zip(*q):
             hit = tid == t  # a row holds a term at most once
             if hit.any():

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from tiervault.vault.checked_array import CheckedArray
 
-__all__ = ["Columns"]
+__all__ = ["Columns", "gather"]
 
 
 class Columns:
@@ -81,3 +81,30 @@ class Columns:
         """A SciPy copy (every block verified): for tests and tools, not queries."""
         return sp.csc_matrix((self.data.all(), self.indices.all(), self.indptr),
                              shape=self.shape)
+
+
+def gather(indptr: np.ndarray, indices: "CheckedArray | np.ndarray", data: "CheckedArray | np.ndarray",
+           majors: np.ndarray, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of the major slices ``majors`` (rows of a CSR, columns of a CSC)
+    flattened with NumPy, no Python loop per slice: ``(owner, minor index, value)``
+    per entry, ``owner`` taken from ``owners`` (aligned with ``majors``).
+
+    Entry k of the gather is ``starts[i] + k - first[i]`` where row i starts at
+    ``starts[i]`` and its first output entry is ``first[i] = sum(lengths[:i])``.
+    Mapped arrays (:class:`CheckedArray`) have the blocks of those ranges verified first.
+    """
+    majors = np.asarray(majors, dtype=np.int64)
+    starts = np.asarray(indptr[majors], dtype=np.int64)
+    lengths = np.asarray(indptr[majors + 1], dtype=np.int64) - starts
+    total = int(lengths.sum()) if lengths.size else 0
+    if not total:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    first = np.cumsum(lengths) - lengths
+    idx = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
+    if isinstance(indices, CheckedArray):
+        begin, end = starts.tolist(), (starts + lengths).tolist()
+        indices = indices.check_ranges(begin, end)
+    if isinstance(data, CheckedArray):
+        begin, end = starts.tolist(), (starts + lengths).tolist()
+        data = data.check_ranges(begin, end)
+    return np.repeat(np.asarray(owners, dtype=np.int64), lengths), indices[idx], data[idx]
