@@ -191,7 +191,7 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
         imp.update(links=n_links, links_s=round(dt, 2),
                    links_rate=round(n_links / dt, 1) if dt else None)
         out["import"] = imp
-        # First-ever mirror build (also writes the <tier>.postings.npz caches).
+        # First-ever mirror build (also writes the <tier>.postings.mirror caches).
         build: dict[str, float] = {}
         c0 = time.process_time()
         for t in TIERS:
@@ -208,8 +208,8 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
     db = list(paths.values())
     out["file_mb"] = round(_dir_bytes(db) / 2**20, 1)
     out["file_mb_per_tier"] = {t: round(_dir_bytes([p]) / 2**20, 1) for t, p in paths.items()}
-    out["mirror_cache_mb"] = round(sum(Path(f"{p}.postings.npz").stat().st_size
-                                       for p in db if Path(f"{p}.postings.npz").exists()) / 2**20, 1)
+    out["mirror_cache_mb"] = round(sum(Path(f"{p}.postings.mirror").stat().st_size
+                                       for p in db if Path(f"{p}.postings.mirror").exists()) / 2**20, 1)
     out["rss_build_mb"] = peak_rss_mb()
     return out
 
