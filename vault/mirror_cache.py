@@ -41,7 +41,7 @@ import numpy as np
 from tiervault.errors import TierVaultError
 from tiervault.vault import array_file
 from tiervault.vault.mirror_validation import validate_mirror
-from tiervault.vault.sparse_columns import Columns
+from tiervault.vault.sparse_columns import Columns, Rows
 from tiervault.vault.string_table import StringColumn, StringTable, Vocabulary
 from tiervault.vault.tokenizer import STOP_WORDS
 
@@ -171,8 +171,8 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     m.W = Columns(f.array("W_indptr"), f.checked("W_indices", bounds=(0, max(base_rows, 1))),
                   f.checked("W_data"), base_rows)  # a column per term: slots
     t_terms = int(meta["T_terms"])
-    m.T = Columns(f.array("T_indptr"), f.checked("T_indices", bounds=(0, max(t_terms, 1))),
-                  f.checked("T_data"), t_terms)  # a row per slot: term ids
+    m.T = Rows(f.array("T_indptr"), f.checked("T_indices", bounds=(0, max(t_terms, 1))),
+               f.checked("T_data"), t_terms)  # a row per slot: term ids
     m.idf = f.array("idf")
     tag_indptr, tag_slots = f.array("tag_indptr"), f.array("tag_slots")
     tag_names = [str(t) for t in meta["tags"]]

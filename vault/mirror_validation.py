@@ -44,7 +44,7 @@ def validate_mirror(m: Any, n_terms: int, tag_indptr: np.ndarray, tag_slots: np.
     if m.W.n_rows != n or m.W.n_cols > n_terms:  # W: a column per term
         raise ValueError(f"postings of shape {m.W.shape} for {n} rows, {n_terms} terms")
     if m.T.n_cols != n or m.T.n_rows > n_terms:  # T: a row per slot
-        raise ValueError(f"TF-IDF rows of shape {m.T.shape} for {n} rows, {n_terms} terms")
+        raise ValueError(f"TF-IDF matrix of shape {m.T.shape} for {n} rows, {n_terms} terms")
     if m.idf.ndim != 1 or m.idf.shape[0] != m.tfidf_terms \
             or m.idf.dtype.kind != "f":
         raise ValueError("TF-IDF model does not match the vocabulary")

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from tiervault.vault.checked_array import CheckedArray
 
-__all__ = ["Columns", "gather"]
+__all__ = ["Columns", "Rows", "gather"]
 
 
 class Columns:
@@ -52,13 +52,13 @@ class Columns:
                    CheckedArray(m.data.astype(np.float32)), m.shape[0])
 
     @classmethod
-    def from_csr(cls, m: sp.csr_matrix) -> "Columns":
-        """Trusted *rows* of a matrix (``column(i)`` is then row ``i``: its term ids and
-        values), for data read a row at a time."""
-        return cls.from_csc(sp.csc_matrix(sp.csr_matrix(m).T))
+    def from_csr(cls, m: sp.csr_matrix) -> "Rows":
+        """Trusted *rows* of a matrix (:class:`Rows`), for data read a row at a time."""
+        c = Columns.from_csc(sp.csc_matrix(sp.csr_matrix(m).T))
+        return Rows(c.indptr, c.indices, c.data, c.n_rows)
 
     def tocsr(self) -> sp.csr_matrix:
-        """The transpose seen as CSR: for columns built by :meth:`from_csr`, the matrix."""
+        """The transpose seen as CSR (every block verified)."""
         return sp.csr_matrix((self.data.all(), self.indices.all(), self.indptr),
                              shape=(self.n_cols, self.n_rows))
 
@@ -81,6 +81,20 @@ class Columns:
         """A SciPy copy (every block verified): for tests and tools, not queries."""
         return sp.csc_matrix((self.data.all(), self.indices.all(), self.indptr),
                              shape=self.shape)
+
+
+class Rows(Columns):
+    """The same arrays read the other way: ``column(i)`` is row ``i`` (its minor
+    indices and values), and :attr:`shape` / :meth:`tocsc` describe the matrix
+    itself, rows x columns -- the TF-IDF matrix of a mirror, slots x terms."""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_cols, self.n_rows)
+
+    def tocsc(self) -> sp.csc_matrix:
+        """The matrix (rows x columns) as CSC, a copy with every block verified."""
+        return self.tocsr().tocsc()
 
 
 def gather(indptr: np.ndarray, indices: "CheckedArray | np.ndarray", data: "CheckedArray | np.ndarray",
