@@ -38,18 +38,24 @@ def prepare(batch: Sequence[Entry]) -> PreparedBatch:
                                               for e in latest]))
 
 
+def _entry_fields(e: Entry, now: float) -> tuple:
+    """The entry's stored columns, id .. content hash (``ENTRY_COLUMNS`` order), with
+    ``now`` for a missing creation / update time: what both row forms below start with."""
+    applies = json.dumps(list(e.applies_to)) if e.applies_to else "[]"
+    return (e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
+            e.counter_example, e.why, e.tag_text, applies, e.severity, e.origin,
+            e.valid_from, e.valid_until,
+            e.created_at if e.created_at is not None else now,
+            e.updated_at if e.updated_at is not None else now,
+            e.content_hash or e.compute_hash())
+
+
 def stage_rows(prepared: PreparedBatch, keep: Sequence[bool], stored: Any, now: float) -> Iterator[tuple]:
     """Staging rows (the store's ``_STAGE_COLUMNS``) of the entries flagged in ``keep``."""
     for e, (tsv, doclen), wanted in zip(prepared.entries, prepared.terms, keep):
         if not wanted:
             continue
-        applies = json.dumps(list(e.applies_to)) if e.applies_to else "[]"
-        yield (e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
-               e.counter_example, e.why, e.tag_text, applies, e.severity, e.origin,
-               e.valid_from, e.valid_until,
-               e.created_at if e.created_at is not None else now,
-               e.updated_at if e.updated_at is not None else now,
-               e.content_hash or e.compute_hash(), e.created_at, e.id in stored, doclen, tsv)
+        yield (*_entry_fields(e, now), e.created_at, e.id in stored, doclen, tsv)
 
 
 def direct_rows(prepared: PreparedBatch, keep: Sequence[bool], gen: int, now: float) -> Iterator[tuple]:
@@ -59,13 +65,7 @@ def direct_rows(prepared: PreparedBatch, keep: Sequence[bool], gen: int, now: fl
     for e, (tsv, doclen), wanted in zip(prepared.entries, prepared.terms, keep):
         if not wanted:
             continue
-        applies = json.dumps(list(e.applies_to)) if e.applies_to else "[]"
-        yield (e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
-               e.counter_example, e.why, e.tag_text, applies, e.severity, e.origin,
-               e.valid_from, e.valid_until,
-               e.created_at if e.created_at is not None else now,
-               e.updated_at if e.updated_at is not None else now,
-               e.content_hash or e.compute_hash(), gen, doclen, tsv)
+        yield (*_entry_fields(e, now), gen, doclen, tsv)
 
 
 def batches(entries: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
