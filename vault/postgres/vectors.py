@@ -9,7 +9,7 @@ plus :meth:`PgVectors.search`, answered by the server:
 - from there on, an HNSW index made for that (model, dim) only: a partial
   expression index on ``vector::vector(dim)`` -- or ``halfvec(dim)`` beyond
   2,000 dimensions, pgvector's limit for indexing ``vector``;
-- the ANN returns a pool (``max(40k, 100)``, ``ef_search`` = 2 x pool, 800..1000) that is
+- the ANN returns a pool (``max(5k, 50)``, ``ef_search`` = 2 x pool, 100..1000) that is
   re-scored exactly with the full-precision stored vectors before the top k is taken;
 - filters are joined inside the SQL, before the limit (with pgvector's
   iterative index scan, so a selective filter still yields k rows).
@@ -41,14 +41,18 @@ HALFVEC_ABOVE_DIM = 2_000
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 #: The ANN pool re-scored exactly: max(POOL_FACTOR * k, POOL_MIN) candidates, searched with
-#: ``hnsw.ef_search`` = min(max(2 * pool, EF_SEARCH_MIN), 1000). Chosen on the first 100
-#: queries of bench/corpus.py seed 7 against 100K hash-embedder vectors (384-d), m 16:
-#: ef 200 / pool 100 -> recall@10 0.65 (15 ms), ef 400 / pool 200 -> 0.73 (16 ms),
-#: ef 800 / pool 400 -> 0.80 (27 ms), ef 1000 / pool 1000 -> 0.82 (54 ms); m 32 reached
-#: 0.73 / 0.81 / 0.89 / 0.90 at twice the time. bench/postgres.py reports the other 100.
-POOL_FACTOR = 40
-POOL_MIN = 100
-EF_SEARCH_MIN = 800
+#: ``hnsw.ef_search`` = min(max(2 * pool, EF_SEARCH_MIN), 1000) -- 50 / 100 at k 10.
+#: Chosen on REAL embeddings: 100K SciFact sentence units (all-MiniLM-L6-v2-int8, 384-d,
+#: m 16, ef_construction 128), TUNE half = odd SciFact query ids (547), raw HNSW top-10
+#: recall 0.978 / 0.992 / 0.998 / 0.999 at ef_search 40 / 100 / 200 / 400 (p50 1.5 / 2.9 /
+#: 8.3 / 11.2 ms; bench/results/postgres-hybrid-real-100k.json): the smallest ef_search
+#: >= 0.99. The even ids report it (bench/pg_hybrid_real.py, ...-100k-ef100.json: recall@10
+#: 0.992, p50 6.2 ms vs 51.9 ms at 400 / 800). The former 400 / 800 was
+#: chosen on near-random hash vectors (bench/corpus.py seed 7, queries 0-99: ef 200 / pool
+#: 100 -> 0.65, ef 800 / pool 400 -> 0.80); on those this setting recalls less.
+POOL_FACTOR = 5
+POOL_MIN = 50
+EF_SEARCH_MIN = 100
 #: Seconds a "no HNSW index for (model, dim)" answer is trusted before the catalog is asked
 #: again (it was asked on every exact search: one more round trip and a catalog query).
 INDEX_RECHECK_S = 30.0
