@@ -1,4 +1,4 @@
-"""What the FTS-only latent semantic signal (brain/latent.py, issue 10 round 4) costs.
+"""What the FTS-only latent semantic signal (vault/latent.py via the tier contract, brain/latent.py; issue 10 round 4) costs.
 
     python bench/lsa_cost.py [--entries 10000] [--queries 200] [--json out.json]
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from bench.corpus import queries
     from bench.phases import build_phase, query_kwargs, time_interleaved, write_config
-    from tiervault.brain import latent
+    from tiervault.vault import latent
     from tiervault.brain.brain import Brain
     from tiervault.config import load_settings
 

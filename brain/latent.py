@@ -1,164 +1,56 @@
-"""Latent semantic (LSA) text signal from a tier's own TF-IDF matrix, no model needed.
+"""The Brain's latent semantic (LSA) signal: each tier's ``latent_scores`` (the storage
+contract, vault/backend.py; the model is :mod:`tiervault.vault.latent`).
 
-FTS-only queries have no semantic evidence beyond shared words; an entry that answers
-a long question and one that only mentions its words look alike to BM25 and TF-IDF.
-LSA (Deerwester et al. 1990) gives a soft topical match from the tier's own text:
+FTS-only queries have no semantic evidence beyond shared words; LSA (Deerwester et al.
+1990) gives a soft topical match from the tier's own TF-IDF rows (formulas in
+vault/latent.py): ``lsa = max(0, d . q)`` with d, q the unit rank-k latent vectors of
+the entry and the query. The Brain mixes it into the semantic signal beside the TF-IDF
+share (brain/combine.py): ``semantic = (1 - s - b) * lex_q + s * tfidf_q + b * lsa_q``,
+b = ``BrainConfig.lsa_share`` (FTS-only) / ``hybrid_lsa_share``; k = ``lsa_components``
+(16: chosen on the starter tune half + SciFact odd ids, eval/README.md).
 
-    T ~ U_k S_k V_k^T        T = the tier's l2 TF-IDF rows (Postings.T, the same matrix
-                             as the Brain's TF-IDF cosine), rank-k truncated SVD
-    d = row(T) V_k / |row(T) V_k|          an entry's latent vector
-    q = tfidf(query) V_k / |...|           the query's (Postings.query_tfidf)
-    lsa = max(0, d . q)                    in [0, 1]
-
-The Brain mixes it into the semantic signal beside the TF-IDF share (brain/combine.py):
-``semantic = (1 - s - b) * lex_q + s * tfidf_q + b * lsa_q``, b = ``BrainConfig.lsa_share``
-(FTS-only) / ``hybrid_lsa_share``; k = ``lsa_components`` (16: chosen on the starter tune
-half + SciFact odd ids, eval/README.md).
-
-Cost: the SVD is fitted once per base matrix of the mirror (a rebuild or compaction
-makes a new one), in memory only, on at most ``MAX_FIT_ROWS`` rows sampled with a fixed
-seed (every row is then projected); rows written since (the mirror's delta) are folded
-in with the same V_k (standard LSA folding-in, like the TF-IDF model itself, whose idf is
-fitted on the base rows). A tier without a Postings mirror in this process (remote) or
-with no more rows or terms than k has no latent space (NaN here; the Brain then uses the
-candidate's own lexical signal, i.e. round 3's ranking inside that tier). So a remote
-tier ranks as round 3 did, not exactly as the same rows in a local file
-(tests/test_remote_tier.py compares them with lsa_share 0).
+Every tier answers through the contract, a remote tier too (its server scores over its
+own mirror of the same rows, so it ranks exactly as the same rows in a local file). A
+tier with no latent space (no more rows or terms than k) answers None: NaN here, and the
+Brain then uses the candidate's own lexical signal (round 3's ranking inside that tier).
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
 from typing import Any, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
-__all__ = ["MAX_FIT_ROWS", "LatentModel", "model_for", "scores", "text_scores"]
-
-#: the SVD is fitted on at most this many base rows (uniform sample, seed 0)
-MAX_FIT_ROWS = 50_000
-SEED = 0
-
-_lock = threading.Lock()
-_models: "weakref.WeakKeyDictionary[Any, LatentModel]" = weakref.WeakKeyDictionary()
+__all__ = ["scores", "text_scores"]
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.maximum(n, 1e-12)).astype(np.float32)
-
-
-class LatentModel:
-    """V_k and the unit latent vectors of the base rows of one Postings base matrix."""
-
-    def __init__(self, T: sp.csr_matrix, k: int) -> None:
-        from sklearn.decomposition import TruncatedSVD
-
-        rows = T.shape[0]
-        fit = T
-        if rows > MAX_FIT_ROWS:
-            pick = np.sort(np.random.default_rng(SEED).choice(rows, MAX_FIT_ROWS, replace=False))
-            fit = T[pick]
-        svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
-        svd.fit(fit)
-        self.V = np.ascontiguousarray(svd.components_.T, dtype=np.float32)  # (terms, k)
-        self.base = _normalise(np.asarray(T @ self.V))
-        self.delta: np.ndarray = np.zeros((0, k), dtype=np.float32)
-        self.delta_parts = 0
-        self.k, self.t_ref = k, (lambda: None)  # set by model_for
-
-    def query(self, p: Any, words: Sequence[str]) -> np.ndarray | None:
-        """The unit latent vector of ``words`` (None: no fitted content word)."""
-        q = p.query_tfidf(list(words))
-        if q is None:
-            return None
-        tids, w = q
-        v = w.astype(np.float32) @ self.V[tids]
-        n = float(np.linalg.norm(v))
-        return v / n if n > 0 else None
-
-    def rows(self, p: Any, slots: np.ndarray) -> np.ndarray:
-        """Latent vectors of mirror slots (delta rows folded in on first use)."""
-        if len(p.delta_T) != self.delta_parts:
-            parts = [sp.csr_matrix(d)[:, : self.V.shape[0]] for d in p.delta_T]
-            D = sp.vstack(parts).tocsr() if parts else sp.csr_matrix((0, self.V.shape[0]))
-            self.delta = _normalise(np.asarray(D @ self.V)) if D.shape[0] else self.delta[:0]
-            self.delta_parts = len(p.delta_T)
-        out = np.zeros((slots.size, self.V.shape[1]), dtype=np.float32)
-        nb = self.base.shape[0]
-        b = slots < nb
-        out[b] = self.base[slots[b]]
-        d = ~b & (slots - nb < self.delta.shape[0])
-        out[d] = self.delta[slots[d] - nb]
-        return out
-
-
-def _postings(store: Any) -> Any:
-    get = getattr(store, "postings", None)
-    return get() if callable(get) else None
-
-
-def model_for(p: Any, k: int) -> LatentModel | None:
-    """The cached model of mirror ``p``'s base matrix (fitted now if it is new); None when
-    the tier is too small for k latent dimensions (min(rows, terms) <= k): there LSA at
-    full rank is the TF-IDF cosine; the Brain puts the candidate's lexical signal there
-    (doubling TF-IDF's weight reordered a 5-entry tier for the worse, tests/test_modulated_search)."""
-    if p is None or k < 1 or p.tfidf_terms == 0:
-        return None
-    with _lock:
-        m = _models.get(p)
-        # the base matrix object itself (a weak reference: an id could be reused)
-        if m is not None and m.k == k and m.t_ref() is p.T:
-            return m
-        if min(p.T.shape) <= k:
-            return None
-        m = LatentModel(p.T.tocsc().tocsr(), k)
-        m.k, m.t_ref = k, weakref.ref(p.T)
-        _models[p] = m
-        return m
+def _floats(values: Sequence[float | None]) -> list[float]:
+    return [np.nan if v is None else float(v) for v in values]
 
 
 def scores(manager: Any, words: Sequence[str], ids: Sequence[str], tiers: Sequence[str],
            k: int) -> np.ndarray:
-    """lsa of each (id, tier) candidate for the query ``words`` (0: not in the mirror;
-    NaN: the tier has no model, see :func:`model_for`)."""
+    """lsa of each (id, tier) candidate for the query ``words`` (0: not in the tier;
+    NaN: the tier has no latent space)."""
     out = np.zeros(len(ids))
     by_tier: dict[str, list[int]] = {}
     for i, t in enumerate(tiers):
         by_tier.setdefault(t, []).append(i)
     for tier, idx in by_tier.items():
-        p = _postings(manager.store(tier))
-        m = model_for(p, k)
-        if m is None and (p is None or p.tfidf_terms):
-            out[idx] = np.nan  # no latent space (remote, or too small): lexical stands in
-            continue
-        q = m.query(p, words) if m is not None else None
-        if q is None:
-            continue
-        slots = p.slots_of([ids[i] for i in idx])
-        have = [j for j, s in enumerate(slots) if s is not None]
-        if not have:
-            continue
-        vecs = m.rows(p, np.array([slots[j] for j in have], dtype=np.int64))
-        out[[idx[j] for j in have]] = np.clip(vecs @ q, 0.0, 1.0)
+        got = manager.store(tier).latent_scores(list(words), [ids[i] for i in idx], k)
+        out[idx] = _floats(got)
     return out
 
 
 def text_scores(manager: Any, words: Sequence[str], docs: Sequence[tuple[str, Sequence[str]]],
                 k: int) -> np.ndarray:
-    """lsa of free texts ``(tier, words)`` (memories) under their tier's model (NaN as
-    in :func:`scores`)."""
+    """lsa of free texts ``(tier, words)`` (memories) under their tier's latent space
+    (NaN as in :func:`scores`)."""
     out = np.zeros(len(docs))
-    for i, (tier, doc) in enumerate(docs):
-        p = _postings(manager.store(tier))
-        m = model_for(p, k)
-        if m is None and (p is None or p.tfidf_terms):
-            out[i] = np.nan
-            continue
-        q = m.query(p, words) if m is not None else None
-        d = m.query(p, doc) if q is not None else None
-        if d is not None:
-            out[i] = max(0.0, float(d @ q))
+    by_tier: dict[str, list[int]] = {}
+    for i, (tier, _) in enumerate(docs):
+        by_tier.setdefault(tier, []).append(i)
+    for tier, idx in by_tier.items():
+        got = manager.store(tier).latent_text_scores(list(words), [list(docs[i][1]) for i in idx], k)
+        out[idx] = _floats(got)
     return out

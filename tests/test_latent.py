@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tiervault.brain import latent
+from tiervault.vault import latent as vlatent
 from tiervault.vault.manager import VaultManager
 
 from brain_vault import at_a_day_old as E
@@ -41,10 +42,10 @@ def test_latent_match_without_shared_words_and_one_fit_per_base(manager):
     s = latent.scores(manager, ["retry", "timeout"], ids, tiers, 2)
     assert s[0] > 0.5 and s[1] < 0.2, s
     p = manager.store("team").postings()
-    m = latent.model_for(p, 2)
-    assert m is latent.model_for(p, 2)  # cached for this base matrix
+    m = vlatent.model_for(p, 2)
+    assert m is vlatent.model_for(p, 2)  # cached for this base matrix
     # deterministic: a second fit of the same matrix gives the same vectors
-    again = latent.LatentModel(p.T.tocsc().tocsr(), 2)
+    again = vlatent.LatentModel(p.T.tocsc().tocsr(), 2)
     assert np.allclose(np.abs(again.base), np.abs(m.base), atol=1e-5)
     # a write after the fit is folded in with the same V (no refit while the base stands)
     manager.capture(E(id="late", title="charge retry", description="provider timeout."),
@@ -52,7 +53,7 @@ def test_latent_match_without_shared_words_and_one_fit_per_base(manager):
     base = p.T
     s2 = latent.scores(manager, ["idempotency", "duplicate"], ["late", "kafka-1"], ["team"] * 2, 2)
     p2 = manager.store("team").postings()
-    assert p2.T is base and p2.delta_T and latent.model_for(p2, 2) is m
+    assert p2.T is base and p2.delta_T and vlatent.model_for(p2, 2) is m
     assert s2[0] > 0.5 and s2[1] < 0.2, s2
 
 

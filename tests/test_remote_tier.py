@@ -14,7 +14,6 @@ import shutil
 import socket
 import sys
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,32 +98,30 @@ def patient_client(monkeypatch):
     monkeypatch.setenv("TIERVAULT_REMOTE_READ_TIMEOUT", "60")
 
 
-def no_lsa(settings):
-    """The FTS-only LSA signal (brain/latent.py) needs the tier's mirror in this process;
-    a remote tier has none (its candidates use their lexical signal there instead), so
-    exact parity with a local file holds with the LSA share at 0."""
-    return replace(settings, brain=replace(settings.brain, lsa_share=0.0))
-
-
 def test_remote_tier_ranks_exactly_as_a_local_file(setup, tmp_path):
-    with Brain.open(no_lsa(local_settings(setup, tmp_path))) as local, \
-            Brain.open(no_lsa(remote_settings(setup, tmp_path, setup["tokens"]["r"]))) as remote:
+    # With the default FTS-only LSA share: the server scores latent matches over its own
+    # mirror of the same rows (the contract's latent_scores), the same model as a local file's.
+    with Brain.open(local_settings(setup, tmp_path)) as local, \
+            Brain.open(remote_settings(setup, tmp_path, setup["tokens"]["r"])) as remote:
         assert remote.manager.problems == {}
-        compared = 0
+        assert remote.config.lsa_share > 0
+        compared, latent = 0, 0
         for q in setup["queries"]:
             a = local.manager.search(q, limit=30)
             b = remote.manager.search(q, limit=30)
             assert a.ids == b.ids and a.tiers == b.tiers and a.also_in == b.also_in, q
             assert a.lexical == pytest.approx(b.lexical, abs=1e-12), q
             assert a.tfidf == pytest.approx(b.tfidf, abs=1e-9), q
-            ra = local.search_intelligent(q, mode="full", limit=10)
-            rb = remote.search_intelligent(q, mode="full", limit=10)
+            ra = local.search_intelligent(q, mode="full", limit=10, explain=True)
+            rb = remote.search_intelligent(q, mode="full", limit=10, explain=True)
             assert [(r["entry"]["id"], r["tier"]) for r in ra] == [(r["entry"]["id"], r["tier"]) for r in rb], q
             for x, y in zip(ra, rb):
                 assert abs(x["score"] - y["score"]) <= 1e-6, (q, x["entry"]["id"])
                 assert x["entry"] == y["entry"]
+                assert x["explain"]["lsa"] == y["explain"]["lsa"], (q, x["entry"]["id"])
+                latent += x["explain"]["lsa"] > 0
             compared += len(ra)
-        assert compared > 200
+        assert compared > 200 and latent > 100
         # Dedup across local and remote: the agent's copy wins, the team copy is "also in".
         hit = remote.manager.search("parameterised queries SQL string formatting", limit=5)
         assert hit.tiers[0] == "agent" and "team" in hit.also_in[0]

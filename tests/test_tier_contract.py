@@ -320,6 +320,39 @@ def test_text_similarity_is_a_cosine(tier):
     assert sims[1] == 0.0 and sims[2] == 0.0
 
 
+def test_latent_scores_are_those_of_the_same_rows_in_a_sqlite_file(tier, tmp_path):
+    """Latent (LSA) scores are a function of the rows: every backend (a remote tier's
+    server over its own mirror too) gives exactly the scores of a SQLite file."""
+    from tiervault.vault.store import TierStore
+
+    (tmp_path / "ref").mkdir()
+    ref = TierStore(tmp_path / "ref" / "ref.db", name="ref")
+    try:
+        rows = [Entry.create(**d) for d in CORPUS]
+        late = entry("late-retry", "Retry budget", "Cap retries per client with a retry budget.")
+        words, ids = ["retry", "network", "outage"], [d["id"] for d in CORPUS] + ["late-retry", "nope"]
+        memories = [["retry", "backoff", "payments"], ["index", "postgres"], ["zzz"], []]
+        for backend in (tier, ref):
+            backend.capture_many(rows)
+        got, want = tier.latent_scores(words, ids, 2), ref.latent_scores(words, ids, 2)
+        assert got == want and len(got) == len(ids)
+        assert all(s is not None and 0.0 <= s <= 1.0 for s in got) and got[-2:] == [0.0, 0.0]
+        assert max(got) > 0.5
+        text = tier.latent_text_scores(words, memories, 2)
+        assert text == ref.latent_text_scores(words, memories, 2) and text[2:] == [0.0, 0.0]
+        assert tier.latent_scores(["zzz"], ids, 2) == [0.0] * len(ids)  # no fitted query word
+        assert tier.latent_scores(words, [], 2) == [] and tier.latent_text_scores(words, [], 2) == []
+        # too small for 50 dimensions: no latent space (None each, JSON null over the wire)
+        assert tier.latent_scores(words, ids[:2], 50) == [None, None]
+        assert tier.latent_text_scores(words, memories[:1], 50) == [None]
+        for backend in (tier, ref):  # a later write is folded into the same space
+            backend.capture(late)
+        assert tier.latent_scores(words, ids, 2) == ref.latent_scores(words, ids, 2)
+        assert tier.latent_scores(words, ["late-retry"], 2)[0] > 0.0
+    finally:
+        ref.close()
+
+
 def test_filter_mask_marks_live_entries_that_pass(tier):
     tier.capture_many([entry("a", type="rule"), entry("b"), entry("c", type="rule")])
     tier.capture(entry("a", "edited", type="rule"))  # an update may leave an old position behind

@@ -232,6 +232,19 @@ class TierBackend(Protocol):
         tier's TF-IDF model; 0.0 each when the backend has no model."""
         ...
 
+    def latent_scores(self, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
+        """LSA match in [0, 1] of the query ``words`` with each entry id, in this tier's
+        rank-``k`` latent space of its TF-IDF rows (vault/latent.py); 0.0 for an id not
+        held here; None each when the tier has no latent space (no more rows or terms
+        than ``k``: the caller uses its lexical stand-in). A function of the rows only."""
+        ...
+
+    def latent_text_scores(self, words: Sequence[str], documents: Sequence[Sequence[str]],
+                           k: int) -> list[float | None]:
+        """LSA match of ``words`` with each document (a list of words: a memory) in the
+        same latent space as :meth:`latent_scores` (None each as there)."""
+        ...
+
     def filter_mask(self, filters: Filters) -> IdMask:
         """Which entries pass ``filters``, over the tier's id positions (the vector
         index's pre-filter, see :class:`~tiervault.vault.rows.IdMask`)."""

@@ -67,7 +67,10 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary) -> Analysed:
     distinct.discard(SEP)
     stems = STEMMER.stems(distinct)
     stop_words = STOP_WORDS.get()
-    wanted = list(dict.fromkeys(s for s in stems.values() if s))
+    # New term ids in sorted stem order, not set order: the ids (T's columns) are then a
+    # function of the rows, the same in every process (the latent SVD of vault/latent.py
+    # depends on the column order to the last float32 bit).
+    wanted = sorted({s for s in stems.values() if s})
     tid_of: dict[str, int] = {}
     for stem, tid in zip(wanted, vocab.ids(wanted)):  # one batched look-up per chunk
         tid_of[stem] = tid if tid is not None else vocab.add(stem)

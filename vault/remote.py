@@ -195,6 +195,19 @@ class RemoteTier:
         return self._call("text_similarity", words=list(words),
                           documents=[list(d) for d in documents])
 
+    def latent_scores(self, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
+        # the server scores over its own mirror of the rows (JSON null: no latent space)
+        if not ids:
+            return []
+        return self._call("latent_scores", words=list(words), ids=list(ids), k=k)
+
+    def latent_text_scores(self, words: Sequence[str], documents: Sequence[Sequence[str]],
+                           k: int) -> list[float | None]:
+        if not documents:
+            return []
+        return self._call("latent_text_scores", words=list(words),
+                          documents=[list(d) for d in documents], k=k)
+
     # -- links, memories, feedback --------------------------------------------------------
     def _local(self, link: Link) -> Link:
         """A link as this side names its tier (the server names it by its own tier name)."""

@@ -34,7 +34,7 @@ READ_METHODS = frozenset({
     "exists", "uid", "generation", "integrity_problems", "stats",
     "get", "get_many", "light_rows", "list_entries", "entries_after", "ids_by_hash", "count",
     "changes_since", "term_stats", "lexical_top_k", "lexical_scores", "lexical_count",
-    "text_similarity", "links_touching", "link_count", "search_memories", "memory_count",
+    "text_similarity", "latent_scores", "latent_text_scores", "links_touching", "link_count", "search_memories", "memory_count",
     "feedback_counts", "feedback_for", "feedback_events", "feedback_events_for",
     "weight_history", "vectors_for", "vector_input_hashes",
     "vector_changes_since", "vector_search", "embedding_backlog", "embedding_counts",
