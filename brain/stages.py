@@ -83,7 +83,11 @@ class ScoringContext:
     expansion: Expansion | None = None  # pseudo-relevance feedback (BrainConfig.prf_terms)
     pairs: list[tuple[str, str]] = field(default_factory=list)  # brain/proximity.py
     proximity: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    lsa: np.ndarray | None = None  # brain/latent.py, per-query scale (None: share 0)
+    # brain/latent.py as the tiers answer (NaN: no latent space; None: share 0), asked once
+    # per candidate: a remote tier answers over HTTP
+    lsa_raw: np.ndarray | None = None
+    memory_lsa_raw: np.ndarray | None = None
+    lsa: np.ndarray | None = None  # the above on the per-query scale
     memory_lsa: np.ndarray | None = None
     # expand
     graph: GraphHops = field(default_factory=GraphHops)
@@ -165,6 +169,7 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             ctx.memories = memory_signals(hits, ctx.lq, manager=manager, now=ctx.now,
                                           half_life_days=cfg.half_life_days,
                                           query_tags=ctx.query_tags)
+    _latent_raw(brain, ctx, 0)
 
 
 def _lexical_text(query: str, cfg: Any) -> str:
@@ -244,7 +249,7 @@ def _proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
 # -- expand -------------------------------------------------------------------------------
 def expand(brain: Any, ctx: ScoringContext) -> None:
     cfg = ctx.config
-    rel = _text_relevance(brain, ctx)[0]
+    rel = _text_relevance(ctx)[0]
     if not rel.size or rel.max() <= 0:
         return
     # A suppressed entry must not seed the graph (it would pull its neighbours in).
@@ -259,41 +264,55 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
                               cfg.max_graph_additions)
         ctx.cosines = _cosines(brain, ctx, before)
         ctx.proximity = _proximity(brain, ctx, before)
+        _latent_raw(brain, ctx, before)
         modulating.direction_sims(brain, ctx, before)
         if ctx.expansion is not None:
             ctx.expansion.lexical = expansion_scores(brain.manager, ctx.expansion.lq, ctx.pool,
                                                      before, ctx.expansion.lexical)
 
 
-def _latent(brain: Any, ctx: ScoringContext, share: float) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(lsa_q entries, lsa_q memories) on one per-query scale (brain/latent.py), or
-    (None, None) when the share is 0 (NaN where the tier is too small for a latent space:
-    the caller fills in the lexical signal). Every pool candidate gets one, graph neighbours too
-    (a latent text match counts as evidence, as a cosine does in hybrid; gating it to
-    entries with lexical / TF-IDF evidence scored 0.913 vs 0.917 on the agent tune half);
-    memories only when they match a content word."""
-    if not share or ctx.lq is None or not len(ctx.pool):
-        return None, None
-    k = ctx.config.lsa_components
-    pool = ctx.pool
-    lsa = latent.scores(brain.manager, ctx.lq.words, pool.ids, pool.tiers, k)
+def _latent_share(ctx: ScoringContext) -> float:
+    """BrainConfig.lsa_share (FTS-only) or hybrid_lsa_share (hybrid)."""
+    return ctx.config.lsa_share if ctx.qvec is None else ctx.config.hybrid_lsa_share
+
+
+def _latent_raw(brain: Any, ctx: ScoringContext, start: int) -> None:
+    """ctx.lsa_raw extended to the pool's candidates from ``start`` on, and (at 0) the
+    memories' ``ctx.memory_lsa_raw`` (brain/latent.py; NaN where the tier has no latent
+    space). Every pool candidate gets one, graph neighbours too (a latent text match counts
+    as evidence, as a cosine does in hybrid; gating it to entries with lexical / TF-IDF
+    evidence scored 0.913 vs 0.917 on the agent tune half); memories only when they match
+    a content word. Nothing when the share is 0."""
+    if not _latent_share(ctx) or ctx.lq is None:
+        return
+    k, pool = ctx.config.lsa_components, ctx.pool
+    new = latent.scores(brain.manager, ctx.lq.words, pool.ids[start:], pool.tiers[start:], k)
+    ctx.lsa_raw = new if start == 0 or ctx.lsa_raw is None else np.concatenate([ctx.lsa_raw[:start], new])
     ms = ctx.memories
-    m_lsa = np.zeros(0)
-    if ms is not None and len(ms.content):
+    if start == 0 and ms is not None and len(ms.content):
         docs = [(tier, split_words(" ".join(x or "" for x in (h.summary, h.context, h.topics,
                                                                     h.project))))
                 for h, tier in ms.hits]
-        m_lsa = latent.text_scores(brain.manager, ctx.lq.words, docs, k)
-        m_lsa = np.where(ms.content, m_lsa, 0.0)
-    # NaN (a tier too small for k dimensions) stays NaN: the caller puts the candidate's
-    # own lexical signal there; the scale is set by the candidates that have an LSA value
+        ctx.memory_lsa_raw = np.where(ms.content, latent.text_scores(brain.manager, ctx.lq.words,
+                                                                    docs, k), 0.0)
+
+
+def _latent(ctx: ScoringContext) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(lsa_q entries, lsa_q memories): ``ctx.lsa_raw`` / ``memory_lsa_raw`` on one per-query
+    scale, or (None, None) when the share is 0. NaN (a tier too small for k dimensions)
+    stays NaN: the caller puts the candidate's own lexical signal there; the scale is set
+    by the candidates that have an LSA value."""
+    lsa = ctx.lsa_raw
+    if lsa is None or not len(ctx.pool):
+        return None, None
+    m_lsa = ctx.memory_lsa_raw if ctx.memory_lsa_raw is not None else np.zeros(0)
     top = float(max(np.nanmax(lsa, initial=0.0), np.nanmax(m_lsa, initial=0.0)))
     lsa_q, m_lsa_q = combine.per_query_scale(lsa, top), combine.per_query_scale(m_lsa, top)
     lsa_q[np.isnan(lsa)], m_lsa_q[np.isnan(m_lsa)] = np.nan, np.nan  # per_query_scale zeroes NaN
     return lsa_q, m_lsa_q
 
 
-def _text_relevance(brain: Any, ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                    np.ndarray]:
     """(R entries, semantic, vector, R memories) on one per-query scale (a memory's R is
     its semantic signal: memories have no vector)."""
@@ -322,8 +341,8 @@ def _text_relevance(brain: Any, ctx: ScoringContext) -> tuple[np.ndarray, np.nda
         lex_q = lex_q + _proximity_weight(ctx) * ctx.proximity
         top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
         lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
-    b = ctx.config.lsa_share if ctx.qvec is None else ctx.config.hybrid_lsa_share
-    lsa_q, m_lsa_q = _latent(brain, ctx, b)
+    b = _latent_share(ctx)
+    lsa_q, m_lsa_q = _latent(ctx)
     if lsa_q is not None:
         # a tier with no latent space: its candidates' LSA is their lexical signal (the
         # round-3 ranking inside that tier, on the same per-query scale as the others)
@@ -357,7 +376,7 @@ def _text_relevance(brain: Any, ctx: ScoringContext) -> tuple[np.ndarray, np.nda
 def score(brain: Any, ctx: ScoringContext) -> None:
     cfg, pool, n = ctx.config, ctx.pool, len(ctx.pool)
     w = ctx.weights.array  # type: ignore[union-attr]
-    rel, sem, vec, m_rel = _text_relevance(brain, ctx)
+    rel, sem, vec, m_rel = _text_relevance(ctx)
     m = SignalMatrix(n)
     m["semantic"] = sem
     m["vector"] = vec
