@@ -353,6 +353,17 @@ def test_latent_scores_are_those_of_the_same_rows_in_a_sqlite_file(tier, tmp_pat
         ref.close()
 
 
+@pytest.mark.parametrize("k", [0, -3, 257, 10**6, True, 2.5, "16"])
+def test_latent_scores_refuse_a_dimension_count_out_of_bounds(tier, k):
+    """k is the caller's (over HTTP too) and each k is an SVD fit: it is bounded, and a bad
+    one is a ValidationError naming k on every backend, never a fit or a traceback."""
+    tier.capture_many([Entry.create(**d) for d in CORPUS])
+    for call in (lambda: tier.latent_scores(["retry"], [CORPUS[0]["id"]], k),
+                 lambda: tier.latent_text_scores(["retry"], [["retry"]], k)):
+        with pytest.raises(ValidationError, match="latent dimensions"):
+            call()
+
+
 def test_filter_mask_marks_live_entries_that_pass(tier):
     tier.capture_many([entry("a", type="rule"), entry("b"), entry("c", type="rule")])
     tier.capture(entry("a", "edited", type="rule"))  # an update may leave an old position behind

@@ -36,10 +36,15 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["MAX_FIT_ROWS", "LatentModel", "model_for", "scores", "text_scores"]
+from tiervault.errors import ValidationError
+
+__all__ = ["MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "model_for", "scores", "text_scores"]
 
 #: the SVD is fitted on at most this many base rows (uniform sample, seed 0)
 MAX_FIT_ROWS = 50_000
+#: The largest k a caller may ask for: a remote caller chooses k, and each k is a new SVD
+#: fit (and replaces the cached one), so it is bounded like every other read's size.
+MAX_COMPONENTS = 256
 SEED = 0
 
 _lock = threading.Lock()
@@ -96,6 +101,13 @@ class LatentModel:
         return out
 
 
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_COMPONENTS:
+        raise ValidationError("k", f"{k!r} is not a whole number of latent dimensions from 1 to "
+                                   f"{MAX_COMPONENTS} (BrainConfig.lsa_components)")
+    return k
+
+
 def model_for(p: Any, k: int) -> LatentModel | None:
     """The cached model of mirror ``p``'s base matrix (fitted now if it is new); None when
     the tier is too small for k latent dimensions (min(rows, terms) <= k): there LSA at
@@ -118,8 +130,9 @@ def model_for(p: Any, k: int) -> LatentModel | None:
 
 def scores(p: Any, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
     """lsa of each entry id of mirror ``p`` for the query ``words`` (0.0: not in the
-    mirror, or no fitted query word; None each: no latent space, see :func:`model_for`)."""
-    m = model_for(p, k)
+    mirror, or no fitted query word; None each: no latent space, see :func:`model_for`);
+    ValidationError for a k outside 1..MAX_COMPONENTS."""
+    m = model_for(p, _check_k(k))
     if m is None:
         no_space = p is None or bool(p.tfidf_terms)  # an empty model scores 0, not "none"
         return [None if no_space else 0.0 for _ in ids]
@@ -140,7 +153,7 @@ def text_scores(p: Any, words: Sequence[str], docs: Sequence[Sequence[str]],
                 k: int) -> list[float | None]:
     """lsa of free texts (lists of words: memories) under mirror ``p``'s model (None as
     in :func:`scores`)."""
-    m = model_for(p, k)
+    m = model_for(p, _check_k(k))
     if m is None:
         no_space = p is None or bool(p.tfidf_terms)
         return [None if no_space else 0.0 for _ in docs]
