@@ -7,13 +7,15 @@ test_feedback_learning (one definition of "a Brain under test").
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from tiervault.brain import Brain
 from tiervault.config import BrainConfig, Settings
 from tiervault.vault.entry import Entry
+from tiervault.vault.manager import VaultManager
 
-__all__ = ["NOW", "DAY", "at_a_day_old", "filler", "fixed_brain"]
+__all__ = ["NOW", "DAY", "at_a_day_old", "entry", "filler", "fixed_brain", "vault_at"]
 
 NOW = 1_800_000_000.0
 DAY = 86_400.0
@@ -24,6 +26,23 @@ def at_a_day_old(**kw: Any) -> Entry:
     kw.setdefault("created_at", NOW - DAY)
     kw.setdefault("updated_at", NOW - DAY)
     return Entry.create(**kw)
+
+
+def entry(**kw: Any) -> Entry:
+    """A validated warning-level general pattern written at NOW (fields given in ``kw`` win)."""
+    base = {"type": "pattern", "domain": "general", "severity": "warning", "created_at": NOW,
+            "updated_at": NOW}
+    return Entry.from_dict({**base, **kw})
+
+
+def vault_at(folder: Path, *tiers: str) -> Iterator[VaultManager]:
+    """Yield a manager over fresh tier files ``folder/<tier>.db`` and close it afterwards
+    (the body of a pytest fixture: ``yield from vault_at(tmp_path, "agent")``)."""
+    manager = VaultManager.at({tier: str(folder / f"{tier}.db") for tier in tiers})
+    try:
+        yield manager
+    finally:
+        manager.close()
 
 
 def filler(n: int, prefix: str = "fill", make: Callable[..., Entry] = at_a_day_old) -> list[Entry]:

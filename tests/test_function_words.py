@@ -12,25 +12,16 @@ from pathlib import Path
 import pytest
 
 from tiervault.errors import ValidationError
-from tiervault.vault.entry import Entry
 from tiervault.vault.function_words import FUNCTION_WORDS, NEGATIONS, content_text
-from tiervault.vault.manager import VaultManager
 from tiervault.vault.query import query_terms
 
-from brain_vault import NOW, filler, fixed_brain
+from brain_vault import entry, filler, fixed_brain, vault_at
 
-
-def E(**kw) -> Entry:
-    base = {"type": "pattern", "domain": "general", "severity": "warning", "created_at": NOW,
-            "updated_at": NOW}
-    return Entry.from_dict({**base, **kw})
 
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    m = VaultManager.at({"agent": str(tmp_path / "agent.db")})
-    yield m
-    m.close()
+    yield from vault_at(tmp_path, "agent")
 
 
 def test_no_negation_is_a_function_word():
@@ -63,8 +54,8 @@ def test_a_query_without_function_words_or_with_only_them_is_unchanged():
 def test_the_brain_searches_the_content_words_and_an_all_function_query_still_finds(manager):
     manager.capture_many(filler(30))
     manager.capture_many([
-        E(id="what-how", title="What is it and how to do it", description="What, how, why."),
-        E(id="pool", title="Connection pool size", description="Size the pool per replica.")])
+        entry(id="what-how", title="What is it and how to do it", description="What, how, why."),
+        entry(id="pool", title="Connection pool size", description="Size the pool per replica.")])
     q = "what should the connection pool size be?"
     off = [r["id"] for r in fixed_brain(manager, query_stopwords="off").search_intelligent(
         q, limit=40)]

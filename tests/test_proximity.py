@@ -12,23 +12,18 @@ import pytest
 
 from tiervault.brain.proximity import entry_proximity, query_pairs
 from tiervault.vault.entry import Entry
-from tiervault.vault.manager import VaultManager
 
-from brain_vault import NOW, filler, fixed_brain
+from brain_vault import NOW, entry, filler, fixed_brain, vault_at
 
 
 def E(**kw) -> Entry:
-    base = {"type": "pattern", "domain": "general", "severity": "warning", "created_at": NOW,
-            "description": "Notes.",
-            "updated_at": NOW}
-    return Entry.from_dict({**base, **kw})
+    return entry(**{"description": "Notes.", **kw})
+
 
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    m = VaultManager.at({"agent": str(tmp_path / "agent.db")})
-    yield m
-    m.close()
+    yield from vault_at(tmp_path, "agent")
 
 
 def test_pairs_are_consecutive_content_stems():

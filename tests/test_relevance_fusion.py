@@ -17,31 +17,23 @@ from tiervault.brain.expansion import expansion_terms
 from tiervault.config import BrainConfig
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import Entry
-from tiervault.vault.manager import VaultManager
 
-from brain_vault import NOW, fixed_brain
+from brain_vault import entry, fixed_brain, vault_at
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def E(**kw) -> Entry:
-    base = {"type": "pattern", "domain": "general", "severity": "warning", "created_at": NOW,
-            "updated_at": NOW}
-    return Entry.from_dict({**base, **kw})
 
 
 def filler(n: int) -> list[Entry]:
     topics = ["kafka topic retention", "terraform state locking", "css grid layout",
               "bash strict mode", "dns ttl caching", "cron schedule syntax"]
-    return [E(id=f"filler-{i}", title=f"{topics[i % len(topics)].title()} {i}",
+    return [entry(id=f"filler-{i}", title=f"{topics[i % len(topics)].title()} {i}",
               description=f"Notes on {topics[i % len(topics)]} number {i}.") for i in range(n)]
 
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    m = VaultManager.at({"agent": str(tmp_path / "agent.db")})
-    yield m
-    m.close()
+    yield from vault_at(tmp_path, "agent")
 
 
 brain = fixed_brain
@@ -81,9 +73,9 @@ def test_vector_gain_moves_r_toward_the_vector():
 # -- pseudo-relevance feedback -------------------------------------------------------------
 def test_expansion_terms_come_from_the_feedback_entries_and_skip_query_words(manager):
     manager.capture_many(filler(20))
-    docs = [E(id="a", title="Load shedding", description="Shed load: reject requests with 503 "
+    docs = [entry(id="a", title="Load shedding", description="Shed load: reject requests with 503 "
                                                           "when the queue is full; backpressure."),
-            E(id="b", title="Backpressure", description="Apply backpressure, reject early.")]
+            entry(id="b", title="Backpressure", description="Apply backpressure, reject early.")]
     manager.capture_many(docs)
     terms = expansion_terms(docs, [1.0, 0.5], "turn away excess traffic", manager, None, 3)
     assert terms and "backpressure" in terms
@@ -94,10 +86,10 @@ def test_expansion_terms_come_from_the_feedback_entries_and_skip_query_words(man
 def test_prf_finds_an_entry_that_shares_no_word_with_the_query(manager):
     manager.capture_many(filler(30))
     manager.capture_many([
-        E(id="shed", title="Reject excess traffic early",
+        entry(id="shed", title="Reject excess traffic early",
           description="Reject excess traffic with 503 and a Retry-After header: load shedding "
                       "keeps the queue short; apply backpressure upstream."),
-        E(id="bp", title="Backpressure between services",
+        entry(id="bp", title="Backpressure between services",
           description="Apply backpressure upstream; load shedding at the edge.")])
     query = "reject excess traffic"
     plain = [r["id"] for r in brain(manager, prf_terms=0).search_intelligent(query, limit=10)]
@@ -123,8 +115,8 @@ def test_prf_off_ignores_its_other_knobs(manager):
 def test_query_stopwords_drop_function_words_from_the_lexical_leg(manager, mode):
     manager.capture_many(filler(30))
     manager.capture_many([
-        E(id="how-notes", title="How to and what to", description="How do I what is the way."),
-        E(id="grid", title="CSS grid", description="Lay out a page with css grid areas.")])
+        entry(id="how-notes", title="How to and what to", description="How do I what is the way."),
+        entry(id="grid", title="CSS grid", description="Lay out a page with css grid areas.")])
     q = "how do I lay out a page with css grid"
     kept = [r["id"] for r in brain(manager, query_stopwords="off",
                                    prf_terms=0).search_intelligent(q, limit=40)]
