@@ -18,7 +18,6 @@ so the hybrid ratio overstates what proximity adds to a hybrid search with the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -42,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from bench.corpus import queries
-    from bench.phases import (HASH_EMBEDDING, build_phase, query_kwargs, time_interleaved,
-                              write_config)
+    from bench.phases import HASH_EMBEDDING, build_phase, write_config
+    from bench.variants import emit, ratios, time_brains
     from tiervault.brain.brain import Brain
     from tiervault.config import load_settings
 
@@ -58,23 +57,13 @@ def main(argv: list[str] | None = None) -> int:
                   for name, cfg in CONFIGS.items()}
         qs, warm = queries(args.queries, args.seed), queries(30, args.seed + 1)
 
-        def run(b: Brain, mode: str):
-            return lambda q: b.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
-        res = time_interleaved({f"{mode}_{name}": run(b, mode) for name, b in brains.items()
-                                for mode in ("scan", "full")}, qs, warm)
-        for b in brains.values():
-            b.close()
-    out = {"entries": args.entries, "queries": args.queries, "configs": CONFIGS,
-           "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "results": res,
-           "ratio_p50_to_round2": {f"{m}_{n}": round(
-               res[f"{m}_{n}"]["p50_ms"] / res[f"{m}_{n.split('_')[0]}_round2"]["p50_ms"], 3)
-               for m in ("scan", "full") for n in CONFIGS},
-           "ratio_p95_to_round2": {f"{m}_{n}": round(
-               res[f"{m}_{n}"]["p95_ms"] / res[f"{m}_{n.split('_')[0]}_round2"]["p95_ms"], 3)
-               for m in ("scan", "full") for n in CONFIGS}}
-    print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        res = time_brains(brains, qs, warm)
+    pairs = {f"{m}_{n}": (f"{m}_{n}", f"{m}_{n.split('_')[0]}_round2")
+             for m in ("scan", "full") for n in CONFIGS}
+    emit({"entries": args.entries, "queries": args.queries, "configs": CONFIGS,
+          "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "results": res,
+          "ratio_p50_to_round2": ratios(res, pairs, "p50_ms"),
+          "ratio_p95_to_round2": ratios(res, pairs, "p95_ms")}, args.json)
     return 0
 
 

@@ -13,7 +13,6 @@ same queries, round-robin per query (bench/phases.time_interleaved): the ratio t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -35,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from bench.corpus import queries
-    from bench.phases import build_phase, query_kwargs, time_interleaved, write_config
+    from bench.phases import build_phase, write_config
+    from bench.variants import emit, ratios, time_brains
     from tiervault.vault import latent
     from tiervault.brain.brain import Brain
     from tiervault.config import load_settings
@@ -58,24 +58,12 @@ def main(argv: list[str] | None = None) -> int:
                          "fitted": model is not None}
         qs, warm = queries(args.queries, args.seed), queries(30, args.seed + 1)
 
-        def run(b: Brain, mode: str):
-            return lambda q: b.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
-        res = time_interleaved({f"{mode}_{name}": run(b, mode) for name, b in brains.items()
-                                for mode in ("scan", "full")}, qs, warm)
-        for b in brains.values():
-            b.close()
-    out = {"entries": args.entries, "queries": args.queries, "configs": CONFIGS,
-           "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "fit": fit,
-           "results": res,
-           "ratio_p50_lsa_to_off": {m: round(res[f"{m}_fts_lsa"]["p50_ms"]
-                                             / res[f"{m}_fts_no_lsa"]["p50_ms"], 3)
-                                    for m in ("scan", "full")},
-           "ratio_p95_lsa_to_off": {m: round(res[f"{m}_fts_lsa"]["p95_ms"]
-                                             / res[f"{m}_fts_no_lsa"]["p95_ms"], 3)
-                                    for m in ("scan", "full")}}
-    print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        res = time_brains(brains, qs, warm)
+    pairs = {m: (f"{m}_fts_lsa", f"{m}_fts_no_lsa") for m in ("scan", "full")}
+    emit({"entries": args.entries, "queries": args.queries, "configs": CONFIGS,
+          "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "fit": fit,
+          "results": res, "ratio_p50_lsa_to_off": ratios(res, pairs, "p50_ms"),
+          "ratio_p95_lsa_to_off": ratios(res, pairs, "p95_ms")}, args.json)
     return 0
 
 

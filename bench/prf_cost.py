@@ -12,7 +12,6 @@ so a burst of load hits both alike: the ratio is the figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -31,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from bench.corpus import queries
-    from bench.phases import build_phase, query_kwargs, time_interleaved, write_config
+    from bench.phases import build_phase, write_config
+    from bench.variants import emit, ratios, time_brains
     from tiervault.brain.brain import Brain
     from tiervault.config import load_settings
 
@@ -43,22 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         off = Brain.open(replace(settings, brain=replace(settings.brain, prf_terms=0)))
         qs, warm = queries(args.queries, args.seed), queries(30, args.seed + 1)
 
-        def run(b: Brain, mode: str):
-            return lambda q: b.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
-        res = time_interleaved({"scan_prf": run(on, "scan"), "scan_no_prf": run(off, "scan"),
-                                "full_prf": run(on, "full"), "full_no_prf": run(off, "full")},
-                               qs, warm)
-        on.close()
-        off.close()
-    out = {"entries": args.entries, "queries": args.queries, "load_avg": os.getloadavg(),
-           "results": res,
-           "ratio_p50": {m: round(res[f"{m}_prf"]["p50_ms"] / res[f"{m}_no_prf"]["p50_ms"], 3)
-                         for m in ("scan", "full")},
-           "ratio_p95": {m: round(res[f"{m}_prf"]["p95_ms"] / res[f"{m}_no_prf"]["p95_ms"], 3)
-                         for m in ("scan", "full")}}
-    print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        res = time_brains({"prf": on, "no_prf": off}, qs, warm)
+    pairs = {m: (f"{m}_prf", f"{m}_no_prf") for m in ("scan", "full")}
+    emit({"entries": args.entries, "queries": args.queries, "load_avg": os.getloadavg(),
+          "results": res, "ratio_p50": ratios(res, pairs, "p50_ms"),
+          "ratio_p95": ratios(res, pairs, "p95_ms")}, args.json)
     return 0
 
 
