@@ -19,6 +19,7 @@ import statistics
 import tempfile
 import time
 import uuid
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,7 @@ def part_a(workdir: Path, n: int, dim: int, repeat: int) -> dict:
             "recall.search top50, default filters (ms)": timed(lambda: recall.search(q(), 50), repeat),
             "recall.search top50, 1% filter (ms)": timed(lambda: recall.search(q(), 50, filters=rare), repeat),
             "numpy m@q + argpartition (ms)": timed(
-                lambda: np.argpartition(index._exact[:n] @ q(), n - 50)[n - 50:], repeat),
+                lambda: np.argpartition(index.snapshot(copy=False)[1] @ q(), n - 50)[n - 50:], repeat),
         }
 
 
@@ -99,9 +100,15 @@ def part_b(workdir: Path, n: int, dim: int, repeat: int) -> dict:
             mm[s:s + 100_000] = unit(rng, min(100_000, n - s), dim)
         mm.flush()
         del mm
+        mapped = np.load(matrix_path, mmap_mode="r")
+        body = "\n".join(f"x{i:08d}" for i in range(n))
         header = {"version": CACHE_VERSION, "model": MODEL, "tier_uid": store.uid(),
-                  "gen": store.generation(), "n": n, "dim": dim, "matrix": matrix_path.name}
-        ids_path.write_text(json.dumps(header) + "\n" + "\n".join(f"x{i:08d}" for i in range(n)))
+                  "gen": store.generation(), "epoch": store.epoch_at(store.generation()),
+                  "n": n, "dim": dim, "matrix": matrix_path.name,
+                  "matrix_crc": zlib.crc32(memoryview(np.ascontiguousarray(mapped)).cast("B")),
+                  "ids_crc": zlib.crc32(body.encode("utf-8"))}
+        del mapped
+        ids_path.write_text(json.dumps(header) + "\n" + body)
         size_gb = matrix_path.stat().st_size / 1e9
         # Warm the page cache once (a just-written file usually is); report warm numbers.
         np.load(matrix_path, mmap_mode="r").sum(dtype=np.float64)

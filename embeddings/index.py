@@ -1,28 +1,39 @@
-"""In-memory brute-force cosine index for one (tier, model).
+"""Brute-force cosine index for one (tier, model): an immutable base plus a small delta.
 
 :class:`VectorIndex` keeps the L2-normalised vectors of one tier and one model in
-a preallocated matrix with the entry ids in a parallel array. It is built once
-from an ``(ids, matrix)`` pair handed over by the storage side and then updated
-incrementally (``upsert`` / ``remove``, swap-remove so the live rows stay
-contiguous; capacity grows geometrically by 1/8, so the slack stays <= 12.5 %).
-A query is one matrix-vector product over the live rows plus ``argpartition``.
+two parts:
 
-Storage modes (``dtype``):
+* the **base**: an ``(n_base, dim)`` float32 matrix with the entry ids in a
+  parallel array, built once from an ``(ids, matrix)`` pair handed over by the
+  storage side -- typically a read-only memory map of the tier's vector cache
+  file -- and **never written**: a process pays in memory only for the pages it
+  reads, and no update copies it;
+* the **delta** (:class:`~tiervault.embeddings.vector_delta.VectorDelta`): the
+  rows upserted since, in a small in-memory matrix, plus a **tombstone** mask
+  over the base rows deleted or replaced since.
 
-* ``"float32"`` (default) -- exact scores straight from the f32 matrix.
-* ``"int8"`` / ``"float16"`` -- the scan reads a compressed copy (per-row scaled
-  int8 codes, or half floats) converted to f32 block by block, keeps the best
-  ``rescore_pool`` rows, and rescores those exactly against the f32 matrix. The
-  results equal float32 mode whenever the true top-k lies inside the pool (pool
-  4096 >> k; checked against an exact NumPy reference on random data). The
-  f32 matrix is still kept (for the rescoring and :meth:`VectorIndex.scores_for`),
-  so these modes cost *more* memory (1.25x / 1.5x); they only pay off where the
-  scan is memory-bound and the conversion is cheap. Measured on the 2-core
-  machine of this project (top-50, 384-d, interleaved runs; the machine was
-  shared, so read the ratios): 100k rows f32 5.7 ms min / int8 12.4 ms / f16
-  37 ms; 1M rows f32 ~111 ms min / int8 ~124 ms (two threads). numpy's int8 or
-  f16 -> f32 conversion costs more than the bytes it saves, hence the float32
-  default. A SIMD int8 kernel (not available in numpy) would change that.
+Rows: base rows are ``0..n_base-1``, delta rows ``n_base + j``; ``row_count`` is
+``n_base + n_delta`` (dead base rows keep their number, so ``allowed`` masks are
+``row_count`` long and ``len(index)`` counts live rows only). An id lives in at
+most one live row: upserting an id of the base tombstones its base row and
+writes the vector into the delta.
+
+A query is ``s = B q`` over the base (tombstoned and filtered-out rows set to
+``-inf``) and ``s' = D q`` over the delta, each reduced to its own top k
+(``argpartition``), then the two candidate lists merged into one top k. When
+``delta rows + tombstones > max(FOLD_MIN_ROWS, FOLD_FRACTION * n_base)``
+(:attr:`VectorIndex.needs_fold`) the owner folds the live rows into a new base:
+:meth:`VectorIndex.fold` in memory, or -- where the index is persisted -- by
+writing them to a new file (:meth:`VectorIndex.export`) and building a new index
+over its mapping (:mod:`tiervault.embeddings.recall`).
+
+Storage modes of the base (``dtype``): ``"float32"`` (default) scores the f32
+matrix exactly; ``"int8"`` / ``"float16"`` scan a compressed copy (per-row scaled
+int8 codes, or half floats) converted to f32 block by block, keep the best
+``rescore_pool`` rows and rescore those exactly in f32 (equal to float32 mode
+whenever the true top-k lies inside the pool). They keep the f32 matrix too
+(1.25x / 1.5x the memory), and numpy's conversion costs more than the bytes it
+saves (bench/README.md), hence the float32 default. The delta is always f32.
 
 All the maths lives in small pure functions in :mod:`.vector_math` (re-exported
 here); the class only manages rows, ids and locking.
@@ -32,17 +43,20 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import numpy as np
 
+from tiervault.embeddings.vector_delta import VectorDelta
 from tiervault.embeddings.vector_math import (
     cosine_scores,
     float16_scores,
     int8_scores,
     l2_normalize,
+    mask_outside,
     quantize_int8,
+    quantize_int8_blocks,
     top_k,
 )
 from tiervault.errors import ValidationError
@@ -57,25 +71,31 @@ __all__ = [
     "int8_scores",
     "float16_scores",
     "DEFAULT_RESCORE_POOL",
+    "FOLD_MIN_ROWS",
+    "FOLD_FRACTION",
 ]
 
 IndexDtype = Literal["float32", "float16", "int8"]
 DEFAULT_RESCORE_POOL = 4096
 # Below this fraction of allowed rows, gathering them beats scanning everything.
 _GATHER_FRACTION = 0.25
-_GROWTH = 1.125
-_MIN_GROW = 1024
+# Fold bound: the delta is scanned exactly and tombstoned rows are scanned for nothing,
+# so both are kept to ~5 % of the base (<= ~5 % extra scan time and delta memory);
+# the floor keeps a small tier from rewriting its file on every few writes.
+FOLD_MIN_ROWS = 4096
+FOLD_FRACTION = 0.05
+# Rows per block of export(): 8,192 x 384 x 4 B = 12 MB of copies at a time.
+_EXPORT_ROWS = 8192
 
-
-# -- the index -------------------------------------------------------------------------------
+Sink = Callable[[np.ndarray, np.ndarray], None]
 
 
 class VectorIndex:
     """Vectors of one (tier, model): ``search``, ``scores_for``, ``upsert``, ``remove``.
 
     Thread-safe: one lock serialises searches and updates (a search never sees a
-    half-applied update). Rows are internal and move on ``remove`` (swap-remove):
-    build ``allowed`` masks/row arrays with :meth:`rows_for` right before searching.
+    half-applied update). Delta rows move on ``remove`` (swap-remove): build
+    ``allowed`` masks/row arrays with :meth:`rows_for` right before searching.
     """
 
     def __init__(
@@ -85,7 +105,6 @@ class VectorIndex:
         dtype: IndexDtype = "float32",
         model: str | None = None,
         tier: str | None = None,
-        capacity: int = 0,
         rescore_pool: int = DEFAULT_RESCORE_POOL,
         threads: int | None = None,
     ) -> None:
@@ -100,21 +119,23 @@ class VectorIndex:
         self.model = model
         self.tier = tier
         self.rescore_pool = int(rescore_pool)
-        # Compressed scans convert in parallel; float32 relies on BLAS's own threads.
+        # Compressed scans convert in parallel; float32 relies on one einsum pass.
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
         self._lock = threading.RLock()
-        self._n = 0
-        self.version = 0  # bumped by every upsert/remove: lets callers cache id -> row maps
-        self._exact = np.zeros((capacity, dim), dtype=np.float32)
-        self._ids = np.empty(capacity, dtype=object)
+        self.version = 0  # bumped by every upsert/remove/fold: lets callers cache id -> row maps
+        self._base = np.zeros((0, dim), dtype=np.float32)
+        self._base_ids = np.empty(0, dtype=object)
+        self._base_owned = True  # False: a caller's (mapped) array, counted as not ours
+        self._dead: np.ndarray | None = None  # tombstones over base rows (allocated on first)
+        self._dead_rows: list[int] = []
+        self._dead_cache: np.ndarray | None = None
+        self._delta = VectorDelta(self.dim)
         # id -> row; None until first needed after a trusted build (hashing 1M ids
         # costs ~0.2 s, which a search-only opening of a tier never pays).
         self._row_map: dict[str, int] | None = {}
         self._codes: np.ndarray | None = None
         self._scale: np.ndarray | None = None
         self._half: np.ndarray | None = None
-        self._alloc_compressed(capacity)
-        self._owned = True  # False while _exact is a caller's read-only array (copy on write)
 
     @classmethod
     def build(
@@ -129,11 +150,11 @@ class VectorIndex:
         rescore_pool: int = DEFAULT_RESCORE_POOL,
         threads: int | None = None,
     ) -> VectorIndex:
-        """One index from all vectors of a tier: ``ids[i]`` owns ``matrix[i]``.
+        """One index whose base is all vectors of a tier: ``ids[i]`` owns ``matrix[i]``.
 
         ``normalized=True`` promises unit rows (as stored by the pipeline): a
         C-contiguous float32 ``matrix`` (e.g. a read-only ``np.memmap``) is then
-        used without a copy until the first update. Otherwise rows are normalised
+        the base itself, never copied nor written. Otherwise rows are normalised
         into a new array. Duplicate ids are refused.
         """
         matrix = np.asarray(matrix)
@@ -143,21 +164,15 @@ class VectorIndex:
         if len(ids) != n:
             raise ValidationError("ids", f"has {len(ids)} ids for {n} rows")
         id_list = list(map(str, ids.tolist() if isinstance(ids, np.ndarray) else ids))
-        id_arr = np.empty(n, dtype=object)
-        id_arr[:] = id_list
-        index = cls(dim, dtype=dtype, model=model, tier=tier, capacity=0, rescore_pool=rescore_pool, threads=threads)
+        index = cls(dim, dtype=dtype, model=model, tier=tier, rescore_pool=rescore_pool, threads=threads)
         if normalized and matrix.dtype == np.float32 and matrix.flags.c_contiguous:
             # Trusted (the pipeline stores unit rows under a unique (entry, model)
             # key): no copy, no pass over the matrix, id map built on first use.
-            exact, row = matrix, None
-            index._owned = exact.flags.writeable
+            index._set_base(id_list, matrix, owned=False, row_map=None)
         else:
             exact = l2_normalize(matrix)
             _check_finite(exact)
-            row = _id_map(id_list)
-        index._exact, index._ids, index._row_map, index._n = exact, id_arr, row, n
-        index._alloc_compressed(n)
-        index._encode_rows(0, n)
+            index._set_base(id_list, exact, owned=True, row_map=_id_map(id_list))
         return index
 
     @property
@@ -165,44 +180,95 @@ class VectorIndex:
         if self._row_map is None:
             with self._lock:
                 if self._row_map is None:
-                    self._row_map = _id_map(self._ids[: self._n].tolist())
+                    self._row_map = _id_map(self._base_ids.tolist())
         return self._row_map
 
     # -- introspection -------------------------------------------------------------------
     def __len__(self) -> int:
-        return self._n
+        return self._base.shape[0] - len(self._dead_rows) + self._delta.n
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self._row
 
     @property
+    def row_count(self) -> int:
+        """Size of the row space (base rows, dead ones included, then delta rows):
+        the length of a boolean ``allowed`` mask."""
+        return self._base.shape[0] + self._delta.n
+
+    @property
+    def delta_rows(self) -> int:
+        """Rows in the delta plus tombstoned base rows: the work a fold removes."""
+        return self._delta.n + len(self._dead_rows)
+
+    @property
+    def needs_fold(self) -> bool:
+        """``delta_rows > max(FOLD_MIN_ROWS, FOLD_FRACTION * n_base)``."""
+        return self.delta_rows > max(FOLD_MIN_ROWS, FOLD_FRACTION * self._base.shape[0])
+
+    @property
     def ids(self) -> np.ndarray:
         """The live ids in row order (a copy)."""
         with self._lock:
-            return self._ids[: self._n].copy()
+            return np.concatenate([self._base_ids[self._live_base()], self._delta.ids[: self._delta.n]])
 
     def snapshot(self, *, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, matrix)`` of the live rows, taken together under the lock.
 
         ``matrix`` is float32, L2-normalised, C-contiguous, ``matrix[i]`` belongs to
-        ``ids[i]`` -- the pair :meth:`build` takes back (``normalized=True``), e.g. to
-        persist the index. ``copy=False`` returns a view of the internal matrix:
-        cheaper, but only valid until the next ``upsert``/``remove``.
+        ``ids[i]`` -- the pair :meth:`build` takes back (``normalized=True``).
+        ``copy=False`` may return a view of the base (only when there is no delta
+        and no tombstone), valid until the next update. For a large index prefer
+        :meth:`export`, which never holds more than a block in memory.
         """
         with self._lock:
-            ids = self._ids[: self._n].copy()
-            m = self._exact[: self._n]
-            return ids, (np.array(m, dtype=np.float32, copy=True) if copy else m)
+            if not copy and not self.delta_rows:
+                return self._base_ids.copy(), self._base
+            live = self._live_base()
+            ids = np.concatenate([self._base_ids[live], self._delta.ids[: self._delta.n]])
+            return ids, np.concatenate([self._base[live], self._delta.live()]).astype(np.float32, copy=False)
+
+    def export(self, sink: Sink, block_rows: int = _EXPORT_ROWS) -> int:
+        """Feed the live rows to ``sink(ids, matrix)`` block by block, in row order,
+        under the lock (so ids and rows always match); returns the number of rows.
+        The blocks are copies of at most ``block_rows`` rows."""
+        with self._lock:
+            total = 0
+            nb = self._base.shape[0]
+            for s in range(0, nb, block_rows):
+                e = min(s + block_rows, nb)
+                keep = None if self._dead is None else ~self._dead[s:e]
+                ids = self._base_ids[s:e] if keep is None else self._base_ids[s:e][keep]
+                rows = np.array(self._base[s:e]) if keep is None else self._base[s:e][keep]
+                if len(ids):
+                    sink(ids, rows)
+                    total += len(ids)
+            if self._delta.n:
+                sink(self._delta.ids[: self._delta.n].copy(), self._delta.live().copy())
+                total += self._delta.n
+            return total
 
     @property
     def capacity(self) -> int:
-        return self._exact.shape[0]
+        """Rows allocated: the base's plus the delta's capacity."""
+        return self._base.shape[0] + self._delta.capacity
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the base is a caller's array (e.g. a file mapping) the index never copied."""
+        return not self._base_owned
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the numeric arrays (matrix, compressed copy, scales, id pointers)."""
-        total = self._exact.nbytes + self._ids.nbytes
-        for arr in (self._codes, self._scale, self._half):
+        """Bytes of the numeric arrays (base, delta, compressed copy, scales, id pointers)."""
+        return self._base.nbytes + self.owned_bytes - (self._base.nbytes if self._base_owned else 0)
+
+    @property
+    def owned_bytes(self) -> int:
+        """Bytes of memory this index allocated itself: everything except a mapped base."""
+        total = self._base_ids.nbytes + self._delta.nbytes
+        total += self._base.nbytes if self._base_owned else 0
+        for arr in (self._codes, self._scale, self._half, self._dead):
             total += arr.nbytes if arr is not None else 0
         return total
 
@@ -219,7 +285,7 @@ class VectorIndex:
         out = np.full((len(ids), self.dim), np.nan, dtype=np.float32)
         hit = rows >= 0
         with self._lock:
-            out[hit] = self._exact[rows[hit]]
+            out[hit] = self._vectors_at(rows[hit])
         return out
 
     def rows_for(self, ids: Iterable[str]) -> np.ndarray:
@@ -233,41 +299,40 @@ class VectorIndex:
     def search(
         self, query_vec: np.ndarray, k: int, *, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` rows most similar to ``query_vec``: ``(ids, cosine scores)``, best first.
+        """The ``k`` live rows most similar to ``query_vec``: ``(ids, cosine scores)``, best first.
 
-        ``allowed`` pre-filters: a boolean mask over the rows (length ``len(self)``)
-        or an array of row numbers (from :meth:`rows_for`). Only allowed rows
-        compete, so a filter matching 1 % of the rows still returns its best k.
-        A zero query has no direction and returns nothing.
+        ``allowed`` pre-filters: a boolean mask over the rows (length
+        :attr:`row_count`) or an array of row numbers (from :meth:`rows_for`). Only
+        allowed live rows compete, so a filter matching 1 % of the rows still
+        returns its best k. A zero query has no direction and returns nothing.
         """
         q = self._query(query_vec)
         if k < 0:
             raise ValidationError("k", f"must be >= 0, got {k}")
         with self._lock:
-            n = self._n
-            rows = None if allowed is None else self._allowed_rows(allowed, n)
-            if k == 0 or n == 0 or not q.any() or (rows is not None and rows.size == 0):
+            live = len(self)
+            rows = None if allowed is None else self._allowed_rows(allowed)
+            if k == 0 or live == 0 or not q.any() or (rows is not None and rows.size == 0):
                 return np.empty(0, dtype=object), np.empty(0, dtype=np.float32)
-            if rows is not None and rows.size <= _GATHER_FRACTION * n:
+            if rows is not None and rows.size <= _GATHER_FRACTION * live:
                 # Few candidates: exact scores of just those rows.
-                scores = cosine_scores(self._exact[rows], q)
+                scores = cosine_scores(self._vectors_at(rows), q)
                 order = top_k(scores, k)
-                return self._ids[rows[order]], scores[order]
-            if self.dtype == "float32":
-                scores = cosine_scores(self._exact[:n], q)
-                if rows is not None:
-                    scores = _mask_outside(scores, rows)
-                    k = min(k, rows.size)
-                pick = top_k(scores, k)
-                return self._ids[pick], scores[pick]
-            approx = self._approx_scores(q, n)
+                return self._ids_at(rows[order]), scores[order]
+            nb = self._base.shape[0]
+            base_rows = delta_rows = None
             if rows is not None:
-                approx = _mask_outside(approx, rows)
-                k = min(k, rows.size)
-            pool = top_k(approx, min(max(self.rescore_pool, k), rows.size if rows is not None else n))
-            exact = cosine_scores(self._exact[pool], q)
-            best = top_k(exact, k)
-            return self._ids[pool[best]], exact[best]
+                cut = int(np.searchsorted(rows, nb))
+                base_rows, delta_rows = rows[:cut], rows[cut:] - nb
+            cand_rows, cand_scores = self._search_base(q, k, base_rows)
+            if self._delta.n and (delta_rows is None or delta_rows.size):
+                drows = np.arange(self._delta.n) if delta_rows is None else delta_rows
+                ds = cosine_scores(self._delta.matrix[drows], q)
+                pick = top_k(ds, k)
+                cand_rows = np.concatenate([cand_rows, drows[pick] + nb])
+                cand_scores = np.concatenate([cand_scores, ds[pick]])
+            best = top_k(cand_scores, k)  # base candidates first: ties keep row order
+            return self._ids_at(cand_rows[best]), cand_scores[best]
 
     def scores_for(self, ids_or_rows: Sequence[str] | np.ndarray, query_vec: np.ndarray) -> np.ndarray:
         """Exact cosine of ``query_vec`` with each given id (or row number).
@@ -281,25 +346,26 @@ class VectorIndex:
             arr = np.asarray(ids_or_rows)
             if arr.size and np.issubdtype(arr.dtype, np.integer):
                 rows = arr.astype(np.int64)
-                bad = (rows < 0) | (rows >= self._n)
+                bad = (rows < 0) | (rows >= self.row_count)
                 if bad.any():
-                    raise ValidationError("rows", f"row {int(rows[bad][0])} is outside 0..{self._n - 1}")
-                return cosine_scores(self._exact[rows], q)
+                    raise ValidationError("rows", f"row {int(rows[bad][0])} is outside 0..{self.row_count - 1}")
+                return cosine_scores(self._vectors_at(rows), q)
             get = self._row.get
             found = [get(str(i), -1) for i in (arr.tolist() if arr.ndim else [arr.item()])]
             rows = np.asarray(found, dtype=np.int64)
             out = np.full(rows.shape[0], np.nan, dtype=np.float32)
             hit = rows >= 0
             if hit.any():
-                out[hit] = cosine_scores(self._exact[rows[hit]], q)
+                out[hit] = cosine_scores(self._vectors_at(rows[hit]), q)
             return out
 
     # -- updates -----------------------------------------------------------------------------
     def upsert(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Insert or replace the vectors of ``ids`` (rows are L2-normalised here).
 
-        Existing ids are overwritten in place; new ones are appended (amortised
-        O(1): capacity grows by 1/8 when full). A repeated id keeps its last vector.
+        Every write goes to the delta: an id of the delta is overwritten in place,
+        an id of the base is tombstoned there and appended to the delta, a new id
+        is appended. The base is never written. A repeated id keeps its last vector.
         """
         vecs = np.asarray(vectors)
         if vecs.ndim == 1:
@@ -315,46 +381,128 @@ class VectorIndex:
         unit = l2_normalize(vecs)
         _check_finite(unit)
         with self._lock:
-            self._make_owned()
             row_of = self._row
-            new = [i for i in ids if i not in row_of]
-            self._reserve(self._n + len(new))
-            for entry_id in new:
-                row_of[entry_id] = self._n
-                self._ids[self._n] = entry_id
-                self._n += 1
-            rows = np.fromiter((row_of[i] for i in ids), dtype=np.int64, count=len(ids))
-            self._exact[rows] = unit
+            nb = self._base.shape[0]
+            drows = np.empty(len(ids), dtype=np.int64)
+            for pos, entry_id in enumerate(ids):
+                r = row_of.get(entry_id)
+                if r is not None and r >= nb:
+                    drows[pos] = r - nb
+                    continue
+                if r is not None:
+                    self._kill(r)
+                drows[pos] = self._delta.append(entry_id)
+                row_of[entry_id] = nb + int(drows[pos])
+            self._delta.set_rows(drows, unit)
             self.version += 1
-            self._encode_rows_at(rows, unit)
 
     def remove(self, ids: Iterable[str]) -> int:
         """Drop the vectors of ``ids``; unknown ids are ignored. Returns how many went.
 
-        Swap-remove: the last live row moves into the hole, so rows stay dense.
+        A base row is tombstoned; a delta row is swap-removed (the delta's last row
+        moves into the hole).
         """
         removed = 0
         with self._lock:
-            self._make_owned()
             row_of = self._row
+            nb = self._base.shape[0]
             for entry_id in ids:
                 r = row_of.pop(str(entry_id), None)
                 if r is None:
                     continue
-                last = self._n - 1
-                if r != last:
-                    moved = self._ids[last]
-                    self._ids[r] = moved
-                    row_of[moved] = r
-                    self._exact[r] = self._exact[last]
-                    self._copy_compressed(last, r)
-                self._ids[last] = None
-                self._n = last
+                if r < nb:
+                    self._kill(r)
+                else:
+                    moved = self._delta.remove(r - nb)
+                    if moved is not None:
+                        row_of[moved] = r
                 removed += 1
             self.version += 1
         return removed
 
+    def fold(self) -> None:
+        """Make the live rows the new base, in memory (an owned copy), and empty the
+        delta and the tombstones. A persisted index folds through a file instead
+        (:meth:`export`, then :meth:`build` over the file's mapping)."""
+        with self._lock:
+            ids, matrix = self.snapshot(copy=True)
+            id_list = ids.tolist()
+            self._set_base(id_list, np.ascontiguousarray(matrix), owned=True,
+                           row_map=dict(zip(id_list, range(len(id_list)))))
+            self.version += 1
+
     # -- internals -----------------------------------------------------------------------------
+    def _set_base(self, ids: list[str], matrix: np.ndarray, *, owned: bool,
+                  row_map: dict[str, int] | None) -> None:
+        n = matrix.shape[0]
+        id_arr = np.empty(n, dtype=object)
+        id_arr[:] = ids
+        self._base, self._base_ids, self._base_owned = matrix, id_arr, owned
+        self._dead, self._dead_rows, self._dead_cache = None, [], None
+        self._delta.clear()
+        self._row_map = row_map
+        self._encode_base()
+
+    def _kill(self, row: int) -> None:
+        """Tombstone base ``row`` (its id is already out of the row map)."""
+        if self._dead is None:
+            self._dead = np.zeros(self._base.shape[0], dtype=bool)
+        if not self._dead[row]:
+            self._dead[row] = True
+            self._dead_rows.append(row)
+            self._dead_cache = None
+
+    def _live_base(self) -> np.ndarray | slice:
+        return slice(None) if self._dead is None else ~self._dead
+
+    def _dead_array(self) -> np.ndarray:
+        if self._dead_cache is None:
+            self._dead_cache = np.asarray(self._dead_rows, dtype=np.int64)
+        return self._dead_cache
+
+    def _search_base(self, q: np.ndarray, k: int, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` live base rows (or of ``rows``, live base rows): (rows, exact scores)."""
+        nb = self._base.shape[0]
+        allowed = nb - len(self._dead_rows) if rows is None else rows.size
+        k = min(k, allowed)
+        if k <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        if self.dtype == "float32":
+            scores = self._excluded(cosine_scores(self._base, q), rows)
+            pick = top_k(scores, k)
+            return pick, scores[pick]
+        approx = self._excluded(self._approx_scores(q), rows)
+        pool = top_k(approx, min(max(self.rescore_pool, k), allowed))
+        exact = cosine_scores(self._base[pool], q)
+        best = top_k(exact, k)
+        return pool[best], exact[best]
+
+    def _excluded(self, scores: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        """``scores`` with dead rows (and rows outside ``rows``) set to -inf."""
+        if rows is not None:
+            return mask_outside(scores, rows)
+        if self._dead_rows:
+            scores[self._dead_array()] = -np.inf
+        return scores
+
+    def _ids_at(self, rows: np.ndarray) -> np.ndarray:
+        nb = self._base.shape[0]
+        out = np.empty(rows.shape[0], dtype=object)
+        in_base = rows < nb
+        out[in_base] = self._base_ids[rows[in_base]]
+        out[~in_base] = self._delta.ids[rows[~in_base] - nb]
+        return out
+
+    def _vectors_at(self, rows: np.ndarray) -> np.ndarray:
+        nb = self._base.shape[0]
+        in_base = rows < nb
+        if in_base.all():
+            return np.asarray(self._base[rows], dtype=np.float32)
+        out = np.empty((rows.shape[0], self.dim), dtype=np.float32)
+        out[in_base] = self._base[rows[in_base]]
+        out[~in_base] = self._delta.matrix[rows[~in_base] - nb]
+        return out
+
     def _query(self, query_vec: np.ndarray) -> np.ndarray:
         q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
@@ -366,86 +514,48 @@ class VectorIndex:
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
 
-    def _allowed_rows(self, allowed: np.ndarray, n: int) -> np.ndarray:
+    def _allowed_rows(self, allowed: np.ndarray) -> np.ndarray:
+        """Sorted live rows of an ``allowed`` mask or row array (dead base rows dropped)."""
+        n = self.row_count
         a = np.asarray(allowed)
         if a.dtype == bool:
             if a.shape != (n,):
                 raise ValidationError("allowed", f"a boolean mask must have length {n} (one per row), got {a.shape}")
-            return np.flatnonzero(a)
-        if a.size == 0:
+            rows = np.flatnonzero(a)
+        elif a.size == 0:
             return np.empty(0, dtype=np.int64)
-        if not np.issubdtype(a.dtype, np.integer):
+        elif not np.issubdtype(a.dtype, np.integer):
             raise ValidationError("allowed", f"must be a boolean mask or row numbers, got dtype {a.dtype}")
-        rows = np.unique(a.astype(np.int64))
-        if rows[0] < 0 or rows[-1] >= n:
-            raise ValidationError("allowed", f"row numbers must be in 0..{n - 1}")
+        else:
+            rows = np.unique(a.astype(np.int64))
+            if rows[0] < 0 or rows[-1] >= n:
+                raise ValidationError("allowed", f"row numbers must be in 0..{n - 1}")
+        if self._dead_rows and rows.size:
+            nb = self._base.shape[0]
+            cut = int(np.searchsorted(rows, nb))
+            rows = np.concatenate([rows[:cut][~self._dead[rows[:cut]]], rows[cut:]])  # type: ignore[index]
         return rows
 
-    def _approx_scores(self, q: np.ndarray, n: int) -> np.ndarray:
+    def _approx_scores(self, q: np.ndarray) -> np.ndarray:
         if self.dtype == "int8":
             assert self._codes is not None and self._scale is not None
-            return int8_scores(self._codes[:n], self._scale[:n], q, threads=self.threads)
+            return int8_scores(self._codes, self._scale, q, threads=self.threads)
         assert self._half is not None
-        return float16_scores(self._half[:n], q, threads=self.threads)
+        return float16_scores(self._half, q, threads=self.threads)
 
-    def _alloc_compressed(self, capacity: int) -> None:
+    def _encode_base(self) -> None:
+        """The compressed copy of the base (int8 / float16 modes)."""
+        self._codes = self._scale = self._half = None
         if self.dtype == "int8":
-            self._codes = np.zeros((capacity, self.dim), dtype=np.int8)
-            self._scale = np.zeros(capacity, dtype=np.float32)
+            self._codes, self._scale = quantize_int8_blocks(self._base)
         elif self.dtype == "float16":
-            self._half = np.zeros((capacity, self.dim), dtype=np.float16)
-
-    def _encode_rows(self, start: int, stop: int) -> None:
-        """Fill the compressed copy of rows start..stop from the f32 matrix (blockwise)."""
-        step = 65536
-        for s in range(start, stop, step):
-            e = min(s + step, stop)
-            self._encode_rows_at(np.arange(s, e), self._exact[s:e])
-
-    def _encode_rows_at(self, rows: np.ndarray, unit: np.ndarray) -> None:
-        if self.dtype == "int8":
-            assert self._codes is not None and self._scale is not None
-            codes, scale = quantize_int8(unit)
-            self._codes[rows] = codes
-            self._scale[rows] = scale
-        elif self.dtype == "float16":
-            assert self._half is not None
-            self._half[rows] = unit.astype(np.float16)
-
-    def _copy_compressed(self, src: int, dst: int) -> None:
-        if self._codes is not None and self._scale is not None:
-            self._codes[dst] = self._codes[src]
-            self._scale[dst] = self._scale[src]
-        if self._half is not None:
-            self._half[dst] = self._half[src]
-
-    def _make_owned(self) -> None:
-        """Copy a caller's read-only matrix before the first write (copy on write)."""
-        if not self._owned:
-            self._exact = np.array(self._exact[: self._n], dtype=np.float32, copy=True)
-            self._owned = True
-
-    def _reserve(self, needed: int) -> None:
-        cap = self._exact.shape[0]
-        if needed <= cap:
-            return
-        new_cap = max(needed, int(cap * _GROWTH), cap + _MIN_GROW)
-        n = self._n
-        exact = np.zeros((new_cap, self.dim), dtype=np.float32)
-        exact[:n] = self._exact[:n]
-        ids = np.empty(new_cap, dtype=object)
-        ids[:n] = self._ids[:n]
-        old_codes, old_scale, old_half = self._codes, self._scale, self._half
-        self._exact, self._ids = exact, ids
-        self._alloc_compressed(new_cap)
-        if old_codes is not None and old_scale is not None and self._codes is not None and self._scale is not None:
-            self._codes[:n] = old_codes[:n]
-            self._scale[:n] = old_scale[:n]
-        if old_half is not None and self._half is not None:
-            self._half[:n] = old_half[:n]
+            self._half = np.empty(self._base.shape, dtype=np.float16)
+            for s in range(0, self._base.shape[0], 65536):
+                self._half[s:s + 65536] = self._base[s:s + 65536]
 
     def __repr__(self) -> str:
-        return f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={self._n}, dim={self.dim}, dtype={self.dtype!r})"
+        return (f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={len(self)}, dim={self.dim}, "
+                f"dtype={self.dtype!r}, delta={self.delta_rows})")
 
 
 def _id_map(ids: list[str]) -> dict[str, int]:
@@ -454,13 +564,6 @@ def _id_map(ids: list[str]) -> dict[str, int]:
     if len(row) != len(ids):
         raise ValidationError("ids", "contains duplicates; one vector per (entry, model)")
     return row
-
-
-def _mask_outside(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Scores with every row not in ``rows`` set to -inf (pre-filter on a full scan)."""
-    masked = np.full_like(scores, -np.inf)
-    masked[rows] = scores[rows]
-    return masked
 
 
 def _check_finite(m: np.ndarray) -> None:

@@ -8,11 +8,25 @@ entries deleted since (tombstones) are removed. It is never reloaded per query.
 Persistence: a built index is written next to the tier as a memory-mappable
 ``<tier>.vec-<model>-<token>.npy`` (unit rows, float32) plus
 ``<tier>.vec-<model>.ids`` (one JSON header line -- tier uid, model, generation,
-shape, matrix file name -- then one id per line). Reopening maps the matrix
-(no copy until the first update) and reads the ids, then catches up from the
-stored generation; a cache of another tier (uid), another model or a newer
-generation than the tier is ignored. The ids file is replaced last and names
-its matrix file, so readers never pair ids with the wrong matrix.
+shape, matrix file name, CRC-32s -- then one id per line). Reopening maps the
+matrix as the index's immutable base (never copied: updates go to the index's
+small delta, :mod:`tiervault.embeddings.index`) and reads the ids, then catches
+up from the stored generation; a cache of another tier (uid), another model or
+a newer generation than the tier is ignored. The ids file is replaced last and
+names its matrix file, so readers never pair ids with the wrong matrix.
+
+Fold: when the delta outgrows its bound (``VectorIndex.needs_fold``), the live
+rows are written block by block to a new matrix file and a new ids file (each
+atomically: temporary file, fsync, rename), the new pair is read back and
+verified, and the index is rebuilt over the new mapping. A crash at any point
+leaves the previous pair (or the new one) whole, and the tier has every row the
+cache lacks: the next open catches up from the generation the ids file names.
+
+Verified on open (:func:`read_cache`): header fields, tier uid / model / epoch,
+the matrix file's exact size and shape, the CRC-32 of the ids and of the
+matrix bytes (one sequential read: ~0.4 s per GB here, paid once per process,
+the first scan would read those pages anyway). Any failure costs one warning
+and a rebuild from the tier, never a wrong answer.
 
 Pre-filtering: the tier's postings mirror gives a boolean mask over its slots
 for the filters (``Postings.mask``); the ids of the allowed slots are mapped to
@@ -35,6 +49,7 @@ import re
 import threading
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -51,10 +66,8 @@ __all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache"]
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 2  # 2: the tier epoch at the cached generation is recorded
-# Re-save the cache on open when the rows caught up since it exceed this share.
-_RESAVE_FRACTION = 0.2
-_RESAVE_MIN = 10_000
+CACHE_VERSION = 3  # 2: the tier epoch at the cached generation; 3: CRC-32s of ids and matrix
+_CHUNK = 1 << 24  # bytes per read when the matrix's CRC-32 is checked
 
 
 def _slug(model_key: str) -> str:
@@ -234,6 +247,29 @@ class VectorRecall:
                 state.index.upsert(ids, matrix)
         state.gen, state.epoch = gen, _epoch(store, gen)
         state.saved_rows += len(ids) + len(dead)
+        if state.index is not None and state.index.needs_fold:
+            self._fold(store, state)
+
+    def _fold(self, store: Any, state: _TierState) -> None:
+        """Make the index's live rows its new base: through a new cache file mapped
+        back (verified) where the tier keeps a cache, else in memory."""
+        assert state.index is not None
+        paths = cache_paths(store, self.model_key) if self.persist else None
+        if paths is not None and self._save(store, state):
+            try:
+                cached = read_cache(store, paths[0], self.model_key)
+                if cached is None:
+                    raise ValueError("the cache just written does not match the tier")
+                _, ids, matrix = cached
+                state.index = self._build(store, ids, matrix) if ids else None
+                return
+            except (StorageError, TierError):
+                raise
+            except Exception as exc:  # noqa: BLE001 -- the fold falls back to memory
+                log.warning("the vector cache %s of tier %r failed its check right after the fold "
+                            "(%s: %s); folding in memory", paths[0], store.name,
+                            type(exc).__name__, str(exc)[:200])
+        state.index.fold()
 
     def _build(self, store: Any, ids: Sequence[str], matrix: np.ndarray) -> VectorIndex:
         return VectorIndex.build(ids, matrix, dtype=self.dtype, model=self.model_key,  # type: ignore[arg-type]
@@ -270,39 +306,54 @@ class VectorRecall:
         state.index = index
         state.gen, state.epoch = gen, header.get("epoch")
         state.saved_rows = 0
-        self._refresh(store, state)
-        if state.saved_rows > max(_RESAVE_MIN, _RESAVE_FRACTION * n):
-            self._save(store, state)
+        self._refresh(store, state)  # folds (re-saves) when the catch-up outgrew the delta bound
         return True
 
-    def _save(self, store: Any, state: _TierState) -> None:
+    def _save(self, store: Any, state: _TierState) -> bool:
         """Write the index atomically next to the tier (fsync, rename; temporary files
-        never outlive a failure); failure only costs a rebuild. Read-only tiers are
-        never written next to."""
+        never outlive a failure), block by block (never a second copy of the matrix in
+        memory); failure only costs a rebuild. Read-only tiers are never written next
+        to. True when the pair was written."""
         paths = cache_paths(store, self.model_key) if self.persist else None
         if paths is None or state.index is None or state.gen < 0 or store.read_only:
-            return
+            return False
         index = state.index
         ids_path, base = paths
         matrix_path = Path(f"{base}-{uuid.uuid4().hex[:12]}.npy")
+        previous = _named_matrix(ids_path)
         try:
-            # One locked snapshot: ids and rows taken together, so they always match.
-            id_array, matrix = index.snapshot(copy=False)
-            ids = id_array.tolist()
+            n = len(index)
+            ids: list[str] = []
+            crc = 0
             # Owner-only like the tier it belongs to (np.save would follow the umask).
             with atomic_write(matrix_path, binary=True, mode=0o600) as fh:
-                np.save(fh, np.ascontiguousarray(matrix, dtype=np.float32))
+                np.lib.format.write_array_header_1_0(
+                    fh, {"descr": np.dtype(np.float32).str, "fortran_order": False, "shape": (n, index.dim)})
+
+                def sink(block_ids: np.ndarray, rows: np.ndarray) -> None:
+                    nonlocal crc
+                    data = memoryview(np.ascontiguousarray(rows, dtype=np.float32)).cast("B")
+                    crc = zlib.crc32(data, crc)
+                    fh.write(data)
+                    ids.extend(block_ids.tolist())
+
+                # One locked pass: ids and rows taken together, so they always match.
+                if index.export(sink) != n:
+                    raise StorageError(f"the vector index of tier {store.name!r} changed while it was saved")
+            body = "\n".join(ids)
             header = {"version": CACHE_VERSION, "model": self.model_key, "tier_uid": store.uid(),
-                      "gen": state.gen, "epoch": state.epoch, "n": len(ids), "dim": index.dim,
-                      "matrix": matrix_path.name}
+                      "gen": state.gen, "epoch": state.epoch, "n": n, "dim": index.dim,
+                      "matrix": matrix_path.name, "matrix_crc": crc,
+                      "ids_crc": zlib.crc32(body.encode("utf-8"))}
             with atomic_write(ids_path, mode=0o600) as fh:
-                fh.write(json.dumps(header) + "\n" + "\n".join(ids))
+                fh.write(json.dumps(header) + "\n" + body)
         except (OSError, TierVaultError) as exc:
             log.warning("could not cache the vector index of tier %r at %s: %s", store.name, ids_path, exc)
             matrix_path.unlink(missing_ok=True)
-            return
+            return False
         state.saved_rows = 0
-        _remove_stale_matrices(ids_path, base, matrix_path)
+        _remove_stale_matrices(ids_path, base, matrix_path, previous)
+        return True
 
 
 def read_cache(store: Any, ids_path: Path, model_key: str | None = None
@@ -334,12 +385,34 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None
             or not name.startswith(Path(base).name + "-") or not name.endswith(".npy")):
         raise ValueError(f"the header names {str(name)[:80]!r}, not a matrix file of this "
                          "cache in its own folder")
+    if zlib.crc32(body.encode("utf-8")) != header.get("ids_crc"):
+        raise ValueError("the ids fail their CRC-32")
     ids = body.split("\n") if body else []
-    matrix = np.load(ids_path.parent / name, mmap_mode="r", allow_pickle=False)
+    path = ids_path.parent / name
+    matrix = np.load(path, mmap_mode="r", allow_pickle=False)
     if (matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape != (n, dim)
             or len(ids) != n or (n and dim < 1)):
         raise ValueError(f"shape {matrix.shape} / {len(ids)} ids do not match the header ({n}, {dim})")
+    if path.stat().st_size != matrix.offset + matrix.nbytes:
+        raise ValueError(f"{name} is {path.stat().st_size} bytes, not {matrix.offset + matrix.nbytes}")
+    if _file_crc(path, matrix.offset) != header.get("matrix_crc"):
+        raise ValueError(f"{name} fails its CRC-32")
     return header, ids, matrix
+
+
+def _file_crc(path: Path, start: int) -> int:
+    """CRC-32 of the bytes of ``path`` from ``start`` on, read (not mapped) in chunks:
+    the pages land in the OS cache, not in this process's resident set."""
+    crc = 0
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(start)
+        while True:
+            got = fh.readinto(buf)
+            if not got:
+                return crc
+            crc = zlib.crc32(view[:got], crc)
 
 
 def _epoch(store: Any, gen: int) -> str | None:
@@ -348,20 +421,29 @@ def _epoch(store: Any, gen: int) -> str | None:
     return epoch_at(gen) if epoch_at is not None else None
 
 
-def _remove_stale_matrices(ids_path: Path, base: str, ours: Path) -> None:
-    """Delete matrix files the ids file no longer names. A file younger than a minute
-    is kept unless it is ours: another process may be about to publish it."""
+def _named_matrix(ids_path: Path) -> str | None:
+    """The matrix file name the ids file's header names (None: no readable header)."""
     try:
         with open(ids_path, "r", encoding="utf-8") as fh:
-            current = json.loads(fh.readline()).get("matrix")
-    except (OSError, ValueError):
+            name = json.loads(fh.readline()).get("matrix")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _remove_stale_matrices(ids_path: Path, base: str, ours: Path, previous: str | None = None) -> None:
+    """Delete matrix files the ids file no longer names. A file younger than a minute
+    is kept unless it is ours or the one our save replaced (``previous``): another
+    process may be about to publish it."""
+    current = _named_matrix(ids_path)
+    if current is None:
         return
     now = time.time()
     for old in ids_path.parent.glob(Path(base).name + "-*.npy"):
         if old.name == current:
             continue
         try:  # a process still mapping an unlinked file keeps its pages (POSIX)
-            if old == ours or now - old.stat().st_mtime > 60:
+            if old == ours or old.name == previous or now - old.stat().st_mtime > 60:
                 old.unlink()
         except OSError:
             pass
@@ -388,7 +470,7 @@ def allowed_rows(view: IdMask, index: VectorIndex,
     rows = rows[rows >= 0]
     if rows.size == len(index):
         return None  # every vector passes (the usual unfiltered query)
-    allowed = np.zeros(len(index), dtype=bool)
+    allowed = np.zeros(index.row_count, dtype=bool)
     allowed[rows] = True
     return allowed
 

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["l2_normalize", "cosine_scores", "top_k", "quantize_int8", "int8_scores", "float16_scores"]
+__all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "quantize_int8_blocks",
+           "int8_scores", "float16_scores"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
@@ -57,6 +58,23 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     else:
         part = np.arange(n)
     return part[np.argsort(-scores[part], kind="stable")]
+
+
+def mask_outside(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Scores with every position not in ``rows`` set to -inf (pre-filter on a full scan)."""
+    masked = np.full_like(scores, -np.inf)
+    masked[rows] = scores[rows]
+    return masked
+
+
+def quantize_int8_blocks(m: np.ndarray, step: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`quantize_int8` of a large (e.g. mapped) matrix, ``step`` rows at a time
+    (the temporaries stay small)."""
+    codes = np.empty(m.shape, dtype=np.int8)
+    scale = np.empty(m.shape[0], dtype=np.float32)
+    for s in range(0, m.shape[0], step):
+        codes[s:s + step], scale[s:s + step] = quantize_int8(m[s:s + step])
+    return codes, scale
 
 
 def quantize_int8(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

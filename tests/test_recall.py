@@ -187,7 +187,7 @@ def test_persisted_index_opens_memory_mapped_and_catches_up(vault, monkeypatch):
     assert ids_path.exists() and len(list(ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.npy"))) == 1
 
     reopened = VectorRecall(vault, MODEL).index("agent")
-    assert isinstance(reopened._exact.base, np.memmap) and not reopened._exact.flags.writeable
+    assert reopened.mapped and reopened.owned_bytes < reopened.nbytes / 10
 
     extra = fill(store, rng, 10, "b")
     vecs.update(extra)
@@ -202,6 +202,8 @@ def test_persisted_index_opens_memory_mapped_and_catches_up(vault, monkeypatch):
     second = VectorRecall(vault, MODEL)
     check_same(second.search(q, 30), reference(q, [("agent", 1.0, vecs)], 30))
     assert loads and -1 not in loads  # opened from the cache, only the 10 new rows read from SQL
+    caught_up = second.index("agent")
+    assert caught_up.mapped and caught_up.delta_rows == 10  # the 10 rows went to the delta
 
     # warm() re-persists; a cache of another tier file (different uid) is ignored.
     second.warm(["agent"])

@@ -1,0 +1,79 @@
+"""The small in-memory part of a :class:`~tiervault.embeddings.index.VectorIndex`.
+
+A :class:`VectorDelta` holds the rows written since the index's base was built:
+a preallocated float32 matrix of unit rows with the entry ids in a parallel
+array. Rows stay contiguous (swap-remove: the last row moves into a hole) and
+the capacity grows by 1/8 when full (slack <= 12.5 %, amortised O(1) appends).
+It knows nothing of ids outside itself: the index keeps the one id -> row map.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["VectorDelta"]
+
+_GROWTH = 1.125
+_MIN_GROW = 1024
+
+
+class VectorDelta:
+    """Rows ``0..n-1`` of unit float32 vectors and their ids (not thread-safe: the
+    owning index holds its lock around every call)."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.n = 0
+        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        self.ids = np.empty(0, dtype=object)
+
+    @property
+    def capacity(self) -> int:
+        return self.matrix.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.matrix.nbytes + self.ids.nbytes
+
+    def live(self) -> np.ndarray:
+        """The ``n`` used rows (a view)."""
+        return self.matrix[: self.n]
+
+    def append(self, entry_id: str) -> int:
+        """A new row for ``entry_id`` (its vector is set by :meth:`set_rows`); its row."""
+        self._reserve(self.n + 1)
+        self.ids[self.n] = entry_id
+        self.n += 1
+        return self.n - 1
+
+    def set_rows(self, rows: np.ndarray, unit: np.ndarray) -> None:
+        self.matrix[rows] = unit
+
+    def remove(self, row: int) -> str | None:
+        """Drop ``row``; the last row moves into it. Returns the id that moved (None
+        when ``row`` was the last one), whose row is now ``row``."""
+        last = self.n - 1
+        moved = None
+        if row != last:
+            moved = self.ids[last]
+            self.ids[row] = moved
+            self.matrix[row] = self.matrix[last]
+        self.ids[last] = None
+        self.n = last
+        return moved
+
+    def clear(self) -> None:
+        self.n = 0
+        self.matrix = np.zeros((0, self.dim), dtype=np.float32)
+        self.ids = np.empty(0, dtype=object)
+
+    def _reserve(self, needed: int) -> None:
+        cap = self.capacity
+        if needed <= cap:
+            return
+        new_cap = max(needed, int(cap * _GROWTH), cap + _MIN_GROW)
+        matrix = np.zeros((new_cap, self.dim), dtype=np.float32)
+        matrix[: self.n] = self.matrix[: self.n]
+        ids = np.empty(new_cap, dtype=object)
+        ids[: self.n] = self.ids[: self.n]
+        self.matrix, self.ids = matrix, ids

@@ -1,0 +1,149 @@
+"""VectorIndex with a mapped base plus an in-memory delta, against a brute force.
+
+Property: after any sequence of upserts (new ids, rewrites of base ids, rewrites of
+delta ids, ids that were deleted), deletes and in-memory folds, the index answers
+every search (unfiltered, filtered by mask or by rows, any k) exactly as a float64
+brute force over the logical set {id: last vector written}; the mapped base file is
+never written and never copied.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tiervault.embeddings import index as index_module
+from tiervault.embeddings.index import VectorIndex
+
+DIM = 16
+N_BASE = 400
+
+
+@pytest.fixture(scope="module")
+def base_file(tmp_path_factory):
+    rng = np.random.default_rng(2)
+    m = rng.standard_normal((N_BASE, DIM)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    path = tmp_path_factory.mktemp("base") / "base.f32"
+    m.tofile(path)
+    return path, m
+
+
+def check(index: VectorIndex, truth: dict[str, np.ndarray], q: np.ndarray, k: int,
+          allowed_ids: set[str] | None, how: str) -> None:
+    """The answer is a correct top k of the allowed live set (ties may go either way)."""
+    keys = [i for i in truth if allowed_ids is None or i in allowed_ids]
+    qn = q / np.linalg.norm(q)
+    true = {i: float(truth[i] @ qn) for i in keys}
+    want = sorted(true.values(), reverse=True)[:k]
+    allowed = None
+    if allowed_ids is not None:
+        rows = index.rows_for(sorted(allowed_ids))
+        if how == "mask":
+            allowed = np.zeros(index.row_count, dtype=bool)
+            allowed[rows] = True
+        else:
+            allowed = rows
+    ids, scores = index.search(q, k, allowed=allowed)
+    assert len(ids) == len(want) == len(set(ids.tolist()))
+    assert scores.dtype == np.float32
+    np.testing.assert_allclose(scores, want, atol=2e-6)
+    for i, s in zip(ids.tolist(), scores):
+        assert i in true and abs(true[i] - s) <= 2e-6  # each id carries its own score
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["new", "rewrite_base", "rewrite_delta", "delete", "revive",
+                                           "fold", "search"]),
+                         st.integers(0, 2**31 - 1)), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, fold_min=st.sampled_from([10**9, 60]))
+def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, ops, fold_min) -> None:
+    path, m = base_file
+    monkeypatch.setattr(index_module, "FOLD_MIN_ROWS", fold_min)
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(N_BASE, DIM))
+    base_ids = [f"b{i}" for i in range(N_BASE)]
+    index = VectorIndex.build(base_ids, mapped, normalized=True)
+    truth = {i: m[r].astype(np.float64) for r, i in enumerate(base_ids)}
+    gone: list[str] = []
+    counter = 0
+    for kind, seed in ops:
+        rng = np.random.default_rng(seed)
+        in_delta = [i for i in truth if not i.startswith("b") or i in index.ids[-index.delta_rows:]]
+        if kind == "new":
+            batch = [f"n{counter + j}" for j in range(int(rng.integers(1, 40)))]
+            counter += len(batch)
+        elif kind == "rewrite_base":
+            batch = [i for i in rng.choice(base_ids, 20).tolist() if i in truth]
+        elif kind == "rewrite_delta":
+            batch = rng.choice(in_delta, min(10, len(in_delta))).tolist() if in_delta else []
+        elif kind == "revive":
+            batch = gone[: int(rng.integers(1, 10))]
+        if kind in ("new", "rewrite_base", "rewrite_delta", "revive") and batch:
+            batch = batch + batch[:1]  # a repeated id in one batch: the last vector wins
+            vecs = rng.standard_normal((len(batch), DIM)) * rng.uniform(0.5, 3.0)
+            index.upsert(batch, vecs)
+            for i, v in zip(batch, vecs):
+                truth[i] = v / np.linalg.norm(v)
+                if i in gone:
+                    gone.remove(i)
+        elif kind == "delete" and truth:
+            victims = rng.choice(sorted(truth), min(len(truth), int(rng.integers(1, 30))), replace=False).tolist()
+            assert index.remove(victims + ["never-there"]) == len(victims)
+            for v in victims:
+                del truth[v]
+                gone.append(v)
+        elif kind == "fold":
+            index.fold()
+            assert index.delta_rows == 0 and not index.mapped
+        if index.needs_fold:  # what the owner does (recall folds through a file)
+            index.fold()
+        assert len(index) == len(truth) and set(index.ids.tolist()) == set(truth)
+        q = rng.standard_normal(DIM)
+        for k in (1, int(rng.integers(2, 60)), len(truth) + 5):
+            check(index, truth, q, k, None, "none")
+        if truth:
+            live = sorted(truth)
+            for fraction in (0.05, 0.6):  # the gather path and the masked full scan
+                chosen = set(rng.choice(live, max(1, int(len(live) * fraction)), replace=False).tolist())
+                check(index, truth, q, 25, chosen, "mask")
+                check(index, truth, q, 25, chosen, "rows")
+            probe = live[: 5] + ["never-there"]
+            got = index.scores_for(probe, q)
+            np.testing.assert_allclose(got[:-1], [truth[i] @ (q / np.linalg.norm(q)) for i in probe[:-1]],
+                                       atol=2e-6)
+            assert np.isnan(got[-1])
+            np.testing.assert_allclose(index.vectors_for(probe[:2]), [truth[i] for i in probe[:2]], atol=2e-6)
+    assert np.array_equal(np.fromfile(path, dtype=np.float32).reshape(N_BASE, DIM), m)  # never written
+
+
+def test_upserts_never_copy_the_mapped_base(base_file) -> None:
+    path, m = base_file
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(N_BASE, DIM))
+    index = VectorIndex.build([f"b{i}" for i in range(N_BASE)], mapped, normalized=True)
+    before = index.owned_bytes
+    rng = np.random.default_rng(4)
+    index.upsert(["b3", "b7", "x"], rng.standard_normal((3, DIM)))
+    index.remove(["b9", "x"])
+    assert index.mapped and index.delta_rows == 5  # b3, b7 in the delta; b3, b7, b9 tombstoned
+    assert len(index) == N_BASE - 1 and index.row_count == N_BASE + 2
+    # The delta's first allocation (1,024 rows) and the tombstone mask, not a copy of the base.
+    assert index.owned_bytes - before <= 1024 * DIM * 4 + 1024 * 8 + N_BASE
+    assert not index.needs_fold
+
+
+def test_needs_fold_bound(monkeypatch) -> None:
+    rng = np.random.default_rng(1)
+    index = VectorIndex.build([f"b{i}" for i in range(1000)], rng.standard_normal((1000, DIM)))
+    monkeypatch.setattr(index_module, "FOLD_MIN_ROWS", 30)
+    monkeypatch.setattr(index_module, "FOLD_FRACTION", 0.05)  # bound max(30, 50) = 50
+    index.upsert([f"n{i}" for i in range(40)], rng.standard_normal((40, DIM)))
+    index.remove([f"b{i}" for i in range(10)])
+    assert index.delta_rows == 50 and not index.needs_fold
+    index.remove(["b10"])
+    assert index.needs_fold
+    index.fold()
+    assert index.delta_rows == 0 and len(index) == 1029 and index.row_count == 1029
