@@ -197,3 +197,69 @@ def test_a_saved_mirror_outlives_the_epoch_window(tmp_path, monkeypatch):
     assert Postings.load_cache(restored) is None  # the live tier's cache: another history
     assert restored.postings().slot("only-in-backup") is not None
     assert restored.postings().slot("live1") is None
+
+
+def test_words_the_stemmer_skips_are_what_fts5_itself_makes_of_them():
+    """``unchanged_by_fts5`` (no SQL for numbers, short and long words) is checked
+    against a real ``porter unicode61`` FTS5 table; the shortcut must also hold for
+    words porter would change if they ended in a letter."""
+    import random
+    import sqlite3
+
+    from tiervault.vault.tokenizer import Stemmer, unchanged_by_fts5
+
+    rng = random.Random(5)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    words = {"0000042", "sha256", "v2", "ab", "x", "is", "running1", "ies9", "ational7",
+             "caresses", "ponies", "a" * 64, "b" * 65, "ing" * 30 + "4", "9", "10k", "Ab1",
+             "é1", "ü"}
+    for _ in range(3000):
+        n = rng.choice([1, 2, 3, 4, 6, 9, 14, 63, 64, 65, 70])
+        words.add("".join(rng.choice(alphabet) for _ in range(n)))
+    for suffix in ("ing", "ed", "ies", "sses", "ational", "ization", "ful", "ness", "ll", "e", "y"):
+        words.add("walk" + suffix)
+        words.add("walk" + suffix + "3")
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE wv USING fts5vocab(w, instance)")
+    ordered = sorted(words)
+    conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", enumerate(ordered, start=1))
+    fts5 = {ordered[doc - 1]: term for doc, term in conn.execute(
+        "SELECT doc, term FROM wv WHERE offset = 0")}
+    skipped = [w for w in ordered if unchanged_by_fts5(w)]
+    assert len(skipped) > 1000 and "walking" not in skipped and "Ab1" not in skipped
+    assert "é1" not in skipped
+    for w in skipped:
+        assert fts5[w] == w, w
+    # and a fresh stemmer answers every word as FTS5 does, skipped or not
+    stems = Stemmer().stems(ordered)
+    assert stems == {w: fts5.get(w, "") for w in ordered}
+
+
+def test_tag_slots_of_a_build_equal_a_loop_over_rows(tmp_path):
+    """The column-wise registration of a first build gives every tag the slots a
+    loop over the rows would, repeats and odd tag texts (written by outside SQL) too."""
+    import sqlite3
+
+    path = tmp_path / "a.db"
+    store = TierStore(path)
+    store.capture_many(random_entries(1500))
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE entries SET tags = 'dup dup other' WHERE id = 'e3'")
+    conn.execute("UPDATE entries SET tags = '  spaced\tout  ' WHERE id = 'e4'")
+    conn.execute("UPDATE entries SET tags = '' WHERE id = 'e5'")
+    conn.commit()
+    conn.close()
+    store = TierStore(path)
+    m = store.postings()
+    expected: dict[str, list[int]] = {}
+    for slot, eid in enumerate(m.ids):
+        row = store.get(eid)
+        assert row is not None
+        text = {"e3": "dup dup other", "e4": "  spaced\tout  ", "e5": ""}.get(eid, row.tag_text)
+        for tag in text.split():
+            expected.setdefault(tag, []).append(slot)
+    assert list(m.tags) == list(expected)
+    assert all(m.tags[t].tolist() == s for t, s in expected.items())
+    assert m.tags["dup"].tolist().count(m.slot("e3")) == 2

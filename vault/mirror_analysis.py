@@ -15,6 +15,7 @@ dict look-up.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -61,30 +62,39 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary) -> Analysed:
     vocabulary, extended in place)."""
     n = len(rows)
     per_field = [_field_words(rows, name) for name in TEXT_FIELDS]
-    distinct: set[str] = set()
-    for words in per_field:
-        distinct.update(words)
-    distinct.discard(SEP)
-    stems = STEMMER.stems(distinct)
+    # One pass per token: ``first_at`` maps each distinct word to the position of its
+    # first occurrence (a running token counter), and each token becomes that position;
+    # the words' codes are then computed once per distinct word and gathered with NumPy.
+    first_at: dict[str, int] = {}
+    counter = itertools.count()
+    positions = [np.fromiter(map(first_at.setdefault, words, counter), dtype=np.int64,
+                             count=len(words)) for words in per_field]
+    sep_at = first_at.pop(SEP, -1)
+    stems = STEMMER.stems(first_at)
     stop_words = STOP_WORDS.get()
     # New term ids in sorted stem order, not set order: the ids (T's columns) are then a
     # function of the rows, the same in every process (the latent SVD of vault/latent.py
     # depends on the column order to the last float32 bit).
     wanted = sorted({s for s in stems.values() if s})
-    tid_of: dict[str, int] = {}
-    for stem, tid in zip(wanted, vocab.ids(wanted)):  # one batched look-up per chunk
-        tid_of[stem] = tid if tid is not None else vocab.add(stem)
+    known = vocab.ids(wanted)  # one batched look-up per chunk
+    new_ids = iter(vocab.add_many([s for s, t in zip(wanted, known) if t is None]))
+    tid_of = dict(zip(wanted, [t if t is not None else next(new_ids) for t in known]))
+    tid_of[""] = -1
     n_terms = len(vocab)
-    code: dict[str, int] = {SEP: _SEP_CODE}
-    for word, stem in stems.items():
-        if not stem:
-            code[word] = _NO_TERM
-            continue
-        # Low bit marks a stop word: it counts for BM25, not for TF-IDF.
-        code[word] = 2 * tid_of[stem] + (word in stop_words)
+    # code = 2 * term id + is_stop_word (low bit: counts for BM25, not for TF-IDF);
+    # a word without a term: _NO_TERM; the text separator: _SEP_CODE.
+    seen = list(first_at)
+    tids = np.fromiter(map(tid_of.__getitem__, map(stems.__getitem__, seen)), dtype=np.int64,
+                       count=len(seen))
+    stop = np.fromiter(map(stop_words.__contains__, seen), dtype=np.int64, count=len(seen))
+    code_at = np.empty(next(counter), dtype=np.int64)
+    code_at[np.fromiter(first_at.values(), dtype=np.int64, count=len(seen))] = np.where(
+        tids >= 0, 2 * tids + stop, _NO_TERM)
+    if sep_at >= 0:
+        code_at[sep_at] = _SEP_CODE
     codes_parts, doc_parts, col_parts = [], [], []
-    for col, words in enumerate(per_field):
-        codes = np.fromiter(map(code.__getitem__, words), dtype=np.int64, count=len(words))
+    for col, pos in enumerate(positions):
+        codes = code_at[pos]
         doc = np.cumsum(codes == _SEP_CODE)  # the row of a word: separators before it
         keep = codes >= 0
         codes_parts.append(codes[keep])

@@ -315,38 +315,36 @@ class Postings:
         return blocks.w, blocks.c
 
     def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray) -> None:
-        first = len(self.ids)
+        """Give ``rows`` the next slots: ids, hashes, codes, dates and tag slots, a
+        column at a time (C-level maps over the transposed rows, no loop per row)."""
+        first, n = len(self.ids), len(rows)
+        if not n:
+            return
+        (keys, ids, hashes, types, domains, severities, origins, valid_from, valid_until,
+         updated_at, *_, tags) = zip(*rows)
         domain_index = {d: i for i, d in enumerate(self.domains)}
-        dcodes = []
-        for row in rows:
-            d = row.domain
+        for d in dict.fromkeys(domains):  # new domains in order of first appearance
             if d not in domain_index:
                 domain_index[d] = len(self.domains)
                 self.domains.append(d)
-            dcodes.append(domain_index[d])
-        new_tags: dict[str, list[int]] = {}
-        for offset, row in enumerate(rows):
-            slot = first + offset
-            self._delta_slot_of[int(row.key)] = slot
-            for tag in (row.tags or "").split():
-                new_tags.setdefault(tag, []).append(slot)
-        for tag, slots in new_tags.items():
+        self._delta_slot_of.update(zip(map(int, keys), range(first, first + n)))
+        for tag, added in _tag_slots(tags, first).items():
             old = self.tags.get(tag)
-            added = np.asarray(slots, dtype=np.int64)
             self.tags[tag] = added if old is None else np.concatenate([old, added])
-        self.ids.extend(r.id for r in rows)
-        self.hashes.extend(r.content_hash for r in rows)
+        self.ids.extend(ids)
+        self.hashes.extend(hashes)
         cat = np.concatenate
-        self.rowids = cat([self.rowids, np.array([r.key for r in rows], dtype=np.int64)])
-        self.alive = cat([self.alive, np.ones(len(rows), dtype=bool)])
+        self.rowids = cat([self.rowids, np.fromiter(keys, dtype=np.int64, count=n)])
+        self.alive = cat([self.alive, np.ones(n, dtype=bool)])
         self.doclen = cat([self.doclen, doclen])
-        self.type_code = cat([self.type_code, np.array([ENTRY_TYPES.index(r.type) for r in rows], dtype=np.int8)])
-        self.severity_code = cat([self.severity_code, np.array([SEVERITIES.index(r.severity) for r in rows], dtype=np.int8)])
-        self.origin_code = cat([self.origin_code, np.array([ORIGINS.index(r.origin) for r in rows], dtype=np.int8)])
-        self.domain_code = cat([self.domain_code, np.array(dcodes, dtype=np.int32)])
-        self.valid_from = cat([self.valid_from, np.array([np.nan if r.valid_from is None else r.valid_from for r in rows])])
-        self.valid_until = cat([self.valid_until, np.array([np.nan if r.valid_until is None else r.valid_until for r in rows])])
-        self.updated_at = cat([self.updated_at, np.array([np.nan if r.updated_at is None else r.updated_at for r in rows], dtype=np.float64)])
+        self.type_code = cat([self.type_code, _codes(types, ENTRY_TYPES, np.int8)])
+        self.severity_code = cat([self.severity_code, _codes(severities, SEVERITIES, np.int8)])
+        self.origin_code = cat([self.origin_code, _codes(origins, ORIGINS, np.int8)])
+        self.domain_code = cat([self.domain_code, np.fromiter(
+            map(domain_index.__getitem__, domains), dtype=np.int32, count=n)])
+        self.valid_from = cat([self.valid_from, _times(valid_from)])
+        self.valid_until = cat([self.valid_until, _times(valid_until)])
+        self.updated_at = cat([self.updated_at, _times(updated_at)])
         self.total_len += float(doclen.sum())
 
     # -- queries ----------------------------------------------------------------------
@@ -502,3 +500,49 @@ class Postings:
     def load_cache(cls, store: Any) -> "Postings | None":
         """The cached mirror if it belongs to this tier's history, else None."""
         return mirror_cache.load(store, cls)
+
+
+def _codes(values: Sequence[str], allowed: tuple[str, ...], dtype: type) -> np.ndarray:
+    """The position of each value in ``allowed`` (ValueError naming a value it lacks)."""
+    index = {v: i for i, v in enumerate(allowed)}
+    try:
+        return np.fromiter(map(index.__getitem__, values), dtype=dtype, count=len(values))
+    except KeyError as exc:
+        raise ValueError(f"{exc.args[0]!r} is not one of {', '.join(allowed)}") from None
+
+
+def _times(values: Sequence[float | None]) -> np.ndarray:
+    """Timestamps as float64, NaN for none."""
+    return np.array(values, dtype=np.float64)  # None -> nan
+
+
+_TAG_SEP = "\x00"
+
+
+def _tag_slots(tag_texts: Sequence[str | None], first: int) -> dict[str, np.ndarray]:
+    """{tag: ascending slots holding it} of rows ``first, first + 1, ...`` whose tags
+    are the space-separated words of ``tag_texts``; tags in order of first appearance,
+    a slot repeated as often as its row repeats the tag (as a loop per row would).
+
+    One ``split`` over the texts joined by `` NUL `` (a tag never holds NUL; a text that
+    does is split row by row), then a stable sort of the tags' codes."""
+    big = f" {_TAG_SEP} ".join(t or "" for t in tag_texts)
+    if big.count(_TAG_SEP) != len(tag_texts) - 1:
+        out: dict[str, list[int]] = {}
+        for offset, text in enumerate(tag_texts):
+            for tag in (text or "").split():
+                out.setdefault(tag, []).append(first + offset)
+        return {t: np.asarray(s, dtype=np.int64) for t, s in out.items()}
+    tokens = big.split()
+    names = dict.fromkeys(tokens)
+    names.pop(_TAG_SEP, None)
+    code_of = {t: i for i, t in enumerate(names)}
+    code_of[_TAG_SEP] = -1
+    codes = np.fromiter(map(code_of.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    row = np.cumsum(codes < 0)
+    keep = codes >= 0
+    codes, row = codes[keep], row[keep] + first
+    order = np.argsort(codes, kind="stable")
+    bounds = np.cumsum(np.bincount(codes, minlength=len(code_of) - 1))
+    slots = np.split(row[order], bounds[:-1])
+    return dict(zip(names, slots))

@@ -230,7 +230,10 @@ class StringColumn(Sequence[str]):
     def __init__(self, base: StringTable | None = None) -> None:
         self.base = base if base is not None else StringTable.build([])
         self.extra: list[str] = []
+        # string -> its appended slots, indexed lazily: a first mirror build appends every
+        # id and hash, then freezes them into a table, never looking one up in between.
         self._extra_slots: dict[str, list[int]] = {}
+        self._indexed = 0  # how many of ``extra`` are in _extra_slots
 
     def __len__(self) -> int:
         return len(self.base) + len(self.extra)
@@ -282,19 +285,27 @@ class StringColumn(Sequence[str]):
     __hash__ = None  # type: ignore[assignment]
 
     def extend(self, strings: Iterable[str]) -> None:
-        slot = len(self)
-        for s in strings:
-            self.extra.append(s)
-            self._extra_slots.setdefault(s, []).append(slot)
-            slot += 1
+        self.extra.extend(strings)
+
+    def _index(self) -> dict[str, list[int]]:
+        """The appended strings' slots, brought up to date."""
+        if self._indexed < len(self.extra):
+            slot = len(self.base) + self._indexed
+            index = self._extra_slots
+            for s in self.extra[self._indexed:]:
+                index.setdefault(s, []).append(slot)
+                slot += 1
+            self._indexed = len(self.extra)
+        return self._extra_slots
 
     def slots(self, s: str) -> list[int]:
         """Every slot holding ``s``, ascending (base first, then appended)."""
-        return self.base.find([s])[0] + self._extra_slots.get(s, [])
+        return self.base.find([s])[0] + self._index().get(s, [])
 
     def slots_many(self, strings: Sequence[str]) -> list[list[int]]:
         found = self.base.find(strings)
-        return [f + self._extra_slots.get(s, []) for f, s in zip(found, strings)]
+        index = self._index()
+        return [f + index.get(s, []) for f, s in zip(found, strings)]
 
 
 class Vocabulary:
@@ -314,9 +325,11 @@ class Vocabulary:
 
     def ids(self, stems: Sequence[str]) -> list[int | None]:
         """The id of each stem (None: not a term of this mirror)."""
-        out: list[int | None] = []
-        found = self.base.find(stems) if len(self.base) else [[] for _ in stems]
         added = self._added_ids
+        if not len(self.base):  # a first build: every term is an added one
+            return list(map(added.get, stems))
+        out: list[int | None] = []
+        found = self.base.find(stems)
         for stem, slots in zip(stems, found):
             out.append(slots[0] if slots else added.get(stem))
         return out
@@ -339,6 +352,13 @@ class Vocabulary:
         self.added.append(stem)
         self._added_ids[stem] = tid
         return tid
+
+    def add_many(self, stems: Sequence[str]) -> range:
+        """The ids of distinct stems known not to be terms yet (consecutive, in order)."""
+        first = len(self)
+        self.added.extend(stems)
+        self._added_ids.update(zip(stems, range(first, first + len(stems))))
+        return range(first, first + len(stems))
 
     def frozen(self) -> "Vocabulary":
         """The same terms, all in one table (after a full build: no dict of every stem)."""
