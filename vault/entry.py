@@ -34,6 +34,14 @@ __all__ = [
     "MIN_TIMESTAMP",
     "MAX_TIMESTAMP",
     "slugify",
+    "FIELD_NAMES",
+    "ID_PATTERN",
+    "TAG_PATTERN",
+    "SURROGATE_PATTERN",
+    "MAX_TITLE_CHARS",
+    "MAX_DOMAIN_CHARS",
+    "MAX_TAGS",
+    "content_hashes",
 ]
 
 ENTRY_TYPES = ("pattern", "anti-pattern", "rule", "playbook", "decision", "reference")
@@ -334,6 +342,12 @@ class Entry:
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Entry))
 
+#: The rules above by public name, for validation in bulk (:mod:`entry_bulk`).
+FIELD_NAMES = _FIELD_NAMES
+ID_PATTERN = _ID_RE
+TAG_PATTERN = _TAG_RE
+SURROGATE_PATTERN = _SURROGATE
+
 
 def _content_hash(values: Mapping[str, Any]) -> str:
     """sha256 of the content fields: whitespace folded, case folded, lists sorted.
@@ -350,6 +364,24 @@ def _content_hash(values: Mapping[str, Any]) -> str:
         parts.append(value)
     text = " ".join(" \x00 ".join(parts).split()).casefold()
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _joined(items: tuple[str, ...]) -> str:
+    return "\x1e".join(sorted(map(str.casefold, items))) if items else ""
+
+
+def content_hashes(rows: Iterable[tuple[Any, ...]]) -> list[str]:
+    """:func:`_content_hash` of many entries: each row holds the content fields in
+    ``_CONTENT_FIELDS`` order (type, domain, title, description, context, example,
+    counter_example, why, tags, applies_to, severity; tags and applies_to as tuples).
+    The same text and digest, without a dict and a generator per entry."""
+    sha256 = hashlib.sha256
+    out = []
+    for (etype, domain, title, desc, ctx, example, counter, why, tags, applies, severity) in rows:
+        text = " \x00 ".join((etype, domain, title, desc, ctx, example, counter, why,
+                               _joined(tags), _joined(applies), severity))
+        out.append(sha256(" ".join(text.split()).casefold().encode()).hexdigest())
+    return out
 
 
 _TIME_FIELDS = frozenset({"valid_from", "valid_until", "created_at", "updated_at"})

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import IO, Any, Iterable, Iterator, Sequence
 
 from tiervault.errors import TierVaultError, ValidationError
 from tiervault.vault.entry import LINK_TYPES, Entry
+from tiervault.vault.entry_bulk import validate_many
 
 __all__ = ["ParsedLine", "LinkSpec", "parse_lines", "parse_record", "entry_line", "ImportReport",
            "capture_linked"]
@@ -126,6 +128,72 @@ def _line(number: int, text: str) -> ParsedLine:
     return _record_line(number, record)
 
 
+#: Lines decoded, then validated together (vault/entry_bulk.py), per group.
+_GROUP = 2_000
+
+
+def _lines(numbered: Iterable[tuple[int, str]]) -> Iterator[ParsedLine]:
+    """``_line`` of each ``(number, text)``, blank lines skipped; the entries of a group
+    of lines are validated at once (same entries, same messages as one by one)."""
+    it = iter(numbered)
+    while True:
+        group: list[tuple[int, str]] = []
+        failure: ValidationError | None = None
+        try:  # input that stops decoding: the lines before it are still parsed, then it raises
+            group.extend(islice(it, _GROUP))
+        except ValidationError as exc:
+            failure = exc
+        yield from _group(group)
+        if failure is not None:
+            raise failure
+        if len(group) < _GROUP:
+            return
+
+
+def _group(group: list[tuple[int, str]]) -> Iterator[ParsedLine]:
+    """The parsed lines of one group, in order."""
+    out: list[ParsedLine | None] = []
+    pending: list[tuple[int, dict[str, Any], tuple[LinkSpec, ...]]] = []
+    for number, text in group:
+        if not text.strip():
+            continue
+        try:
+            record = _load(text)
+        except json.JSONDecodeError as exc:
+            out.append(ParsedLine(number, None,
+                                  error=f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except ValueError as exc:
+            out.append(ParsedLine(number, None, error=str(exc)))
+            continue
+        if not isinstance(record, dict):
+            out.append(_record_line(number, record))
+            continue
+        try:  # the record is this line's own fresh dict: popped in place
+            links = _links(record.pop("links", None))
+        except ValidationError as exc:
+            out.append(ParsedLine(number, None, error=str(exc)))
+            continue
+        except RecursionError:
+            out.append(ParsedLine(number, None, error="nested too deeply to be an entry"))
+            continue
+        record.pop("content_hash", None)  # derived, recomputed on the way in
+        out.append(None)
+        pending.append((number, record, links))
+    checked = iter(zip(pending, validate_many([r for _, r, _ in pending])))
+    for item in out:
+        if item is not None:
+            yield item
+            continue
+        (number, _, links), result = next(checked)
+        if isinstance(result, Entry):
+            yield ParsedLine(number, result, links)
+        elif isinstance(result, RecursionError):
+            yield ParsedLine(number, None, error="nested too deeply to be an entry")
+        else:
+            yield ParsedLine(number, None, error=str(result))
+
+
 def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:
     """Parse JSONL (blank lines skipped), deciding line by line.
 
@@ -141,14 +209,14 @@ def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:
         first = _line(number, text)
         if first.error is None or not text.lstrip().startswith(("{", "[")):
             yield first
-            yield from (_line(n, t) for n, t in enumerate(lines, start=number + 1) if t.strip())
+            yield from _lines(enumerate(lines, start=number + 1))
             return
         rest = [text, *lines]  # one document over several lines? (read into memory once)
         try:
             document = _load("".join(rest))
         except ValueError:
             yield first
-            yield from (_line(n, t) for n, t in enumerate(rest[1:], start=number + 1) if t.strip())
+            yield from _lines(enumerate(rest[1:], start=number + 1))
             return
         items = document if isinstance(document, list) else [document]
         for i, record in enumerate(items):

@@ -1,0 +1,202 @@
+"""Validation in bulk (vault/entry_bulk.py) is ``Entry.from_dict`` one record at a time:
+the same entries, the same content hashes and timestamps to the bit, the same error
+message for every bad record, whichever mix of records a batch holds."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from bench.corpus import generate
+from tiervault.errors import ValidationError
+from tiervault.vault.entry import Entry, format_timestamp, parse_timestamp
+from tiervault.vault.entry_bulk import validate_many
+from tiervault.vault.jsonl import parse_lines
+
+
+def _reference(record):
+    try:
+        return Entry.from_dict(record)
+    except ValidationError as exc:
+        return exc
+
+
+def _same(got, want) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if isinstance(w, Entry):
+            assert isinstance(g, Entry) and g == w and g.content_hash == w.content_hash
+            for name in ("valid_from", "valid_until", "created_at", "updated_at"):
+                a, b = getattr(g, name), getattr(w, name)
+                assert a == b and type(a) is type(b), name  # bit for bit, float or None
+        else:
+            assert type(g) is type(w) and str(g) == str(w)
+
+
+def _odd_time(rng: random.Random):
+    ts = rng.uniform(-2e9, 4e9)
+    return rng.choice([
+        None, "", format_timestamp(round(ts)), format_timestamp(round(ts, 6)), round(ts, 3),
+        int(ts), str(round(ts, 2)), " 2024-05-01T10:00:00Z ", "2024-05-01T10:00:00+02:00",
+        "2024-05-01T10:00:00.5Z", "2024-05-01", "2024-05-01T10:00:00", "0000-01-01T00:00:00Z",
+        "2023-02-29T00:00:00Z", "2024-04-31T00:00:00Z", "2024-01-01T24:00:00Z",
+        "9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z", "1600-02-29T12:00:00Z",
+        True, float("nan"), 1e300, "soon", [], {"t": 1},
+    ])
+
+
+def _mutate(record: dict, rng: random.Random) -> dict:
+    """A record with one or two fields made odd: valid variants and invalid ones."""
+    r = copy.deepcopy(record)
+    for _ in range(rng.randint(1, 2)):
+        field = rng.choice(["id", "title", "description", "context", "domain", "type",
+                            "severity", "origin", "tags", "applies_to", "valid_from",
+                            "valid_until", "created_at", "updated_at", "unknown", "why"])
+        if field in ("valid_from", "valid_until", "created_at", "updated_at"):
+            r[field] = _odd_time(rng)
+        elif field == "id":
+            r["id"] = rng.choice([None, "", "Upper", "a b", "ok-id.2_x", "x" * 129, "abc\n", 7,
+                                  "naïve"])
+        elif field in ("title", "description", "context", "why"):
+            r[field] = rng.choice([None, "", "   ", "x" * 301, "a\x00b", "café ☕", "\ud800",
+                                   "tab\tand\nnewline  spaced", 12, ["list"], "Ünïcödé ß"])
+        elif field == "domain":
+            r["domain"] = rng.choice([None, "", "  Infra  ", "two words", "a,b", "x" * 65, 3,
+                                      "ÉCOLE", "\u00a0"])
+        elif field in ("type", "severity", "origin"):
+            r[field] = rng.choice([None, "", "rule", "warning", "user", "bogus", 1, "Rule"])
+        elif field in ("tags", "applies_to"):
+            r[field] = rng.choice([None, "", [], ["A", "a", " b ", ""], "x, y ,x", ["ok", 5],
+                                   ["has space"], ["c++", "node.js"], ["x"] * 65,
+                                   [f"t{i}" for i in range(64)], ["é", "É"], [["nested"]],
+                                   ("tu", "ple"), {"a": 1}, ["ß", "SS"], ["a\x1fb"]])
+        else:
+            r["unknown"] = 1
+    return r
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_bulk_equals_one_by_one_on_mixed_batches(seed):
+    rng = random.Random(seed)
+    base = [dict(d) for d in generate(400, seed=seed).entries()]
+    records = [_mutate(r, rng) if rng.random() < 0.3 else r for r in base]
+    for size in (1, 7, 50, 400):
+        for start in range(0, len(records), size):
+            batch = records[start:start + size]
+            _same(validate_many(batch), [_reference(r) for r in batch])
+
+
+def _no_one_by_one(monkeypatch) -> None:
+    """From here on a record validated one by one fails the test: the batch must take
+    the bulk path."""
+    def refuse(cls, data):
+        raise AssertionError("validated one by one")
+    monkeypatch.setattr(Entry, "from_dict", classmethod(refuse))
+
+
+def test_valid_variants_take_the_fast_path_with_the_same_values(monkeypatch):
+    """Valid but unusual values (numbers and offsets as times, tags and domains to
+    fold) give the entries ``from_dict`` gives, without validating one by one."""
+    rng = random.Random(9)
+    records = []
+    for i, r in enumerate(generate(300, seed=4).entries()):
+        r = dict(r)
+        r["created_at"] = rng.choice([r["created_at"], 1_700_000_000 + i, "1700000000.25",
+                                      "2025-03-01T10:00:00+00:00", None])
+        r["tags"] = [t.upper() for t in r.get("tags", [])] + [" extra "]
+        r["applies_to"] = ["Py3", "py3", "Node"]
+        r["domain"] = " " + r["domain"].upper() + " "
+        records.append(r)
+    want = [_reference(r) for r in records]
+    assert all(isinstance(e, Entry) for e in want)
+    _no_one_by_one(monkeypatch)
+    _same(validate_many(records), want)
+
+
+def test_the_bench_corpus_takes_the_fast_path(monkeypatch):
+    records = list(generate(500, seed=2).entries())
+    want = [_reference(r) for r in records]
+    _no_one_by_one(monkeypatch)
+    _same(validate_many(records), want)
+
+
+def test_iso_timestamps_over_the_whole_range_parse_to_the_same_float():
+    rng = random.Random(11)
+    epoch = datetime(1, 1, 1, tzinfo=timezone.utc)
+    span_us = int((datetime(9999, 12, 31, tzinfo=timezone.utc) - epoch).total_seconds() * 1e6)
+    values = []
+    for _ in range(3000):
+        dt = epoch + timedelta(microseconds=rng.randrange(span_us))
+        if rng.random() < 0.5:
+            dt = dt.replace(microsecond=0)
+        values.append(dt.isoformat(timespec="microseconds" if dt.microsecond else "seconds")
+                      .replace("+00:00", "Z"))
+    records = [{"id": f"e{i}", "title": "t", "description": "d", "updated_at": v}
+               for i, v in enumerate(values)]
+    got = validate_many(records)
+    for v, e in zip(values, got):
+        assert isinstance(e, Entry)
+        want = parse_timestamp(v, "updated_at")
+        assert e.updated_at == want and repr(e.updated_at) == repr(want), v
+
+
+def test_jsonl_import_lines_are_the_entries_and_errors_of_the_old_path(tmp_path):
+    """parse_lines (bulk) against json.loads + Entry.from_dict line by line: the same
+    entries, links and error messages, bad lines anywhere in a group."""
+    rng = random.Random(5)
+    base = generate(2500, seed=5).entries()
+    lines = []
+    for i, r in enumerate(base):
+        r = _mutate(r, rng) if rng.random() < 0.05 else dict(r)
+        if i % 97 == 0:
+            r["links"] = [{"target": "x", "type": "extends"}]
+        if i % 401 == 0:
+            r["links"] = [{"target": "x", "type": "nope"}]
+        if i % 353 == 0:
+            r["content_hash"] = "ignored"
+        text = json.dumps(r)
+        if i % 500 == 3:
+            text = text[:-1]  # invalid JSON
+        if i % 611 == 5:
+            text = "[1, 2]"
+        lines.append(text)
+        if i % 250 == 0:
+            lines.append("   ")
+    parsed = list(parse_lines(lines))
+    n_bad = 0
+    number = 0
+    expected = []
+    for text in lines:
+        number += 1
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            expected.append((number, None, f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        if not isinstance(record, dict):
+            expected.append((number, None, "entry: expected a JSON object, got list"))
+            continue
+        links = record.pop("links", None)
+        record.pop("content_hash", None)
+        if links and links[0]["type"] == "nope":
+            expected.append((number, None, "links[0].type: 'nope' is not one of supports, "
+                             "contradicts, extends, sequences"))
+            continue
+        ref = _reference(record)
+        expected.append((number, ref, None) if isinstance(ref, Entry) else (number, None, str(ref)))
+    assert len(parsed) == len(expected)
+    for p, (number, entry, error) in zip(parsed, expected):
+        assert p.line == number
+        if entry is None:
+            n_bad += 1
+            assert p.entry is None and p.error == error
+        else:
+            assert p.error is None and p.entry == entry
+            assert p.entry.content_hash == entry.content_hash
+    assert n_bad > 20
