@@ -3,11 +3,13 @@
 Round r re-imports all N entries with content "version r" (so every round
 rewrites rows and their FTS index entries, the harder case: an update has to
 delete the old FTS row and insert the new one in the same transaction) in
-batches of BATCH, in a subprocess that prints ``ack <id> <count>`` after each
+batches of BATCH (odd rounds) or BULK_BATCH (even rounds: bulk writes, whose
+transaction switches FTS5's merging off and back on), in a subprocess that prints ``ack <id> <count>`` after each
 committed batch. The test kills it with SIGKILL after a random 0.05-0.8 s and
 then checks, as the next process to open the tier:
 
-- ``PRAGMA integrity_check`` and the FTS5 integrity check pass;
+- ``PRAGMA integrity_check`` and the FTS5 integrity check pass, and FTS5's
+  ``automerge`` setting is the default (a bulk batch never leaves it off);
 - every acknowledged entry holds exactly this round's content;
 - the batch in flight is all-or-nothing (all version r, or all as before);
 - every other entry is exactly as the previous check left it.
@@ -35,6 +37,7 @@ from tiervault.vault.store import TierStore
 
 N = 20_000
 BATCH = 500
+BULK_BATCH = 1_000  # >= store.BULK_ROWS: FTS5 merging is switched off inside the transaction
 ROUNDS = 20
 CLI_BATCH = 5_000  # tiervault import's batch size (jsonl.import_lines default)
 SEED = 20_260_611
@@ -72,6 +75,8 @@ def check_tier(db: Path, allowed: list[set[int | None]], batch: int, new: int) -
     with TierStore(db, name="project") as store:
         assert store.integrity_problems() == []
         found = {e.id: e for e in store.iter_entries()}
+        # a bulk batch restores FTS5's merge setting in its own transaction: never left off
+        assert store.db.query("SELECT v FROM entries_fts_config WHERE k = 'automerge'") in ([], [(4,)])
     actual: list[int | None] = []
     for i in range(N):
         entry = found.pop(f"imp-{i:05d}", None)
@@ -95,7 +100,7 @@ def kill_after(proc: subprocess.Popen, delay: float) -> None:
     proc.send_signal(signal.SIGKILL)
 
 
-def _import_child(db: Path, source: Path, ack_fd: int) -> None:
+def _import_child(db: Path, source: Path, ack_fd: int, batch: int) -> None:
     """The forked importer: the real JSONL import path, one ack line per committed batch."""
     from tiervault.vault.jsonl import import_lines
     from tiervault.vault.manager import Tier, VaultManager
@@ -105,11 +110,11 @@ def _import_child(db: Path, source: Path, ack_fd: int) -> None:
 
     with VaultManager([Tier("project", str(db), 0.8)]) as vm, source.open(encoding="utf-8") as fh:
         os.write(ack_fd, b"start\n")
-        report = import_lines(vm, "project", fh, batch_size=BATCH, on_progress=ack)
+        report = import_lines(vm, "project", fh, batch_size=batch, on_progress=ack)
     os.write(ack_fd, f"done {report.read} {len(report.errors)}\n".encode())
 
 
-def run_and_kill(db: Path, source: Path, delay: float) -> tuple[list[str], int]:
+def run_and_kill(db: Path, source: Path, delay: float, batch: int) -> tuple[list[str], int]:
     """Fork an importer (a real process: its own SQLite connection, killed by SIGKILL),
     kill it ``delay`` seconds after it starts writing; return its lines and wait status."""
     read_fd, write_fd = os.pipe()
@@ -118,7 +123,7 @@ def run_and_kill(db: Path, source: Path, delay: float) -> tuple[list[str], int]:
         code = 1
         try:
             os.close(read_fd)
-            _import_child(db, source, write_fd)
+            _import_child(db, source, write_fd, batch)
             code = 0
         except BaseException as exc:  # noqa: BLE001 - reported through the pipe
             os.write(write_fd, f"error {type(exc).__name__}: {exc}\n".encode())
@@ -143,10 +148,11 @@ def test_sigkill_during_bulk_import_loses_no_acknowledged_batch(tmp_path):
     acked_total = 0
     for version in range(1, ROUNDS + 1):
         source = write_source(tmp_path / "source.jsonl", version)
-        lines, status = run_and_kill(db, source, rng.uniform(0.05, 0.8))
+        batch = BULK_BATCH if version % 2 == 0 else BATCH
+        lines, status = run_and_kill(db, source, rng.uniform(0.05, 0.8), batch)
         assert lines[0] == "start" and not any(l.startswith("error") for l in lines), lines
         acks = [int(line.split()[1]) for line in lines if line.startswith("ack ")]
-        assert acks == [min(BATCH * (k + 1), N) for k in range(len(acks))], acks
+        assert acks == [min(batch * (k + 1), N) for k in range(len(acks))], acks
         acked = acks[-1] if acks else 0
         finished = any(line.startswith("done") for line in lines)
         assert finished or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL)
@@ -156,11 +162,11 @@ def test_sigkill_during_bulk_import_loses_no_acknowledged_batch(tmp_path):
         for i in range(N):
             if i < acked:
                 allowed.append({version})  # acknowledged: must be there, exactly as sent
-            elif not finished and i < acked + BATCH:
+            elif not finished and i < acked + batch:
                 allowed.append({actual[i], version})  # the batch in flight: all or nothing
             else:
                 allowed.append({actual[i]})  # not reached: untouched
-        actual = check_tier(db, allowed, BATCH, version)
+        actual = check_tier(db, allowed, batch, version)
     # Most kills must land inside a running import, or the test proves little.
     assert interrupted >= ROUNDS * 3 // 4, f"only {interrupted} of {ROUNDS} kills interrupted an import"
 

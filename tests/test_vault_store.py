@@ -247,3 +247,36 @@ def test_entry_validation_names_field_and_allowed_values():
     assert e.id == "use-jwt-rotation"
     assert e.to_dict()["created_at"] == "2023-11-14T22:13:20Z"
     assert Entry.from_dict(e.to_dict()) == e
+
+
+def test_a_bulk_write_stores_what_small_writes_store(tmp_path):
+    """A batch of >= BULK_ROWS rows (plain INSERTs of new ids, FTS5 merging off inside
+    its transaction) leaves the same rows, rowids and FTS5 answers as writes of a few
+    rows each (the UPSERT of every row); FTS5's own merge setting survives it."""
+    from tests.test_vault_manager import random_entries
+    from tiervault.vault.store import BULK_ROWS
+
+    first = random_entries(1500, seed=3)
+    # a second pass: changed rows (new text), unchanged ones, new ones and a repeated id
+    second = ([Entry.create(id=e.id, title=e.title + " revised", description=e.description)
+               for e in first[:400]] + first[400:700] + random_entries(900, seed=4, prefix="n")
+              + [Entry.create(id="n5", title="last one wins", description="the repeat")])
+    assert len(second) >= BULK_ROWS
+    bulk, small = TierStore(tmp_path / "bulk.db"), TierStore(tmp_path / "small.db")
+    bulk.create()
+    bulk.db.writer().execute(
+        "INSERT INTO entries_fts(entries_fts, rank) VALUES ('automerge', 8)")
+    for batch in (first, second):
+        bulk.capture_many(batch, batch_size=len(batch))
+        small.capture_many(batch, batch_size=7)
+    rows = "SELECT rowid, {} FROM entries ORDER BY rowid".format(
+        ", ".join(c for c in ("id", "type", "domain", "title", "description", "context", "tags",
+                              "applies_to", "severity", "origin", "valid_from", "valid_until",
+                              "content_hash")))
+    assert bulk.db.query(rows) == small.db.query(rows)
+    assert bulk.integrity_problems() == [] and small.integrity_problems() == []
+    for q in ("revised", "last one", "n5 repeat", first[3].title, "ops db"):
+        a = bulk.search_fts(query_terms(q), Filters(), 50)
+        b = small.search_fts(query_terms(q), Filters(), 50)
+        assert a.ids == b.ids and np.allclose(a.scores, b.scores, rtol=1e-12)
+    assert bulk.db.query("SELECT v FROM entries_fts_config WHERE k = 'automerge'") == [(8,)]
