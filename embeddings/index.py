@@ -27,13 +27,18 @@ A query is ``s = B q`` over the base (tombstoned and filtered-out rows set to
 writing them to a new file (:meth:`VectorIndex.export`) and building a new index
 over its mapping (:mod:`tiervault.embeddings.recall`).
 
-Storage modes of the base (``dtype``): ``"float32"`` (default) scores the f32
-matrix exactly; ``"int8"`` / ``"float16"`` scan a compressed copy (per-row scaled
-int8 codes, or half floats) converted to f32 block by block, keep the best
-``rescore_pool`` rows and rescore those exactly in f32 (equal to float32 mode
-whenever the true top-k lies inside the pool). They keep the f32 matrix too
-(1.25x / 1.5x the memory), and numpy's conversion costs more than the bytes it
-saves (bench/README.md), hence the float32 default. The delta is always f32.
+Storage modes of the base (``dtype``): ``"float32"`` scores the f32 matrix
+exactly. ``"int8"`` / ``"float16"`` scan a compressed copy (per-row scaled int8
+codes -- SimSIMD's integer kernels when the ``simd`` extra is installed --, or
+half floats), keep the best ``rescore_pool`` rows and rescore them exactly
+against the f32 matrix, which is then read only at those rows. **Same answers as
+float32**: with ``eps`` a bound on the approximation's error
+(:func:`~tiervault.embeddings.vector_math.int8_error_bound`), a row outside the
+pool scores at most ``floor + eps`` (``floor``: the pool's lowest approximate
+score); when the pool's k-th exact score ``s_k`` is not above that, every row
+with an approximate score ``>= s_k - eps`` is rescored instead. The delta is
+always f32. Compressed codes may be handed to :meth:`VectorIndex.build` (mapped
+from the cache file); otherwise they are computed from the base.
 
 All the maths lives in small pure functions in :mod:`.vector_math` (re-exported
 here); the class only manages rows, ids and locking.
@@ -51,7 +56,9 @@ import numpy as np
 from tiervault.embeddings.vector_delta import VectorDelta
 from tiervault.embeddings.vector_math import (
     cosine_scores,
+    float16_error_bound,
     float16_scores,
+    int8_scan,
     int8_scores,
     l2_normalize,
     mask_outside,
@@ -76,7 +83,9 @@ __all__ = [
 ]
 
 IndexDtype = Literal["float32", "float16", "int8"]
-DEFAULT_RESCORE_POOL = 4096
+# First pool of a compressed scan; exactness does not depend on it (see the docstring), only
+# how often the pool is widened: 256 exact rows cost ~0.1 ms, and each is a page read.
+DEFAULT_RESCORE_POOL = 256
 # Below this fraction of allowed rows, gathering them beats scanning everything.
 _GATHER_FRACTION = 0.25
 # Fold bound: the delta is scanned exactly and tombstoned rows are scanned for nothing,
@@ -136,6 +145,7 @@ class VectorIndex:
         self._codes: np.ndarray | None = None
         self._scale: np.ndarray | None = None
         self._half: np.ndarray | None = None
+        self._codes_owned = True
 
     @classmethod
     def build(
@@ -149,13 +159,16 @@ class VectorIndex:
         normalized: bool = False,
         rescore_pool: int = DEFAULT_RESCORE_POOL,
         threads: int | None = None,
+        codes: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> VectorIndex:
         """One index whose base is all vectors of a tier: ``ids[i]`` owns ``matrix[i]``.
 
         ``normalized=True`` promises unit rows (as stored by the pipeline): a
         C-contiguous float32 ``matrix`` (e.g. a read-only ``np.memmap``) is then
         the base itself, never copied nor written. Otherwise rows are normalised
-        into a new array. Duplicate ids are refused.
+        into a new array. Duplicate ids are refused. ``codes``: the int8 codes and
+        scales of those unit rows (:func:`quantize_int8`), used as they are in
+        ``"int8"`` mode (e.g. mapped from the cache file) instead of computed.
         """
         matrix = np.asarray(matrix)
         if matrix.ndim != 2:
@@ -168,7 +181,7 @@ class VectorIndex:
         if normalized and matrix.dtype == np.float32 and matrix.flags.c_contiguous:
             # Trusted (the pipeline stores unit rows under a unique (entry, model)
             # key): no copy, no pass over the matrix, id map built on first use.
-            index._set_base(id_list, matrix, owned=False, row_map=None)
+            index._set_base(id_list, matrix, owned=False, row_map=None, codes=codes)
         else:
             exact = l2_normalize(matrix)
             _check_finite(exact)
@@ -261,16 +274,16 @@ class VectorIndex:
     @property
     def nbytes(self) -> int:
         """Bytes of the numeric arrays (base, delta, compressed copy, scales, id pointers)."""
-        return self._base.nbytes + self.owned_bytes - (self._base.nbytes if self._base_owned else 0)
+        total = self._base_ids.nbytes + self._delta.nbytes + self._base.nbytes
+        return total + sum(a.nbytes for a in (self._codes, self._scale, self._half, self._dead) if a is not None)
 
     @property
     def owned_bytes(self) -> int:
         """Bytes of memory this index allocated itself: everything except a mapped base."""
         total = self._base_ids.nbytes + self._delta.nbytes
         total += self._base.nbytes if self._base_owned else 0
-        for arr in (self._codes, self._scale, self._half, self._dead):
-            total += arr.nbytes if arr is not None else 0
-        return total
+        mine = (self._half, self._dead) + ((self._codes, self._scale) if self._codes_owned else ())
+        return total + sum(arr.nbytes for arr in mine if arr is not None)
 
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
         """Row of each id, aligned with ``ids`` (-1 where the id has no vector)."""
@@ -433,7 +446,7 @@ class VectorIndex:
 
     # -- internals -----------------------------------------------------------------------------
     def _set_base(self, ids: list[str], matrix: np.ndarray, *, owned: bool,
-                  row_map: dict[str, int] | None) -> None:
+                  row_map: dict[str, int] | None, codes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         n = matrix.shape[0]
         id_arr = np.empty(n, dtype=object)
         id_arr[:] = ids
@@ -441,7 +454,7 @@ class VectorIndex:
         self._dead, self._dead_rows, self._dead_cache = None, [], None
         self._delta.clear()
         self._row_map = row_map
-        self._encode_base()
+        self._encode_base(codes)
 
     def _kill(self, row: int) -> None:
         """Tombstone base ``row`` (its id is already out of the row map)."""
@@ -471,10 +484,16 @@ class VectorIndex:
             scores = self._excluded(cosine_scores(self._base, q), rows)
             pick = top_k(scores, k)
             return pick, scores[pick]
-        approx = self._excluded(self._approx_scores(q), rows)
+        approx, eps = self._approx_scores(q)
+        approx = self._excluded(approx, rows)
         pool = top_k(approx, min(max(self.rescore_pool, k), allowed))
         exact = cosine_scores(self._base[pool], q)
         best = top_k(exact, k)
+        if pool.size < allowed and exact[best[-1]] <= approx[pool[-1]] + eps:
+            # A row outside the pool might still beat the k-th: rescore all that can.
+            pool = np.flatnonzero(approx >= exact[best[-1]] - eps)
+            exact = cosine_scores(self._base[pool], q)
+            best = top_k(exact, k)
         return pool[best], exact[best]
 
     def _excluded(self, scores: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
@@ -536,17 +555,24 @@ class VectorIndex:
             rows = np.concatenate([rows[:cut][~self._dead[rows[:cut]]], rows[cut:]])  # type: ignore[index]
         return rows
 
-    def _approx_scores(self, q: np.ndarray) -> np.ndarray:
+    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, float]:
+        """Approximate scores of every base row and a bound on their error."""
         if self.dtype == "int8":
             assert self._codes is not None and self._scale is not None
-            return int8_scores(self._codes, self._scale, q, threads=self.threads)
+            return int8_scan(self._codes, self._scale, q, threads=self.threads)
         assert self._half is not None
-        return float16_scores(self._half, q, threads=self.threads)
+        return float16_scores(self._half, q, threads=self.threads), float16_error_bound(q)
 
-    def _encode_base(self) -> None:
+    def _encode_base(self, codes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """The compressed copy of the base (int8 / float16 modes)."""
         self._codes = self._scale = self._half = None
-        if self.dtype == "int8":
+        self._codes_owned = codes is None
+        if self.dtype == "int8" and codes is not None:
+            self._codes, self._scale = codes
+            if self._codes.shape != self._base.shape or self._scale.shape != (self._base.shape[0],):
+                raise ValidationError("codes", f"shapes {self._codes.shape} / {self._scale.shape} do not "
+                                      f"match the {self._base.shape} matrix")
+        elif self.dtype == "int8":
             self._codes, self._scale = quantize_int8_blocks(self._base)
         elif self.dtype == "float16":
             self._half = np.empty(self._base.shape, dtype=np.float16)

@@ -5,28 +5,23 @@ Per tier, one :class:`VectorIndex` of the active model key, built once from
 vector rows written after the generation the index reflects are read, and
 entries deleted since (tombstones) are removed. It is never reloaded per query.
 
-Persistence: a built index is written next to the tier as a memory-mappable
-``<tier>.vec-<model>-<token>.npy`` (unit rows, float32) plus
-``<tier>.vec-<model>.ids`` (one JSON header line -- tier uid, model, generation,
-shape, matrix file name, CRC-32s -- then one id per line). Reopening maps the
-matrix as the index's immutable base (never copied: updates go to the index's
-small delta, :mod:`tiervault.embeddings.index`) and reads the ids, then catches
-up from the stored generation; a cache of another tier (uid), another model or
-a newer generation than the tier is ignored. The ids file is replaced last and
-names its matrix file, so readers never pair ids with the wrong matrix.
+Persistence (:mod:`tiervault.embeddings.vector_cache`): a built index is
+written next to the tier (float32 unit rows, for an ``int8`` index also its
+codes and scales, and an ids file naming them, with CRC-32s). Reopening maps
+those files as the index's immutable base -- never copied: updates go to the
+index's small delta (:mod:`tiervault.embeddings.index`) -- and catches up from
+the stored generation; a cache of another tier (uid), model or history is
+ignored, a damaged one costs one warning and a rebuild from the tier.
 
 Fold: when the delta outgrows its bound (``VectorIndex.needs_fold``), the live
-rows are written block by block to a new matrix file and a new ids file (each
-atomically: temporary file, fsync, rename), the new pair is read back and
+rows are written to new cache files (block by block, atomically), read back and
 verified, and the index is rebuilt over the new mapping. A crash at any point
-leaves the previous pair (or the new one) whole, and the tier has every row the
-cache lacks: the next open catches up from the generation the ids file names.
+leaves the previous cache (or the new one) whole, and the tier has every row
+the cache lacks: the next open catches up from the generation it names.
 
-Verified on open (:func:`read_cache`): header fields, tier uid / model / epoch,
-the matrix file's exact size and shape, the CRC-32 of the ids and of the
-matrix bytes (one sequential read: ~0.4 s per GB here, paid once per process,
-the first scan would read those pages anyway). Any failure costs one warning
-and a rebuild from the tier, never a wrong answer.
+Scan precision (``dtype``): ``"int8"`` when SimSIMD (extra ``simd``) is
+installed -- same answers as float32 (exact rescoring, see ``VectorIndex``), a
+quarter of the bytes scanned --, else ``"float32"``.
 
 Pre-filtering: the tier's postings mirror gives a boolean mask over its slots
 for the filters (``Postings.mask``); the ids of the allowed slots are mapped to
@@ -42,47 +37,24 @@ the Brain applies its own weighting.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import re
 import threading
-import time
-import uuid
-import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
+from tiervault.embeddings.vector_cache import CACHE_VERSION, cache_paths, read_cache, tier_epoch, write_cache
+from tiervault.embeddings.vector_math import simd_available
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
-from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import IdMask
 
-__all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache"]
+__all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache", "default_dtype"]
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 3  # 2: the tier epoch at the cached generation; 3: CRC-32s of ids and matrix
-_CHUNK = 1 << 24  # bytes per read when the matrix's CRC-32 is checked
-
-
-def _slug(model_key: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model_key)[:48]
-    return f"{safe}-{hashlib.sha1(model_key.encode()).hexdigest()[:8]}"
-
-
-def cache_paths(store: Any, model_key: str) -> tuple[Path, str] | None:
-    """(ids file, matrix file prefix) of the persisted index of ``store`` for ``model_key``;
-    None when the backend wants no local cache (``cache_prefix()`` is None)."""
-    prefix = store.cache_prefix()
-    if prefix is None:
-        return None
-    base = f"{prefix}.vec-{_slug(model_key)}"
-    return Path(base + ".ids"), base
 
 
 @dataclass
@@ -103,11 +75,11 @@ class _TierState:
 class VectorRecall:
     """Vector search over every tier of ``manager`` for one model key."""
 
-    def __init__(self, manager: Any, model_key: str, *, persist: bool = True, dtype: str = "float32") -> None:
+    def __init__(self, manager: Any, model_key: str, *, persist: bool = True, dtype: str | None = None) -> None:
         self.manager = manager
         self.model_key = model_key
         self.persist = persist
-        self.dtype = dtype
+        self.dtype = dtype or default_dtype()
         self._tiers: dict[str, _TierState] = {}
         self._lock = threading.Lock()
 
@@ -215,7 +187,7 @@ class VectorRecall:
         current = store.generation()
         if state.gen == current:
             return
-        if state.gen >= 0 and (current < state.gen or _epoch(store, state.gen) != state.epoch):
+        if state.gen >= 0 and (current < state.gen or tier_epoch(store, state.gen) != state.epoch):
             state.gen = -1  # the tier file was replaced (a restored copy): start over
         if state.gen < 0:
             state.index, state.gen, state.saved_rows = None, -1, 0
@@ -225,7 +197,7 @@ class VectorRecall:
             ch = store.vector_changes_since(self.model_key, -1)
             gen, ids, matrix = ch.generation, ch.ids, ch.matrix
             state.index = self._build(store, ids, matrix) if ids else None
-            state.gen, state.epoch = gen, _epoch(store, gen)
+            state.gen, state.epoch = gen, tier_epoch(store, gen)
             if ids:
                 state.saved_rows = len(ids)
                 self._save(store, state)
@@ -245,7 +217,7 @@ class VectorRecall:
                 state.index.remove(dead)
             if ids:
                 state.index.upsert(ids, matrix)
-        state.gen, state.epoch = gen, _epoch(store, gen)
+        state.gen, state.epoch = gen, tier_epoch(store, gen)
         state.saved_rows += len(ids) + len(dead)
         if state.index is not None and state.index.needs_fold:
             self._fold(store, state)
@@ -260,8 +232,7 @@ class VectorRecall:
                 cached = read_cache(store, paths[0], self.model_key)
                 if cached is None:
                     raise ValueError("the cache just written does not match the tier")
-                _, ids, matrix = cached
-                state.index = self._build(store, ids, matrix) if ids else None
+                state.index = self._build(store, cached.ids, cached.matrix, cached.codes) if cached.ids else None
                 return
             except (StorageError, TierError):
                 raise
@@ -271,9 +242,10 @@ class VectorRecall:
                             type(exc).__name__, str(exc)[:200])
         state.index.fold()
 
-    def _build(self, store: Any, ids: Sequence[str], matrix: np.ndarray) -> VectorIndex:
+    def _build(self, store: Any, ids: Sequence[str], matrix: np.ndarray,
+               codes: tuple[np.ndarray, np.ndarray] | None = None) -> VectorIndex:
         return VectorIndex.build(ids, matrix, dtype=self.dtype, model=self.model_key,  # type: ignore[arg-type]
-                                 tier=store.name, normalized=True)
+                                 tier=store.name, normalized=True, codes=codes)
 
     # -- persistence -----------------------------------------------------------------------
     def _open_cache(self, store: Any, state: _TierState) -> bool:
@@ -292,9 +264,9 @@ class VectorRecall:
             cached = read_cache(store, ids_path, self.model_key)
             if cached is None:
                 return False
-            header, ids, matrix = cached
+            header = cached.header
             n, gen = int(header["n"]), int(header["gen"])
-            index = self._build(store, ids, matrix) if n else None
+            index = self._build(store, cached.ids, cached.matrix, cached.codes) if n else None
         except (KeyboardInterrupt, SystemExit):
             raise
         except (StorageError, TierError):
@@ -306,147 +278,31 @@ class VectorRecall:
         state.index = index
         state.gen, state.epoch = gen, header.get("epoch")
         state.saved_rows = 0
+        if index is not None and self.dtype == "int8" and cached.codes is None:
+            self._save(store, state)  # codes computed from the rows once: keep them
         self._refresh(store, state)  # folds (re-saves) when the catch-up outgrew the delta bound
         return True
 
     def _save(self, store: Any, state: _TierState) -> bool:
-        """Write the index atomically next to the tier (fsync, rename; temporary files
-        never outlive a failure), block by block (never a second copy of the matrix in
-        memory); failure only costs a rebuild. Read-only tiers are never written next
-        to. True when the pair was written."""
+        """Write the index as the tier's cache (:func:`write_cache`: atomic, block by
+        block); failure only costs a rebuild. Read-only tiers are never written next
+        to. True when the cache was written."""
         paths = cache_paths(store, self.model_key) if self.persist else None
         if paths is None or state.index is None or state.gen < 0 or store.read_only:
             return False
-        index = state.index
-        ids_path, base = paths
-        matrix_path = Path(f"{base}-{uuid.uuid4().hex[:12]}.npy")
-        previous = _named_matrix(ids_path)
         try:
-            n = len(index)
-            ids: list[str] = []
-            crc = 0
-            # Owner-only like the tier it belongs to (np.save would follow the umask).
-            with atomic_write(matrix_path, binary=True, mode=0o600) as fh:
-                np.lib.format.write_array_header_1_0(
-                    fh, {"descr": np.dtype(np.float32).str, "fortran_order": False, "shape": (n, index.dim)})
-
-                def sink(block_ids: np.ndarray, rows: np.ndarray) -> None:
-                    nonlocal crc
-                    data = memoryview(np.ascontiguousarray(rows, dtype=np.float32)).cast("B")
-                    crc = zlib.crc32(data, crc)
-                    fh.write(data)
-                    ids.extend(block_ids.tolist())
-
-                # One locked pass: ids and rows taken together, so they always match.
-                if index.export(sink) != n:
-                    raise StorageError(f"the vector index of tier {store.name!r} changed while it was saved")
-            body = "\n".join(ids)
-            header = {"version": CACHE_VERSION, "model": self.model_key, "tier_uid": store.uid(),
-                      "gen": state.gen, "epoch": state.epoch, "n": n, "dim": index.dim,
-                      "matrix": matrix_path.name, "matrix_crc": crc,
-                      "ids_crc": zlib.crc32(body.encode("utf-8"))}
-            with atomic_write(ids_path, mode=0o600) as fh:
-                fh.write(json.dumps(header) + "\n" + body)
+            write_cache(store, self.model_key, state.index, state.gen, state.epoch)
         except (OSError, TierVaultError) as exc:
-            log.warning("could not cache the vector index of tier %r at %s: %s", store.name, ids_path, exc)
-            matrix_path.unlink(missing_ok=True)
+            log.warning("could not cache the vector index of tier %r at %s: %s", store.name, paths[0], exc)
             return False
         state.saved_rows = 0
-        _remove_stale_matrices(ids_path, base, matrix_path, previous)
         return True
 
 
-def read_cache(store: Any, ids_path: Path, model_key: str | None = None
-               ) -> tuple[dict[str, Any], list[str], np.ndarray] | None:
-    """(header, ids, memory-mapped matrix) of the vector cache ``ids_path`` of ``store``.
-
-    None when the cache belongs to another tier, model (``model_key``; None: the one
-    its header names), version or history; any damage raises (ValueError, OSError...).
-    A header may only name a matrix file of this cache in its own folder.
-    """
-    uid, current = store.uid(), store.generation()  # the tier's own failures propagate
-    with open(ids_path, "r", encoding="utf-8") as fh:
-        header = json.loads(fh.readline())
-        body = fh.read()
-    if not isinstance(header, dict):
-        raise ValueError("the header is not a JSON object")
-    gen = int(header["gen"])
-    model = header.get("model") if model_key is None else model_key
-    if not isinstance(model, str) or cache_paths(store, model)[0] != ids_path:
-        raise ValueError("the header names a model this file is not the cache of")
-    if (header.get("version") != CACHE_VERSION or header.get("model") != model
-            or header.get("tier_uid") != uid or gen > current
-            or header.get("epoch") != _epoch(store, gen)):
-        return None
-    n, dim = int(header["n"]), int(header["dim"])
-    name = header["matrix"]
-    base = cache_paths(store, model)[1]
-    if (not isinstance(name, str) or Path(name).name != name
-            or not name.startswith(Path(base).name + "-") or not name.endswith(".npy")):
-        raise ValueError(f"the header names {str(name)[:80]!r}, not a matrix file of this "
-                         "cache in its own folder")
-    if zlib.crc32(body.encode("utf-8")) != header.get("ids_crc"):
-        raise ValueError("the ids fail their CRC-32")
-    ids = body.split("\n") if body else []
-    path = ids_path.parent / name
-    matrix = np.load(path, mmap_mode="r", allow_pickle=False)
-    if (matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape != (n, dim)
-            or len(ids) != n or (n and dim < 1)):
-        raise ValueError(f"shape {matrix.shape} / {len(ids)} ids do not match the header ({n}, {dim})")
-    if path.stat().st_size != matrix.offset + matrix.nbytes:
-        raise ValueError(f"{name} is {path.stat().st_size} bytes, not {matrix.offset + matrix.nbytes}")
-    if _file_crc(path, matrix.offset) != header.get("matrix_crc"):
-        raise ValueError(f"{name} fails its CRC-32")
-    return header, ids, matrix
-
-
-def _file_crc(path: Path, start: int) -> int:
-    """CRC-32 of the bytes of ``path`` from ``start`` on, read (not mapped) in chunks:
-    the pages land in the OS cache, not in this process's resident set."""
-    crc = 0
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
-        fh.seek(start)
-        while True:
-            got = fh.readinto(buf)
-            if not got:
-                return crc
-            crc = zlib.crc32(view[:got], crc)
-
-
-def _epoch(store: Any, gen: int) -> str | None:
-    """The tier's epoch at ``gen`` (None for a backend that keeps none)."""
-    epoch_at = getattr(store, "epoch_at", None)
-    return epoch_at(gen) if epoch_at is not None else None
-
-
-def _named_matrix(ids_path: Path) -> str | None:
-    """The matrix file name the ids file's header names (None: no readable header)."""
-    try:
-        with open(ids_path, "r", encoding="utf-8") as fh:
-            name = json.loads(fh.readline()).get("matrix")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return name if isinstance(name, str) else None
-
-
-def _remove_stale_matrices(ids_path: Path, base: str, ours: Path, previous: str | None = None) -> None:
-    """Delete matrix files the ids file no longer names. A file younger than a minute
-    is kept unless it is ours or the one our save replaced (``previous``): another
-    process may be about to publish it."""
-    current = _named_matrix(ids_path)
-    if current is None:
-        return
-    now = time.time()
-    for old in ids_path.parent.glob(Path(base).name + "-*.npy"):
-        if old.name == current:
-            continue
-        try:  # a process still mapping an unlinked file keeps its pages (POSIX)
-            if old == ours or old.name == previous or now - old.stat().st_mtime > 60:
-                old.unlink()
-        except OSError:
-            pass
+def default_dtype() -> str:
+    """``"int8"`` where SimSIMD's integer kernels are installed (extra ``simd``), else
+    ``"float32"`` (numpy's own int8 -> f32 conversion costs more than it saves)."""
+    return "int8" if simd_available() else "float32"
 
 
 def allowed_rows(view: IdMask, index: VectorIndex,

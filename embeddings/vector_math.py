@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "quantize_int8_blocks",
-           "int8_scores", "float16_scores"]
+           "int8_scores", "float16_scores", "int8_scan", "int8_error_bound", "float16_error_bound",
+           "simd_available"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
@@ -141,3 +142,73 @@ def int8_scores(
 def float16_scores(m16: np.ndarray, q: np.ndarray, block_rows: int = _BLOCK_ROWS, threads: int = 1) -> np.ndarray:
     """Approximate cosines from half-precision rows: ``s_i ~= <f32(h_i), q>``."""
     return _blocked_scores(m16, q, block_rows, threads)
+
+
+# -- the int8 scan through SimSIMD (optional extra ``simd``, imported lazily) --------------------
+_SIMD: object = None  # None: not tried yet; False: not installed; else the module
+# Float rounding of the f32 products on both sides of the bound (a naive sum of 384
+# products of size <= 1 errs by <= 384 * 2^-24 ~ 2.3e-5; scores are <= 1 in size).
+_ROUNDING = 1e-4
+
+
+def _simsimd():
+    global _SIMD
+    if _SIMD is None:
+        try:
+            import simsimd  # noqa: PLC0415 -- optional extra, imported on first use
+        except ImportError:
+            _SIMD = False
+        else:
+            _SIMD = simsimd
+    return _SIMD or None
+
+
+def simd_available() -> bool:
+    """Whether the SimSIMD kernels (extra ``simd``) can be used here."""
+    return _simsimd() is not None
+
+
+def int8_scan(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: int = 1) -> tuple[np.ndarray, float]:
+    """Approximate cosines of unit rows stored as int8 codes, and a bound on their error.
+
+    With SimSIMD (AVX-512 VNNI / AVX2 integer dot products, ~4x faster than a
+    float32 ``einsum`` over 4x fewer bytes here), the query is quantized too,
+    ``q ~= b * r`` (``b = max|q_j| / 127``), and ``s_i ~= a_i * b * sum_j c_ij r_ij``
+    in exact integer arithmetic. Without it: :func:`int8_scores` (f32 query).
+    Returns ``(scores float32 (n,), eps)`` with ``|s_i - <x_i, q>| <= eps`` for every
+    row (:func:`int8_error_bound`).
+    """
+    simd = _simsimd()
+    if simd is None:
+        return int8_scores(codes, scale, q, threads=threads), int8_error_bound(scale, q, None)
+    qcodes, qscale = quantize_int8(q[None, :])
+    out = np.empty((1, codes.shape[0]), dtype=np.float32)
+    if codes.shape[0]:
+        simd.cdist(qcodes, codes, metric="dot", out=out, out_dtype="float32")
+    scores = out[0]
+    scores *= scale
+    scores *= qscale[0]
+    return scores, int8_error_bound(scale, q, float(qscale[0]))
+
+
+def int8_error_bound(scale: np.ndarray, q: np.ndarray, qscale: float | None) -> float:
+    """``eps >= |a_i <c_i, b r> - <x_i, q>|`` for unit rows ``x_i`` of dimension d.
+
+    Rows: ``|x_ij - a_i c_ij| <= a_i / 2``, so ``|<x_i - a_i c_i, q>| <= a_max / 2 * ||q||_1``.
+    Query (quantized, ``qscale = b``): ``|<a_i c_i, q - b r>| <= ||a_i c_i||_1 * b / 2``
+    with ``||a_i c_i||_1 <= ||x_i||_1 + d a_i / 2 <= sqrt(d) + d a_max / 2``.
+    Plus a rounding allowance for the float32 products.
+    """
+    d = q.shape[0]
+    a_max = float(scale.max()) if scale.size else 0.0
+    eps = a_max / 2 * float(np.abs(q).sum())
+    if qscale is not None:
+        eps += (np.sqrt(d) + d * a_max / 2) * qscale / 2
+    return eps + _ROUNDING
+
+
+def float16_error_bound(q: np.ndarray) -> float:
+    """``eps >= |<f16(x_i), q> - <x_i, q>|`` for unit rows: each component of
+    magnitude <= 1 is rounded by at most 2^-12 (half an ulp of [0.5, 1)), so the
+    error is <= 2^-12 * ||q||_1, plus the rounding allowance."""
+    return 2.0 ** -12 * float(np.abs(q).sum()) + _ROUNDING

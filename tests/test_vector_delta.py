@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiervault.embeddings import index as index_module
-from tiervault.embeddings.index import VectorIndex
+from tiervault.embeddings import vector_math
+from tiervault.embeddings.index import VectorIndex, quantize_int8
 
 DIM = 16
 N_BASE = 400
@@ -59,14 +60,25 @@ OPS = st.lists(st.tuples(st.sampled_from(["new", "rewrite_base", "rewrite_delta"
                          st.integers(0, 2**31 - 1)), min_size=1, max_size=25)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=OPS, fold_min=st.sampled_from([10**9, 60]))
-def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, ops, fold_min) -> None:
+# float32; int8 through SimSIMD with the codes handed over (as mapped from a cache file),
+# int8 through numpy (SimSIMD switched off); float16. A first pool of 1 row forces the
+# widening of compressed scans; 256 is the default.
+MODES = ["float32", "int8", "int8-numpy", "float16"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, fold_min=st.sampled_from([10**9, 60]), pool=st.sampled_from([1, 256]))
+def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, mode, ops, fold_min, pool) -> None:
     path, m = base_file
     monkeypatch.setattr(index_module, "FOLD_MIN_ROWS", fold_min)
+    monkeypatch.setattr(vector_math, "_SIMD", False if mode == "int8-numpy" else None)
     mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(N_BASE, DIM))
     base_ids = [f"b{i}" for i in range(N_BASE)]
-    index = VectorIndex.build(base_ids, mapped, normalized=True)
+    dtype = mode.split("-")[0]
+    codes = quantize_int8(m) if mode == "int8" else None
+    index = VectorIndex.build(base_ids, mapped, normalized=True, dtype=dtype, rescore_pool=pool,
+                              codes=codes)  # type: ignore[arg-type]
     truth = {i: m[r].astype(np.float64) for r, i in enumerate(base_ids)}
     gone: list[str] = []
     counter = 0
@@ -98,7 +110,7 @@ def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, ops, fold_mi
                 gone.append(v)
         elif kind == "fold":
             index.fold()
-            assert index.delta_rows == 0 and not index.mapped
+            assert index.delta_rows == 0 and not index.mapped and index.dtype == dtype
         if index.needs_fold:  # what the owner does (recall folds through a file)
             index.fold()
         assert len(index) == len(truth) and set(index.ids.tolist()) == set(truth)
@@ -147,3 +159,19 @@ def test_needs_fold_bound(monkeypatch) -> None:
     assert index.needs_fold
     index.fold()
     assert index.delta_rows == 0 and len(index) == 1029 and index.row_count == 1029
+
+
+def test_simd_and_numpy_int8_scans_agree_within_their_bounds(monkeypatch) -> None:
+    rng = np.random.default_rng(6)
+    m = rng.standard_normal((5000, 384)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    codes, scale = quantize_int8(m)
+    q = rng.standard_normal(384).astype(np.float32)
+    q /= np.linalg.norm(q)
+    exact = m.astype(np.float64) @ q
+    assert vector_math.simd_available()  # the extra is installed wherever the tests run
+    simd, eps_simd = vector_math.int8_scan(codes, scale, q)
+    monkeypatch.setattr(vector_math, "_SIMD", False)
+    plain, eps_plain = vector_math.int8_scan(codes, scale, q)
+    assert np.abs(simd - exact).max() <= eps_simd and np.abs(plain - exact).max() <= eps_plain
+    assert eps_plain < eps_simd < 0.05  # the query's own quantization adds to the bound

@@ -35,7 +35,9 @@ def tiers(tmp_path: Path) -> dict[str, str]:
 
 
 def matrices(ids_path: Path) -> set[str]:
-    return {p.name for p in ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.npy")}
+    """The float32 matrix files of the cache (not the int8 codes and scales)."""
+    return {p.name for p in ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.npy")
+            if p.name.count(".") == ids_path.name.count(".")}
 
 
 def named_matrix(ids_path: Path) -> str:
@@ -54,11 +56,11 @@ def write_more(store, rng, vecs: dict[str, np.ndarray]) -> None:
         vecs[e] = v
 
 
-def fold_in_child(tmp_path: Path, point: str) -> int:
+def fold_in_child(tmp_path: Path, point: str, dtype: str) -> int:
     """Fork a process that opens the vault, searches (catch-up + fold) and is killed
-    at ``point``: 'matrix' (matrix written, before its rename), 'ids' (new matrix in
-    place, before the ids file's rename), 'stale' (both renamed, old matrix not yet
-    removed). Returns the wait status."""
+    at ``point``: 'matrix' (new files written, before the first rename), 'ids' (new
+    files in place, before the ids file's rename), 'stale' (all renamed, the old
+    files not yet removed). Returns the wait status."""
     pid = os.fork()
     if pid == 0:  # child: never returns into pytest
         code = 1
@@ -76,7 +78,7 @@ def fold_in_child(tmp_path: Path, point: str) -> int:
 
             os.replace = crashing_replace
             with VaultManager.at(tiers(tmp_path)) as vm:
-                VectorRecall(vm, MODEL).search(np.ones(24, dtype=np.float32), 3)
+                VectorRecall(vm, MODEL, dtype=dtype).search(np.ones(24, dtype=np.float32), 3)
             code = 0
         finally:
             os._exit(code)
@@ -84,31 +86,34 @@ def fold_in_child(tmp_path: Path, point: str) -> int:
     return status
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
 @pytest.mark.parametrize("point", ["matrix", "ids", "stale"])
-def test_a_fold_killed_at_any_point_leaves_a_usable_index(tmp_path, small_bound, point):
+def test_a_fold_killed_at_any_point_leaves_a_usable_index(tmp_path, small_bound, point, dtype):
     rng = np.random.default_rng(31)
     with VaultManager.at(tiers(tmp_path)) as vm:
         store = vm.store("agent")
         vecs = fill(store, rng, 300, "a")
-        VectorRecall(vm, MODEL).search(unit(rng, 1)[0], 1)  # builds and saves the cache
+        VectorRecall(vm, MODEL, dtype=dtype).search(unit(rng, 1)[0], 1)  # builds and saves the cache
         ids_path, _ = cache_paths(store, MODEL)
+        files = len(list(ids_path.parent.glob("*.npy")))
+        assert files == (3 if dtype == "int8" else 1)  # matrix (+ int8 codes and scales)
         before = matrices(ids_path)
         assert len(before) == 1
         write_more(store, rng, vecs)
 
-        status = fold_in_child(tmp_path, point)
+        status = fold_in_child(tmp_path, point, dtype)
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
 
         after = matrices(ids_path)
         temps = [p for p in ids_path.parent.iterdir() if p.name.endswith(".tv-tmp")]
         if point == "matrix":  # nothing renamed: the old pair, the temporary file was left
-            assert after == before and named_matrix(ids_path) in before and len(temps) == 1
+            assert after == before and named_matrix(ids_path) in before and len(temps) >= 1
         elif point == "ids":  # the new matrix published, the ids file still names the old one
             assert len(after) == 2 and named_matrix(ids_path) in before
         else:  # the new pair in place, the old matrix not removed yet
             assert len(after) == 2 and named_matrix(ids_path) not in before
 
-        fresh = VectorRecall(vm, MODEL)
+        fresh = VectorRecall(vm, MODEL, dtype=dtype)
         for _ in range(3):
             q = unit(rng, 1)[0]
             check_same(fresh.search(q, 25), reference(q, [("agent", 1.0, vecs)], 25))
@@ -116,16 +121,17 @@ def test_a_fold_killed_at_any_point_leaves_a_usable_index(tmp_path, small_bound,
         assert index.mapped and len(index) == len(vecs)
         if point != "stale":  # the reopened cache was older: caught up, then folded again
             assert named_matrix(ids_path) not in before and index.delta_rows == 0
-        header, ids, _ = read_cache(store, ids_path, MODEL)
-        assert sorted(ids) == sorted(vecs)
+        cached = read_cache(store, ids_path, MODEL)
+        assert sorted(cached.ids) == sorted(vecs) and (cached.codes is not None) == (dtype == "int8")
 
 
-def test_a_fold_in_process_remaps_the_new_file(tmp_path, small_bound):
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_a_fold_in_process_remaps_the_new_file(tmp_path, small_bound, dtype):
     rng = np.random.default_rng(5)
     with VaultManager.at(tiers(tmp_path)) as vm:
         store = vm.store("agent")
         vecs = fill(store, rng, 200, "a")
-        recall = VectorRecall(vm, MODEL)
+        recall = VectorRecall(vm, MODEL, dtype=dtype)
         recall.search(unit(rng, 1)[0], 1)
         ids_path, _ = cache_paths(store, MODEL)
         first = matrices(ids_path)
@@ -139,7 +145,8 @@ def test_a_fold_in_process_remaps_the_new_file(tmp_path, small_bound):
         check_same(recall.search(q, 10), reference(q, [("agent", 1.0, vecs)], 10))
         index = recall.index("agent")
         assert index.mapped and index.delta_rows == 0 and len(index) == len(vecs)
-        assert matrices(ids_path) == {named_matrix(ids_path)} != first  # the old file went
+        assert matrices(ids_path) == {named_matrix(ids_path)} != first  # the old files went
+        assert len(list(ids_path.parent.glob("*.npy"))) == (3 if dtype == "int8" else 1)
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "extend", "ids"])

@@ -1,0 +1,240 @@
+"""The vector index's cache files beside a tier: written atomically, verified on open.
+
+One cache per (tier, model key):
+
+* ``<tier>.vec-<model>-<token>.npy``: the unit rows, float32 (mapped as the
+  index's immutable base);
+* for an ``int8`` index also ``<token>.i8.npy`` (the codes, int8) and
+  ``<token>.scale.npy`` (the per-row scales, float32), so a process scans 1 byte
+  a component and reads the float32 rows only where it rescores;
+* ``<tier>.vec-<model>.ids``: one JSON header line -- version, tier uid, model,
+  generation and the tier's epoch at it, shape, the names of the files above and
+  their CRC-32s, the CRC-32 of the ids -- then one id per line.
+
+Writes (:func:`write_cache`) stream the live rows block by block (never a second
+copy of the matrix in memory) into temporary files, fsync and rename them; the
+ids file is renamed last and names its files, so readers never pair ids with
+the wrong matrix, and a crash at any point leaves the previous cache whole.
+
+Verified on open (:func:`read_cache`): header fields; tier uid, model and epoch
+(a cache of another tier, model or history is not used: None); every named file
+inside this cache's folder and name, its exact size, dtype and shape, and its
+CRC-32 (one sequential read, not mapped: ~0.4 s per GB here, once per process;
+the pages land in the OS cache, not in the process). Any failure raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+import zlib
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiervault.embeddings.index import VectorIndex
+from tiervault.embeddings.vector_math import quantize_int8
+from tiervault.errors import StorageError
+from tiervault.vault.atomic_file import atomic_write
+
+__all__ = ["CACHE_VERSION", "CachedVectors", "cache_paths", "read_cache", "write_cache", "tier_epoch"]
+
+CACHE_VERSION = 3  # 2: the tier epoch at the cached generation; 3: CRC-32s, int8 codes
+_CHUNK = 1 << 24  # bytes per read when a file's CRC-32 is checked
+_FILES = ("matrix", "codes", "scale")
+_DTYPES = {"matrix": np.float32, "codes": np.int8, "scale": np.float32}
+
+
+@dataclass(frozen=True)
+class CachedVectors:
+    """An opened, verified cache: ``ids[i]`` owns ``matrix[i]`` (mapped, read-only);
+    ``codes``: the mapped int8 codes and scales of those rows, when written."""
+
+    header: dict[str, Any]
+    ids: list[str]
+    matrix: np.ndarray
+    codes: tuple[np.ndarray, np.ndarray] | None
+
+
+def _slug(model_key: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model_key)[:48]
+    return f"{safe}-{hashlib.sha1(model_key.encode()).hexdigest()[:8]}"
+
+
+def cache_paths(store: Any, model_key: str) -> tuple[Path, str] | None:
+    """(ids file, matrix file prefix) of the persisted index of ``store`` for ``model_key``;
+    None when the backend wants no local cache (``cache_prefix()`` is None)."""
+    prefix = store.cache_prefix()
+    if prefix is None:
+        return None
+    base = f"{prefix}.vec-{_slug(model_key)}"
+    return Path(base + ".ids"), base
+
+
+def tier_epoch(store: Any, gen: int) -> str | None:
+    """The tier's epoch at ``gen`` (None for a backend that keeps none)."""
+    epoch_at = getattr(store, "epoch_at", None)
+    return epoch_at(gen) if epoch_at is not None else None
+
+
+def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch: str | None) -> None:
+    """Write the live rows of ``index`` as the cache of ``store`` at generation ``gen``
+    (module docstring); raises OSError / TierVaultError, leaving no new file behind."""
+    paths = cache_paths(store, model_key)
+    assert paths is not None
+    ids_path, base = paths
+    token = f"{base}-{uuid.uuid4().hex[:12]}"
+    names = {"matrix": Path(token + ".npy")}
+    if index.dtype == "int8":
+        names.update(codes=Path(token + ".i8.npy"), scale=Path(token + ".scale.npy"))
+    previous = _named_files(ids_path)
+    n, dim = len(index), index.dim
+    ids: list[str] = []
+    scales: list[np.ndarray] = []
+    crcs = dict.fromkeys(names, 0)
+    try:
+        # Owner-only like the tier it belongs to (np.save would follow the umask).
+        with atomic_write(names["matrix"], binary=True, mode=0o600) as fm, \
+                (atomic_write(names["codes"], binary=True, mode=0o600) if "codes" in names
+                 else nullcontext()) as fc:
+            handles = {"matrix": fm, "codes": fc}
+            for key, fh in handles.items():
+                if fh is not None:
+                    np.lib.format.write_array_header_1_0(
+                        fh, {"descr": np.dtype(_DTYPES[key]).str, "fortran_order": False, "shape": (n, dim)})
+
+            def put(key: str, arr: np.ndarray) -> None:
+                data = memoryview(np.ascontiguousarray(arr)).cast("B")
+                crcs[key] = zlib.crc32(data, crcs[key])
+                handles[key].write(data)
+
+            def sink(block_ids: np.ndarray, rows: np.ndarray) -> None:
+                put("matrix", rows.astype(np.float32, copy=False))
+                if fc is not None:
+                    codes, scale = quantize_int8(rows)
+                    put("codes", codes)
+                    scales.append(scale)
+                ids.extend(block_ids.tolist())
+
+            # One locked pass: ids and rows taken together, so they always match.
+            if index.export(sink) != n:
+                raise StorageError(f"the vector index of tier {store.name!r} changed while it was saved")
+        if "scale" in names:
+            scale = np.concatenate(scales) if scales else np.zeros(0, dtype=np.float32)
+            with atomic_write(names["scale"], binary=True, mode=0o600) as fh:
+                np.save(fh, scale.astype(np.float32))
+            crcs["scale"] = zlib.crc32(memoryview(scale.astype(np.float32)).cast("B"))
+        body = "\n".join(ids)
+        header = {"version": CACHE_VERSION, "model": model_key, "tier_uid": store.uid(), "gen": gen,
+                  "epoch": epoch, "n": n, "dim": dim, "ids_crc": zlib.crc32(body.encode("utf-8"))}
+        for key, path in names.items():
+            header[key], header[f"{key}_crc"] = path.name, crcs[key]
+        with atomic_write(ids_path, mode=0o600) as fh:
+            fh.write(json.dumps(header) + "\n" + body)
+    except BaseException:
+        for path in names.values():
+            path.unlink(missing_ok=True)
+        raise
+    _remove_stale(ids_path, base, {p.name for p in names.values()}, previous)
+
+
+def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> CachedVectors | None:
+    """The verified vector cache ``ids_path`` of ``store`` (module docstring).
+
+    None when the cache belongs to another tier, model (``model_key``; None: the one
+    its header names), version or history; any damage raises (ValueError, OSError...).
+    A header may only name files of this cache in its own folder.
+    """
+    uid, current = store.uid(), store.generation()  # the tier's own failures propagate
+    with open(ids_path, "r", encoding="utf-8") as fh:
+        header = json.loads(fh.readline())
+        body = fh.read()
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    gen = int(header["gen"])
+    model = header.get("model") if model_key is None else model_key
+    if not isinstance(model, str) or cache_paths(store, model)[0] != ids_path:
+        raise ValueError("the header names a model this file is not the cache of")
+    if (header.get("version") != CACHE_VERSION or header.get("model") != model
+            or header.get("tier_uid") != uid or gen > current
+            or header.get("epoch") != tier_epoch(store, gen)):
+        return None
+    n, dim = int(header["n"]), int(header["dim"])
+    if zlib.crc32(body.encode("utf-8")) != header.get("ids_crc"):
+        raise ValueError("the ids fail their CRC-32")
+    ids = body.split("\n") if body else []
+    if len(ids) != n or (n and dim < 1):
+        raise ValueError(f"{len(ids)} ids do not match the header ({n}, {dim})")
+    prefix = Path(cache_paths(store, model)[1]).name + "-"
+    arrays: dict[str, np.ndarray] = {}
+    for key in _FILES:
+        if key not in header and key != "matrix":
+            continue
+        name = header[key]
+        if (not isinstance(name, str) or Path(name).name != name
+                or not name.startswith(prefix) or not name.endswith(".npy")):
+            raise ValueError(f"the header names {str(name)[:80]!r}, not a file of this cache in its own folder")
+        path = ids_path.parent / name
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        shape = (n,) if key == "scale" else (n, dim)
+        if arr.dtype != _DTYPES[key] or arr.shape != shape:
+            raise ValueError(f"{name}: {arr.dtype} {arr.shape}, not {np.dtype(_DTYPES[key])} {shape}")
+        if path.stat().st_size != arr.offset + arr.nbytes:
+            raise ValueError(f"{name} is {path.stat().st_size} bytes, not {arr.offset + arr.nbytes}")
+        if _file_crc(path, arr.offset) != header.get(f"{key}_crc"):
+            raise ValueError(f"{name} fails its CRC-32")
+        arrays[key] = arr
+    if ("codes" in arrays) != ("scale" in arrays):
+        raise ValueError("the header names int8 codes without scales (or scales without codes)")
+    codes = (arrays["codes"], arrays["scale"]) if "codes" in arrays else None
+    return CachedVectors(header, ids, arrays["matrix"], codes)
+
+
+def _file_crc(path: Path, start: int) -> int:
+    """CRC-32 of the bytes of ``path`` from ``start`` on, read (not mapped) in chunks."""
+    crc = 0
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(start)
+        while True:
+            got = fh.readinto(buf)
+            if not got:
+                return crc
+            crc = zlib.crc32(view[:got], crc)
+
+
+def _named_files(ids_path: Path) -> set[str]:
+    """The file names the ids file's header names (empty: no readable header)."""
+    try:
+        with open(ids_path, "r", encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(header, dict):
+        return set()
+    return {header[k] for k in _FILES if isinstance(header.get(k), str)}
+
+
+def _remove_stale(ids_path: Path, base: str, ours: set[str], previous: set[str]) -> None:
+    """Delete cache files the ids file no longer names. A file younger than a minute
+    is kept unless it is ours or one our save replaced (``previous``): another
+    process may be about to publish it."""
+    current = _named_files(ids_path)
+    if not current:
+        return
+    now = time.time()
+    for old in ids_path.parent.glob(Path(base).name + "-*.npy"):
+        if old.name in current:
+            continue
+        try:  # a process still mapping an unlinked file keeps its pages (POSIX)
+            if old.name in ours or old.name in previous or now - old.stat().st_mtime > 60:
+                old.unlink()
+        except OSError:
+            pass
