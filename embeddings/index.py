@@ -27,18 +27,12 @@ A query is ``s = B q`` over the base (tombstoned and filtered-out rows set to
 writing them to a new file (:meth:`VectorIndex.export`) and building a new index
 over its mapping (:mod:`tiervault.embeddings.recall`).
 
-Storage modes of the base (``dtype``): ``"float32"`` scores the f32 matrix
-exactly. ``"int8"`` / ``"float16"`` scan a compressed copy (per-row scaled int8
-codes -- SimSIMD's integer kernels when the ``simd`` extra is installed --, or
-half floats), keep the best ``rescore_pool`` rows and rescore them exactly
-against the f32 matrix, which is then read only at those rows. **Same answers as
-float32**: with ``eps`` a bound on the approximation's error
-(:func:`~tiervault.embeddings.vector_math.int8_error_bound`), a row outside the
-pool scores at most ``floor + eps`` (``floor``: the pool's lowest approximate
-score); when the pool's k-th exact score ``s_k`` is not above that, every row
-with an approximate score ``>= s_k - eps`` is rescored instead. The delta is
-always f32. Compressed codes may be handed to :meth:`VectorIndex.build` (mapped
-from the cache file); otherwise they are computed from the base.
+Storage modes of the base (``dtype``, :mod:`tiervault.embeddings.vector_base`):
+``"float32"`` scores the f32 matrix; ``"int8"`` / ``"float16"`` scan a compressed
+copy (int8 codes -- SimSIMD's kernels when the ``simd`` extra is installed --, or
+half floats) and rescore a pool exactly in f32, widened by a proven error bound:
+**the same answers as float32**. Codes may be handed to :meth:`VectorIndex.build`
+(mapped from the cache file). The delta is always f32.
 
 All the maths lives in small pure functions in :mod:`.vector_math` (re-exported
 here); the class only manages rows, ids and locking.
@@ -53,17 +47,14 @@ from typing import Literal
 
 import numpy as np
 
+from tiervault.embeddings.vector_base import BaseScan
 from tiervault.embeddings.vector_delta import VectorDelta
 from tiervault.embeddings.vector_math import (
     cosine_scores,
-    float16_error_bound,
     float16_scores,
-    int8_scan,
     int8_scores,
     l2_normalize,
-    mask_outside,
     quantize_int8,
-    quantize_int8_blocks,
     top_k,
 )
 from tiervault.errors import ValidationError
@@ -142,10 +133,7 @@ class VectorIndex:
         # id -> row; None until first needed after a trusted build (hashing 1M ids
         # costs ~0.2 s, which a search-only opening of a tier never pays).
         self._row_map: dict[str, int] | None = {}
-        self._codes: np.ndarray | None = None
-        self._scale: np.ndarray | None = None
-        self._half: np.ndarray | None = None
-        self._codes_owned = True
+        self._scan = BaseScan(self._base, dtype, rescore_pool=self.rescore_pool, threads=self.threads)
 
     @classmethod
     def build(
@@ -275,15 +263,16 @@ class VectorIndex:
     def nbytes(self) -> int:
         """Bytes of the numeric arrays (base, delta, compressed copy, scales, id pointers)."""
         total = self._base_ids.nbytes + self._delta.nbytes + self._base.nbytes
-        return total + sum(a.nbytes for a in (self._codes, self._scale, self._half, self._dead) if a is not None)
+        total += self._dead.nbytes if self._dead is not None else 0
+        return total + sum(a.nbytes for a in self._scan.arrays())
 
     @property
     def owned_bytes(self) -> int:
         """Bytes of memory this index allocated itself: everything except a mapped base."""
         total = self._base_ids.nbytes + self._delta.nbytes
         total += self._base.nbytes if self._base_owned else 0
-        mine = (self._half, self._dead) + ((self._codes, self._scale) if self._codes_owned else ())
-        return total + sum(arr.nbytes for arr in mine if arr is not None)
+        total += self._dead.nbytes if self._dead is not None else 0
+        return total + (sum(a.nbytes for a in self._scan.arrays()) if self._scan.owned else 0)
 
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
         """Row of each id, aligned with ``ids`` (-1 where the id has no vector)."""
@@ -337,7 +326,7 @@ class VectorIndex:
             if rows is not None:
                 cut = int(np.searchsorted(rows, nb))
                 base_rows, delta_rows = rows[:cut], rows[cut:] - nb
-            cand_rows, cand_scores = self._search_base(q, k, base_rows)
+            cand_rows, cand_scores = self._scan.search(q, k, rows=base_rows, dead=self._dead_array())
             if self._delta.n and (delta_rows is None or delta_rows.size):
                 drows = np.arange(self._delta.n) if delta_rows is None else delta_rows
                 ds = cosine_scores(self._delta.matrix[drows], q)
@@ -454,7 +443,8 @@ class VectorIndex:
         self._dead, self._dead_rows, self._dead_cache = None, [], None
         self._delta.clear()
         self._row_map = row_map
-        self._encode_base(codes)
+        self._scan = BaseScan(matrix, self.dtype, rescore_pool=self.rescore_pool, threads=self.threads,
+                              codes=codes)
 
     def _kill(self, row: int) -> None:
         """Tombstone base ``row`` (its id is already out of the row map)."""
@@ -468,41 +458,12 @@ class VectorIndex:
     def _live_base(self) -> np.ndarray | slice:
         return slice(None) if self._dead is None else ~self._dead
 
-    def _dead_array(self) -> np.ndarray:
+    def _dead_array(self) -> np.ndarray | None:
+        if not self._dead_rows:
+            return None
         if self._dead_cache is None:
             self._dead_cache = np.asarray(self._dead_rows, dtype=np.int64)
         return self._dead_cache
-
-    def _search_base(self, q: np.ndarray, k: int, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` live base rows (or of ``rows``, live base rows): (rows, exact scores)."""
-        nb = self._base.shape[0]
-        allowed = nb - len(self._dead_rows) if rows is None else rows.size
-        k = min(k, allowed)
-        if k <= 0:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        if self.dtype == "float32":
-            scores = self._excluded(cosine_scores(self._base, q), rows)
-            pick = top_k(scores, k)
-            return pick, scores[pick]
-        approx, eps = self._approx_scores(q)
-        approx = self._excluded(approx, rows)
-        pool = top_k(approx, min(max(self.rescore_pool, k), allowed))
-        exact = cosine_scores(self._base[pool], q)
-        best = top_k(exact, k)
-        if pool.size < allowed and exact[best[-1]] <= approx[pool[-1]] + eps:
-            # A row outside the pool might still beat the k-th: rescore all that can.
-            pool = np.flatnonzero(approx >= exact[best[-1]] - eps)
-            exact = cosine_scores(self._base[pool], q)
-            best = top_k(exact, k)
-        return pool[best], exact[best]
-
-    def _excluded(self, scores: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        """``scores`` with dead rows (and rows outside ``rows``) set to -inf."""
-        if rows is not None:
-            return mask_outside(scores, rows)
-        if self._dead_rows:
-            scores[self._dead_array()] = -np.inf
-        return scores
 
     def _ids_at(self, rows: np.ndarray) -> np.ndarray:
         nb = self._base.shape[0]
@@ -554,30 +515,6 @@ class VectorIndex:
             cut = int(np.searchsorted(rows, nb))
             rows = np.concatenate([rows[:cut][~self._dead[rows[:cut]]], rows[cut:]])  # type: ignore[index]
         return rows
-
-    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, float]:
-        """Approximate scores of every base row and a bound on their error."""
-        if self.dtype == "int8":
-            assert self._codes is not None and self._scale is not None
-            return int8_scan(self._codes, self._scale, q, threads=self.threads)
-        assert self._half is not None
-        return float16_scores(self._half, q, threads=self.threads), float16_error_bound(q)
-
-    def _encode_base(self, codes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """The compressed copy of the base (int8 / float16 modes)."""
-        self._codes = self._scale = self._half = None
-        self._codes_owned = codes is None
-        if self.dtype == "int8" and codes is not None:
-            self._codes, self._scale = codes
-            if self._codes.shape != self._base.shape or self._scale.shape != (self._base.shape[0],):
-                raise ValidationError("codes", f"shapes {self._codes.shape} / {self._scale.shape} do not "
-                                      f"match the {self._base.shape} matrix")
-        elif self.dtype == "int8":
-            self._codes, self._scale = quantize_int8_blocks(self._base)
-        elif self.dtype == "float16":
-            self._half = np.empty(self._base.shape, dtype=np.float16)
-            for s in range(0, self._base.shape[0], 65536):
-                self._half[s:s + 65536] = self._base[s:s + 65536]
 
     def __repr__(self) -> str:
         return (f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={len(self)}, dim={self.dim}, "
