@@ -74,9 +74,9 @@ __all__ = [
 ]
 
 IndexDtype = Literal["float32", "float16", "int8"]
-# First pool of a compressed scan; exactness does not depend on it (see the docstring), only
-# how often the pool is widened: 256 exact rows cost ~0.1 ms, and each is a page read.
-DEFAULT_RESCORE_POOL = 256
+# First pool of a compressed scan (at least k rows); exactness does not depend on it
+# (vector_base.py), only how many rows the error bounds add to it.
+DEFAULT_RESCORE_POOL = 1
 # Below this fraction of allowed rows, gathering them beats scanning everything.
 _GATHER_FRACTION = 0.25
 # Fold bound: the delta is scanned exactly and tombstoned rows are scanned for nothing,
@@ -155,8 +155,8 @@ class VectorIndex:
         C-contiguous float32 ``matrix`` (e.g. a read-only ``np.memmap``) is then
         the base itself, never copied nor written. Otherwise rows are normalised
         into a new array. Duplicate ids are refused. ``codes``: the int8 codes and
-        scales of those unit rows (:func:`quantize_int8`), used as they are in
-        ``"int8"`` mode (e.g. mapped from the cache file) instead of computed.
+        bounds of those unit rows (:func:`~tiervault.embeddings.vector_math.int8_codes`),
+        used as they are in ``"int8"`` mode (e.g. mapped from the cache file).
         """
         matrix = np.asarray(matrix)
         if matrix.ndim != 2:
@@ -227,7 +227,8 @@ class VectorIndex:
                 return self._base_ids.copy(), self._base
             live = self._live_base()
             ids = np.concatenate([self._base_ids[live], self._delta.ids[: self._delta.n]])
-            return ids, np.concatenate([self._base[live], self._delta.live()]).astype(np.float32, copy=False)
+            base = self._scan.block(0, self._base.shape[0])
+            return ids, np.concatenate([base[live], self._delta.live()]).astype(np.float32, copy=False)
 
     def export(self, sink: Sink, block_rows: int = _EXPORT_ROWS) -> int:
         """Feed the live rows to ``sink(ids, matrix)`` block by block, in row order,
@@ -240,7 +241,7 @@ class VectorIndex:
                 e = min(s + block_rows, nb)
                 keep = None if self._dead is None else ~self._dead[s:e]
                 ids = self._base_ids[s:e] if keep is None else self._base_ids[s:e][keep]
-                rows = np.array(self._base[s:e]) if keep is None else self._base[s:e][keep]
+                rows = self._scan.block(s, e) if keep is None else self._scan.block(s, e)[keep]
                 if len(ids):
                     sink(ids, rows)
                     total += len(ids)
@@ -477,9 +478,9 @@ class VectorIndex:
         nb = self._base.shape[0]
         in_base = rows < nb
         if in_base.all():
-            return np.asarray(self._base[rows], dtype=np.float32)
+            return self._scan.rows(rows)
         out = np.empty((rows.shape[0], self.dim), dtype=np.float32)
-        out[in_base] = self._base[rows[in_base]]
+        out[in_base] = self._scan.rows(rows[in_base])
         out[~in_base] = self._delta.matrix[rows[~in_base] - nb]
         return out
 

@@ -7,7 +7,7 @@ entries deleted since (tombstones) are removed. It is never reloaded per query.
 
 Persistence (:mod:`tiervault.embeddings.vector_cache`): a built index is
 written next to the tier (float32 unit rows, for an ``int8`` index also its
-codes and scales, and an ids file naming them, with CRC-32s). Reopening maps
+codes and error bounds, and an ids file naming them, with CRC-32s). Reopening maps
 those files as the index's immutable base -- never copied: updates go to the
 index's small delta (:mod:`tiervault.embeddings.index`) -- and catches up from
 the stored generation; a cache of another tier (uid), model or history is

@@ -2,20 +2,28 @@
 
 :class:`BaseScan` holds the base matrix (float32 unit rows, often a read-only
 file mapping) and, for the compressed modes, its compressed copy: int8 codes
-with per-row scales (scanned by SimSIMD's integer kernels when installed,
-:func:`~tiervault.embeddings.vector_math.int8_scan`) or half floats.
+with per-row scales and error bounds (scanned by SimSIMD's integer kernels when
+installed, :func:`~tiervault.embeddings.vector_math.int8_scan`) or half floats.
 
-Exact top k from an approximate scan: let ``a_i`` be the approximate scores,
-``eps >= |a_i - s_i|`` a bound on their error (vector_math), and ``P`` the
-``rescore_pool`` rows of highest ``a_i``, rescored exactly (``s_i = <x_i, q>`` in
-float32). A row outside ``P`` has ``s_i <= a_i + eps <= min_P a + eps``. If the
-k-th exact score ``s_k`` of ``P`` exceeds that, the top k of ``P`` is the top k;
-otherwise every row with ``a_i >= s_k - eps`` (a superset of the rows scoring
-``>= s_k``) is rescored. So the answer equals a float32 scan's, and only the
-rescored rows of the float32 matrix are read.
+Exact top k from an approximate scan: let ``a_i`` be the approximate scores and
+``eps_i >= |a_i - s_i|`` bounds on their errors (vector_math). The ``pool`` rows
+of highest ``a_i`` (at least k) are rescored exactly (``s_i = <x_i, q>``, float32)
+and give a k-th score ``s_k``. Any row with ``s_i >= s_k`` has ``a_i + eps_i >= s_k``,
+so the rows passing that test and not yet rescored are rescored too, and the top
+k of all rescored rows is the float32 answer (ties aside).
+
+The float32 rows of a compressed base that is a file mapping are read with
+``pread`` where they are rescored (and by :meth:`BaseScan.rows`), never through
+the mapping: the process's resident set then holds the codes (1 byte a
+component), not the float32 pages of every row ever rescored (at 1,000,000 rows
+most of 1.5 GB after a few hundred queries). A few hundred ``pread`` calls cost
+~0.1-0.4 ms per query here; a float32 base keeps its mapping (it scans every page).
 """
 
 from __future__ import annotations
+
+import os
+import weakref
 
 import numpy as np
 
@@ -23,9 +31,9 @@ from tiervault.embeddings.vector_math import (
     cosine_scores,
     float16_error_bound,
     float16_scores,
+    int8_codes,
     int8_scan,
     mask_outside,
-    quantize_int8_blocks,
     top_k,
 )
 from tiervault.errors import ValidationError
@@ -45,24 +53,38 @@ class BaseScan:
         self.rescore_pool = rescore_pool
         self.threads = threads
         self.codes: np.ndarray | None = None
-        self.scale: np.ndarray | None = None
+        self.bounds: np.ndarray | None = None
         self.half: np.ndarray | None = None
         self.owned = codes is None  # False: the codes are a caller's (mapped) arrays
+        n = matrix.shape[0]
         if dtype == "int8" and codes is not None:
-            self.codes, self.scale = codes
-            if self.codes.shape != matrix.shape or self.scale.shape != (matrix.shape[0],):
-                raise ValidationError("codes", f"shapes {self.codes.shape} / {self.scale.shape} do not "
+            self.codes, self.bounds = codes
+            if self.codes.shape != matrix.shape or self.bounds.shape != (2, n):
+                raise ValidationError("codes", f"shapes {self.codes.shape} / {self.bounds.shape} do not "
                                       f"match the {matrix.shape} matrix")
         elif dtype == "int8":
-            self.codes, self.scale = quantize_int8_blocks(matrix)
+            self.codes, self.bounds = int8_codes(matrix)
         elif dtype == "float16":
             self.half = np.empty(matrix.shape, dtype=np.float16)
-            for s in range(0, matrix.shape[0], 65536):
+            for s in range(0, n, 65536):
                 self.half[s:s + 65536] = matrix[s:s + 65536]
+        self._file = _RowFile.of(matrix) if dtype != "float32" else None
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The compressed copy's arrays (empty in float32 mode)."""
-        return tuple(a for a in (self.codes, self.scale, self.half) if a is not None)
+        return tuple(a for a in (self.codes, self.bounds, self.half) if a is not None)
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """The float32 rows ``rows`` (a new array; read from the file when it is one)."""
+        if self._file is not None:
+            return self._file.read(rows)
+        return np.asarray(self.matrix[rows], dtype=np.float32)
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start..stop`` as a new float32 array (one read when a file)."""
+        if self._file is not None:
+            return self._file.read_block(start, stop)
+        return np.array(self.matrix[start:stop], dtype=np.float32)
 
     def search(self, q: np.ndarray, k: int, *, rows: np.ndarray | None = None,
                dead: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -80,22 +102,55 @@ class BaseScan:
         approx, eps = self._approx_scores(q)
         approx = _excluded(approx, rows, dead)
         pool = top_k(approx, min(max(self.rescore_pool, k), allowed))
-        exact = cosine_scores(self.matrix[pool], q)
+        exact = cosine_scores(self.rows(pool), q)
+        kth = exact[top_k(exact, k)[-1]]
+        # Every row that can reach the k-th score and was not rescored yet.
+        more = np.setdiff1d(np.flatnonzero(approx + eps >= kth), pool, assume_unique=True)
+        if more.size:
+            pool = np.concatenate([pool, more])
+            exact = np.concatenate([exact, cosine_scores(self.rows(more), q)])
         best = top_k(exact, k)
-        if pool.size < allowed and exact[best[-1]] <= approx[pool[-1]] + eps:
-            # A row outside the pool might still beat the k-th: rescore all that can.
-            pool = np.flatnonzero(approx >= exact[best[-1]] - eps)
-            exact = cosine_scores(self.matrix[pool], q)
-            best = top_k(exact, k)
         return pool[best], exact[best]
 
-    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, float]:
-        """Approximate scores of every row and a bound on their error."""
+    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
+        """Approximate scores of every row and bounds on their errors."""
         if self.dtype == "int8":
-            assert self.codes is not None and self.scale is not None
-            return int8_scan(self.codes, self.scale, q, threads=self.threads)
+            assert self.codes is not None and self.bounds is not None
+            return int8_scan(self.codes, self.bounds, q, threads=self.threads)
         assert self.half is not None
         return float16_scores(self.half, q, threads=self.threads), float16_error_bound(q)
+
+
+class _RowFile:
+    """Float32 rows of a mapped ``.npy`` file read with ``pread`` (not through the map)."""
+
+    def __init__(self, path: str, offset: int, shape: tuple[int, int]) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+        weakref.finalize(self, os.close, self.fd)
+        self.offset, self.shape = offset, shape
+        self.row_bytes = shape[1] * 4
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> _RowFile | None:
+        """A reader when ``matrix`` is a C-ordered float32 ``np.memmap`` of a file."""
+        if not (isinstance(matrix, np.memmap) and matrix.filename and matrix.dtype == np.float32
+                and matrix.ndim == 2 and matrix.flags.c_contiguous):
+            return None
+        return cls(str(matrix.filename), int(matrix.offset), matrix.shape)
+
+    def read(self, rows: np.ndarray) -> np.ndarray:
+        fd, off, rb = self.fd, self.offset, self.row_bytes
+        data = b"".join([os.pread(fd, rb, off + r * rb) for r in rows.tolist()])
+        return self._check(np.frombuffer(data, dtype=np.float32), len(rows))
+
+    def read_block(self, start: int, stop: int) -> np.ndarray:
+        data = os.pread(self.fd, (stop - start) * self.row_bytes, self.offset + start * self.row_bytes)
+        return self._check(np.frombuffer(data, dtype=np.float32).copy(), stop - start)
+
+    def _check(self, flat: np.ndarray, count: int) -> np.ndarray:
+        if flat.size != count * self.shape[1]:  # a short read: the file changed under us
+            raise OSError(f"read {flat.size * 4} bytes of float32 rows, expected {count * self.row_bytes}")
+        return flat.reshape(count, self.shape[1])
 
 
 def _excluded(scores: np.ndarray, rows: np.ndarray | None, dead: np.ndarray | None) -> np.ndarray:

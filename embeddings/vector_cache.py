@@ -5,7 +5,8 @@ One cache per (tier, model key):
 * ``<tier>.vec-<model>-<token>.npy``: the unit rows, float32 (mapped as the
   index's immutable base);
 * for an ``int8`` index also ``<token>.i8.npy`` (the codes, int8) and
-  ``<token>.scale.npy`` (the per-row scales, float32), so a process scans 1 byte
+  ``<token>.bounds.npy`` (per-row scales and error-bound terms, float32 (2, n):
+  :func:`~tiervault.embeddings.vector_math.int8_codes`), so a process scans 1 byte
   a component and reads the float32 rows only where it rescores;
 * ``<tier>.vec-<model>.ids``: one JSON header line -- version, tier uid, model,
   generation and the tier's epoch at it, shape, the names of the files above and
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
-from tiervault.embeddings.vector_math import quantize_int8
+from tiervault.embeddings.vector_math import int8_codes
 from tiervault.errors import StorageError
 from tiervault.vault.atomic_file import atomic_write
 
@@ -47,14 +48,14 @@ __all__ = ["CACHE_VERSION", "CachedVectors", "cache_paths", "read_cache", "write
 
 CACHE_VERSION = 3  # 2: the tier epoch at the cached generation; 3: CRC-32s, int8 codes
 _CHUNK = 1 << 24  # bytes per read when a file's CRC-32 is checked
-_FILES = ("matrix", "codes", "scale")
-_DTYPES = {"matrix": np.float32, "codes": np.int8, "scale": np.float32}
+_FILES = ("matrix", "codes", "bounds")
+_DTYPES = {"matrix": np.float32, "codes": np.int8, "bounds": np.float32}
 
 
 @dataclass(frozen=True)
 class CachedVectors:
     """An opened, verified cache: ``ids[i]`` owns ``matrix[i]`` (mapped, read-only);
-    ``codes``: the mapped int8 codes and scales of those rows, when written."""
+    ``codes``: the mapped int8 codes and bounds of those rows, when written."""
 
     header: dict[str, Any]
     ids: list[str]
@@ -92,11 +93,11 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
     token = f"{base}-{uuid.uuid4().hex[:12]}"
     names = {"matrix": Path(token + ".npy")}
     if index.dtype == "int8":
-        names.update(codes=Path(token + ".i8.npy"), scale=Path(token + ".scale.npy"))
+        names.update(codes=Path(token + ".i8.npy"), bounds=Path(token + ".bounds.npy"))
     previous = _named_files(ids_path)
     n, dim = len(index), index.dim
     ids: list[str] = []
-    scales: list[np.ndarray] = []
+    bounds: list[np.ndarray] = []
     crcs = dict.fromkeys(names, 0)
     try:
         # Owner-only like the tier it belongs to (np.save would follow the umask).
@@ -117,19 +118,20 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
             def sink(block_ids: np.ndarray, rows: np.ndarray) -> None:
                 put("matrix", rows.astype(np.float32, copy=False))
                 if fc is not None:
-                    codes, scale = quantize_int8(rows)
+                    codes, block_bounds = int8_codes(rows)
                     put("codes", codes)
-                    scales.append(scale)
+                    bounds.append(block_bounds)
                 ids.extend(block_ids.tolist())
 
             # One locked pass: ids and rows taken together, so they always match.
             if index.export(sink) != n:
                 raise StorageError(f"the vector index of tier {store.name!r} changed while it was saved")
-        if "scale" in names:
-            scale = np.concatenate(scales) if scales else np.zeros(0, dtype=np.float32)
-            with atomic_write(names["scale"], binary=True, mode=0o600) as fh:
-                np.save(fh, scale.astype(np.float32))
-            crcs["scale"] = zlib.crc32(memoryview(scale.astype(np.float32)).cast("B"))
+        if "bounds" in names:
+            both = np.ascontiguousarray(np.concatenate(bounds, axis=1) if bounds
+                                        else np.zeros((2, 0), dtype=np.float32), dtype=np.float32)
+            with atomic_write(names["bounds"], binary=True, mode=0o600) as fh:
+                np.save(fh, both)
+            crcs["bounds"] = zlib.crc32(memoryview(both).cast("B"))
         body = "\n".join(ids)
         header = {"version": CACHE_VERSION, "model": model_key, "tier_uid": store.uid(), "gen": gen,
                   "epoch": epoch, "n": n, "dim": dim, "ids_crc": zlib.crc32(body.encode("utf-8"))}
@@ -182,7 +184,7 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
             raise ValueError(f"the header names {str(name)[:80]!r}, not a file of this cache in its own folder")
         path = ids_path.parent / name
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        shape = (n,) if key == "scale" else (n, dim)
+        shape = (2, n) if key == "bounds" else (n, dim)
         if arr.dtype != _DTYPES[key] or arr.shape != shape:
             raise ValueError(f"{name}: {arr.dtype} {arr.shape}, not {np.dtype(_DTYPES[key])} {shape}")
         if path.stat().st_size != arr.offset + arr.nbytes:
@@ -190,9 +192,9 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
         if _file_crc(path, arr.offset) != header.get(f"{key}_crc"):
             raise ValueError(f"{name} fails its CRC-32")
         arrays[key] = arr
-    if ("codes" in arrays) != ("scale" in arrays):
-        raise ValueError("the header names int8 codes without scales (or scales without codes)")
-    codes = (arrays["codes"], arrays["scale"]) if "codes" in arrays else None
+    if ("codes" in arrays) != ("bounds" in arrays):
+        raise ValueError("the header names int8 codes without bounds (or bounds without codes)")
+    codes = (arrays["codes"], arrays["bounds"]) if "codes" in arrays else None
     return CachedVectors(header, ids, arrays["matrix"], codes)
 
 

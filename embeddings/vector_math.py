@@ -12,9 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "quantize_int8_blocks",
-           "int8_scores", "float16_scores", "int8_scan", "int8_error_bound", "float16_error_bound",
-           "simd_available"]
+__all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8",
+           "int8_scores", "float16_scores", "int8_codes", "int8_scan", "float16_error_bound", "simd_available"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
@@ -68,14 +67,18 @@ def mask_outside(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return masked
 
 
-def quantize_int8_blocks(m: np.ndarray, step: int = 65536) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`quantize_int8` of a large (e.g. mapped) matrix, ``step`` rows at a time
-    (the temporaries stay small)."""
+def int8_codes(m: np.ndarray, step: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """The int8 form the index scans: ``(codes int8 (n, d), bounds float32 (2, n))`` with
+    ``bounds[0] = a_i`` (:func:`quantize_int8`) and ``bounds[1] = ||a_i c_i||_1`` (for
+    the per-row error bound of :func:`int8_scan`); ``step`` rows at a time, so the
+    temporaries of a large (e.g. mapped) matrix stay small."""
     codes = np.empty(m.shape, dtype=np.int8)
-    scale = np.empty(m.shape[0], dtype=np.float32)
+    bounds = np.empty((2, m.shape[0]), dtype=np.float32)
     for s in range(0, m.shape[0], step):
-        codes[s:s + step], scale[s:s + step] = quantize_int8(m[s:s + step])
-    return codes, scale
+        c, a = quantize_int8(m[s:s + step])
+        codes[s:s + step], bounds[0, s:s + step] = c, a
+        bounds[1, s:s + step] = a * np.abs(c.astype(np.int16)).sum(axis=1, dtype=np.int32)
+    return codes, bounds
 
 
 def quantize_int8(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,43 +171,38 @@ def simd_available() -> bool:
     return _simsimd() is not None
 
 
-def int8_scan(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: int = 1) -> tuple[np.ndarray, float]:
-    """Approximate cosines of unit rows stored as int8 codes, and a bound on their error.
+def int8_scan(codes: np.ndarray, bounds: np.ndarray, q: np.ndarray, threads: int = 1
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Approximate cosines of unit rows stored as int8 codes, and per-row error bounds.
 
     With SimSIMD (AVX-512 VNNI / AVX2 integer dot products, ~4x faster than a
     float32 ``einsum`` over 4x fewer bytes here), the query is quantized too,
     ``q ~= b * r`` (``b = max|q_j| / 127``), and ``s_i ~= a_i * b * sum_j c_ij r_ij``
-    in exact integer arithmetic. Without it: :func:`int8_scores` (f32 query).
-    Returns ``(scores float32 (n,), eps)`` with ``|s_i - <x_i, q>| <= eps`` for every
-    row (:func:`int8_error_bound`).
+    in exact integer arithmetic. Without it: :func:`int8_scores` (f32 query, b = 0).
+    ``bounds``: see :func:`int8_codes`. Returns ``(scores float32 (n,), eps float32
+    (n,))`` with ``|s_i - <x_i, q>| <= eps_i``:
+
+    * rows: ``|x_ij - a_i c_ij| <= a_i / 2``, so ``|<x_i - a_i c_i, q>| <= a_i ||q||_1 / 2``;
+    * query: ``|<a_i c_i, q - b r>| <= ||a_i c_i||_1 * b / 2``;
+    * plus a rounding allowance for the float32 products.
     """
     simd = _simsimd()
+    scale, l1 = bounds[0], bounds[1]
     if simd is None:
-        return int8_scores(codes, scale, q, threads=threads), int8_error_bound(scale, q, None)
-    qcodes, qscale = quantize_int8(q[None, :])
-    out = np.empty((1, codes.shape[0]), dtype=np.float32)
-    if codes.shape[0]:
-        simd.cdist(qcodes, codes, metric="dot", out=out, out_dtype="float32")
-    scores = out[0]
-    scores *= scale
-    scores *= qscale[0]
-    return scores, int8_error_bound(scale, q, float(qscale[0]))
-
-
-def int8_error_bound(scale: np.ndarray, q: np.ndarray, qscale: float | None) -> float:
-    """``eps >= |a_i <c_i, b r> - <x_i, q>|`` for unit rows ``x_i`` of dimension d.
-
-    Rows: ``|x_ij - a_i c_ij| <= a_i / 2``, so ``|<x_i - a_i c_i, q>| <= a_max / 2 * ||q||_1``.
-    Query (quantized, ``qscale = b``): ``|<a_i c_i, q - b r>| <= ||a_i c_i||_1 * b / 2``
-    with ``||a_i c_i||_1 <= ||x_i||_1 + d a_i / 2 <= sqrt(d) + d a_max / 2``.
-    Plus a rounding allowance for the float32 products.
-    """
-    d = q.shape[0]
-    a_max = float(scale.max()) if scale.size else 0.0
-    eps = a_max / 2 * float(np.abs(q).sum())
-    if qscale is not None:
-        eps += (np.sqrt(d) + d * a_max / 2) * qscale / 2
-    return eps + _ROUNDING
+        scores, qscale = int8_scores(codes, scale, q, threads=threads), 0.0
+    else:
+        qcodes, qs = quantize_int8(q[None, :])
+        out = np.empty((1, codes.shape[0]), dtype=np.float32)
+        if codes.shape[0]:
+            simd.cdist(qcodes, codes, metric="dot", out=out, out_dtype="float32")
+        scores, qscale = out[0], float(qs[0])
+        scores *= scale
+        scores *= qscale
+    eps = scale * np.float32(float(np.abs(q).sum()) / 2)
+    if qscale:
+        eps += l1 * np.float32(qscale / 2)
+    eps += np.float32(_ROUNDING)
+    return scores, eps
 
 
 def float16_error_bound(q: np.ndarray) -> float:

@@ -185,7 +185,7 @@ def test_persisted_index_opens_memory_mapped_and_catches_up(vault, monkeypatch):
     first.search(q, 5)
     ids_path, base = cache_paths(store, MODEL)
     files = list(ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.npy"))
-    assert ids_path.exists() and len(files) == (3 if first.dtype == "int8" else 1)  # + int8 codes, scales
+    assert ids_path.exists() and len(files) == (3 if first.dtype == "int8" else 1)  # + int8 codes, bounds
 
     reopened = VectorRecall(vault, MODEL).index("agent")
     assert reopened.mapped and reopened.owned_bytes < reopened.nbytes / 10

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from tiervault.embeddings import index as index_module
 from tiervault.embeddings import vector_math
-from tiervault.embeddings.index import VectorIndex, quantize_int8
+from tiervault.embeddings.index import VectorIndex
+from tiervault.embeddings.vector_math import int8_codes, quantize_int8
 
 DIM = 16
 N_BASE = 400
@@ -61,14 +62,14 @@ OPS = st.lists(st.tuples(st.sampled_from(["new", "rewrite_base", "rewrite_delta"
 
 
 # float32; int8 through SimSIMD with the codes handed over (as mapped from a cache file),
-# int8 through numpy (SimSIMD switched off); float16. A first pool of 1 row forces the
-# widening of compressed scans; 256 is the default.
+# int8 through numpy (SimSIMD switched off); float16. First pools of k rows (the default)
+# and of 64.
 MODES = ["float32", "int8", "int8-numpy", "float16"]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=OPS, fold_min=st.sampled_from([10**9, 60]), pool=st.sampled_from([1, 256]))
+@given(ops=OPS, fold_min=st.sampled_from([10**9, 60]), pool=st.sampled_from([1, 64]))
 def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, mode, ops, fold_min, pool) -> None:
     path, m = base_file
     monkeypatch.setattr(index_module, "FOLD_MIN_ROWS", fold_min)
@@ -76,7 +77,7 @@ def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, mode, ops, f
     mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(N_BASE, DIM))
     base_ids = [f"b{i}" for i in range(N_BASE)]
     dtype = mode.split("-")[0]
-    codes = quantize_int8(m) if mode == "int8" else None
+    codes = int8_codes(m) if mode == "int8" else None
     index = VectorIndex.build(base_ids, mapped, normalized=True, dtype=dtype, rescore_pool=pool,
                               codes=codes)  # type: ignore[arg-type]
     truth = {i: m[r].astype(np.float64) for r, i in enumerate(base_ids)}
@@ -165,13 +166,33 @@ def test_simd_and_numpy_int8_scans_agree_within_their_bounds(monkeypatch) -> Non
     rng = np.random.default_rng(6)
     m = rng.standard_normal((5000, 384)).astype(np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
-    codes, scale = quantize_int8(m)
+    codes, bounds = int8_codes(m, step=700)  # several blocks
+    whole_codes, whole_scale = quantize_int8(m)
+    assert np.array_equal(codes, whole_codes) and np.array_equal(bounds[0], whole_scale)
     q = rng.standard_normal(384).astype(np.float32)
     q /= np.linalg.norm(q)
     exact = m.astype(np.float64) @ q
     assert vector_math.simd_available()  # the extra is installed wherever the tests run
-    simd, eps_simd = vector_math.int8_scan(codes, scale, q)
+    simd, eps_simd = vector_math.int8_scan(codes, bounds, q)
     monkeypatch.setattr(vector_math, "_SIMD", False)
-    plain, eps_plain = vector_math.int8_scan(codes, scale, q)
-    assert np.abs(simd - exact).max() <= eps_simd and np.abs(plain - exact).max() <= eps_plain
-    assert eps_plain < eps_simd < 0.05  # the query's own quantization adds to the bound
+    plain, eps_plain = vector_math.int8_scan(codes, bounds, q)
+    assert np.all(np.abs(simd - exact) <= eps_simd) and np.all(np.abs(plain - exact) <= eps_plain)
+    assert np.all(eps_plain < eps_simd) and eps_simd.max() < 0.05  # the query's quantization adds
+
+
+def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path) -> None:
+    rng = np.random.default_rng(8)
+    m = rng.standard_normal((300, DIM)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    path = tmp_path / "m.npy"
+    np.save(path, m)
+    mapped = np.load(path, mmap_mode="r")
+    ids = [f"r{i}" for i in range(300)]
+    index = VectorIndex.build(ids, mapped, normalized=True, dtype="int8", codes=int8_codes(m))
+    q = rng.standard_normal(DIM)
+    want = VectorIndex.build(ids, m, dtype="float32", normalized=True).search(q, 7)
+    got = index.search(q, 7)
+    assert got[0].tolist() == want[0].tolist() and np.array_equal(got[1], want[1])  # bit for bit
+    np.testing.assert_array_equal(index.vectors_for(["r5", "r299"]), m[[5, 299]])
+    snap_ids, snap = index.snapshot()
+    assert snap_ids.tolist() == ids and np.array_equal(snap, m)
