@@ -314,20 +314,31 @@ class VectorIndex:
             raise ValidationError("k", f"must be >= 0, got {k}")
         with self._lock:
             live = len(self)
-            rows = None if allowed is None else self._allowed_rows(allowed)
-            if k == 0 or live == 0 or not q.any() or (rows is not None and rows.size == 0):
+            nb = self._base.shape[0]
+            mask = rows = None
+            if allowed is not None and np.asarray(allowed).dtype == bool:
+                mask = self._live_mask(allowed)  # a mask stays a mask: no round trip via rows
+                count = int(np.count_nonzero(mask))
+                if count <= _GATHER_FRACTION * live:
+                    rows, mask = np.flatnonzero(mask), None
+            elif allowed is not None:
+                rows = self._allowed_rows(allowed)
+                count = rows.size
+            if k == 0 or live == 0 or not q.any() or (allowed is not None and count == 0):
                 return np.empty(0, dtype=object), np.empty(0, dtype=np.float32)
             if rows is not None and rows.size <= _GATHER_FRACTION * live:
                 # Few candidates: exact scores of just those rows.
                 scores = cosine_scores(self._vectors_at(rows), q)
                 order = top_k(scores, k)
                 return self._ids_at(rows[order]), scores[order]
-            nb = self._base.shape[0]
             base_rows = delta_rows = None
             if rows is not None:
                 cut = int(np.searchsorted(rows, nb))
                 base_rows, delta_rows = rows[:cut], rows[cut:] - nb
-            cand_rows, cand_scores = self._scan.search(q, k, rows=base_rows, dead=self._dead_array())
+            elif mask is not None:
+                delta_rows = np.flatnonzero(mask[nb:])
+            cand_rows, cand_scores = self._scan.search(q, k, rows=base_rows, dead=self._dead_array(),
+                                                       mask=None if mask is None else mask[:nb])
             if self._delta.n and (delta_rows is None or delta_rows.size):
                 drows = np.arange(self._delta.n) if delta_rows is None else delta_rows
                 ds = cosine_scores(self._delta.matrix[drows], q)
@@ -495,15 +506,22 @@ class VectorIndex:
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
 
-    def _allowed_rows(self, allowed: np.ndarray) -> np.ndarray:
-        """Sorted live rows of an ``allowed`` mask or row array (dead base rows dropped)."""
+    def _live_mask(self, allowed: np.ndarray) -> np.ndarray:
+        """A boolean ``allowed`` mask with the dead base rows cleared (a new array)."""
         n = self.row_count
         a = np.asarray(allowed)
-        if a.dtype == bool:
-            if a.shape != (n,):
-                raise ValidationError("allowed", f"a boolean mask must have length {n} (one per row), got {a.shape}")
-            rows = np.flatnonzero(a)
-        elif a.size == 0:
+        if a.shape != (n,):
+            raise ValidationError("allowed", f"a boolean mask must have length {n} (one per row), got {a.shape}")
+        a = a.copy()
+        if self._dead is not None:
+            a[: self._dead.shape[0]] &= ~self._dead
+        return a
+
+    def _allowed_rows(self, allowed: np.ndarray) -> np.ndarray:
+        """Sorted live rows of an ``allowed`` row array (dead base rows dropped)."""
+        n = self.row_count
+        a = np.asarray(allowed)
+        if a.size == 0:
             return np.empty(0, dtype=np.int64)
         elif not np.issubdtype(a.dtype, np.integer):
             raise ValidationError("allowed", f"must be a boolean mask or row numbers, got dtype {a.dtype}")

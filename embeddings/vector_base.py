@@ -87,20 +87,25 @@ class BaseScan:
         return np.array(self.matrix[start:stop], dtype=np.float32)
 
     def search(self, q: np.ndarray, k: int, *, rows: np.ndarray | None = None,
-               dead: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` rows by exact cosine: among ``rows`` (sorted, live) when given,
-        else among all rows but ``dead``. Returns (rows, float32 scores), best first."""
+               dead: np.ndarray | None = None, mask: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` rows by exact cosine: among ``rows`` (sorted, live) or the rows set
+        in ``mask`` (live) when given, else among all rows but ``dead``. Returns
+        (rows, float32 scores), best first."""
         n = self.matrix.shape[0]
-        allowed = n - (0 if dead is None else dead.size) if rows is None else rows.size
+        if mask is not None:
+            allowed = int(np.count_nonzero(mask))
+        else:
+            allowed = n - (0 if dead is None else dead.size) if rows is None else rows.size
         k = min(k, allowed)
         if k <= 0:
             return _EMPTY
         if self.dtype == "float32":
-            scores = _excluded(cosine_scores(self.matrix, q), rows, dead)
+            scores = _excluded(cosine_scores(self.matrix, q), rows, dead, mask)
             pick = top_k(scores, k)
             return pick, scores[pick]
         approx, eps = self._approx_scores(q)
-        approx = _excluded(approx, rows, dead)
+        approx = _excluded(approx, rows, dead, mask)
         pool = top_k(approx, min(max(self.rescore_pool, k), allowed))
         exact = cosine_scores(self.rows(pool), q)
         kth = exact[top_k(exact, k)[-1]]
@@ -153,8 +158,11 @@ class _RowFile:
         return flat.reshape(count, self.shape[1])
 
 
-def _excluded(scores: np.ndarray, rows: np.ndarray | None, dead: np.ndarray | None) -> np.ndarray:
-    """``scores`` with rows outside ``rows`` (or the ``dead`` rows) set to -inf."""
+def _excluded(scores: np.ndarray, rows: np.ndarray | None, dead: np.ndarray | None,
+              mask: np.ndarray | None = None) -> np.ndarray:
+    """``scores`` with rows outside ``rows`` or ``mask`` (or the ``dead`` rows) set to -inf."""
+    if mask is not None:
+        return np.where(mask, scores, np.float32(-np.inf))
     if rows is not None:
         return mask_outside(scores, rows)
     if dead is not None and dead.size:
