@@ -84,7 +84,7 @@ def test_opening_reads_no_postings_block_and_a_query_checks_only_what_it_reads(b
     db = fresh(built, tmp_path)
     with VaultManager.at({"agent": str(db)}) as m:
         p = m.store("agent").postings()
-        arrays = [p.W.indices, p.W.data, p.T.indices, p.T.data]
+        arrays = [p.W.indices, p.W.data, p.W.counts, p.T.indices, p.T.counts, p.T.norms]
         assert all(a.blocks > 4 for a in arrays[:2])
         assert sum(a.blocks_checked for a in arrays) == 0  # the open touched none of them
         assert search(m, WORDS[3]) == built[1][WORDS[3]]
@@ -94,7 +94,8 @@ def test_opening_reads_no_postings_block_and_a_query_checks_only_what_it_reads(b
         assert all(a.blocks_checked == a.blocks for a in arrays)
 
 
-@pytest.mark.parametrize("array", ["W_indices", "W_data", "T_data", "ids_blob", "terms_keys"])
+@pytest.mark.parametrize("array", ["W_indices", "W_data", "W_counts", "T_norms", "ids_blob",
+                                   "terms_keys"])
 def test_a_flipped_bit_in_a_block_is_found_by_the_query_that_reads_it(built, tmp_path, caplog, array):
     """The flip is in the block a query reads: the open succeeds (no byte read), the
     query finds the damage, warns once and answers from a rebuilt mirror."""
@@ -104,10 +105,10 @@ def test_a_flipped_bit_in_a_block_is_found_by_the_query_that_reads_it(built, tmp
     with VaultManager.at({"agent": str(db)}) as m:
         p = m.store("agent").postings()
         tid = p.vocab.get(STEMMER.stems([word])[word])
-        if array.startswith("W"):
-            at = int(p.W.indptr[tid]) * 4  # int32 slots, float32 weights
-        elif array.startswith("T"):  # the TF-IDF row of the query's best hit
-            at = int(p.T.indptr[p.slot(built[1][word][0])]) * 4
+        if array.startswith("W"):  # int32 slots, float32 weights, uint8 TF-IDF counts
+            at = int(p.W.indptr[tid]) * (1 if array == "W_counts" else 4)
+        elif array == "T_norms":  # the TF-IDF row norm of the query's best hit
+            at = p.slot(built[1][word][0]) * 8
         else:
             at = 0  # look-ups read the whole key index, and hits read ids
     _flip(cache, _offset(cache, array) + at)
@@ -119,6 +120,24 @@ def test_a_flipped_bit_in_a_block_is_found_by_the_query_that_reads_it(built, tmp
     with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
         assert search(m, word) == built[1][word]  # the rebuilt cache was saved
     assert _warnings(caplog) == 0
+
+
+@pytest.mark.parametrize("array", ["T_indices", "T_counts"])
+def test_a_flipped_bit_in_a_tfidf_row_is_found_by_the_latent_fit(built, tmp_path, caplog, array):
+    """Queries never read the TF-IDF rows; the latent model's fit reads them all (in
+    chunks): the damage is found there, warned once, and the scores come from a rebuilt
+    mirror -- the same as from an intact one."""
+    db = fresh(built, tmp_path)
+    cache = Path(f"{db}.postings.mirror")
+    ids = built[1][WORDS[7]][:5]
+    with VaultManager.at({"agent": str(db)}) as m:
+        want = m.store("agent").latent_scores([WORDS[7], WORDS[8]], ids, 4)
+        p = m.store("agent").postings()
+        at = int(p.T.indptr[p.base_rows // 2]) * (4 if array == "T_indices" else 1)
+    _flip(cache, _offset(cache, array) + at)
+    with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
+        assert m.store("agent").latent_scores([WORDS[7], WORDS[8]], ids, 4) == want
+    assert _warnings(caplog) == 1, caplog.text
 
 
 @pytest.mark.parametrize("damage", ["header bit", "size field", "cut 3 bytes", "one byte more",

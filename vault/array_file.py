@@ -104,10 +104,13 @@ class ArrayFile:
     """An opened file: ``meta``, and ``array(name)`` / ``checked(name)`` views."""
 
     def __init__(self, meta: dict[str, Any], views: dict[str, np.ndarray],
-                 blocks: dict[str, list[int]]) -> None:
+                 blocks: dict[str, list[int]], mapping: mmap.mmap | None = None,
+                 offsets: dict[str, int] | None = None) -> None:
         self.meta = meta
         self._views = views
         self._blocks = blocks
+        self._mm = mapping
+        self._offsets = offsets or {}
 
     def names(self) -> set[str]:
         return set(self._views)
@@ -129,7 +132,8 @@ class ArrayFile:
     def checked(self, name: str, bounds: tuple[int, int] | None = None) -> CheckedArray:
         """A 1-D array as a :class:`CheckedArray` (lazy: per block; else already checked)."""
         view = self._views[name]
-        return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds)
+        mapping = (self._mm, self._offsets[name]) if self._mm is not None else None
+        return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds, mapping)
 
 
 def read(path: Path) -> ArrayFile:
@@ -157,6 +161,7 @@ def read(path: Path) -> ArrayFile:
             # (it made ~30% of the mapped pages resident for nothing at 1,000,000 entries).
             mm.madvise(mmap.MADV_RANDOM)
     views: dict[str, np.ndarray] = {}
+    offsets: dict[str, int] = {}
     blocks: dict[str, list[int]] = {}
     for name, entry in doc["arrays"].items():
         dtype = np.dtype(entry["dtype"])
@@ -176,4 +181,5 @@ def read(path: Path) -> ArrayFile:
         elif (zlib.crc32(memoryview(view.reshape(-1)).cast("B")) if nbytes else 0) != entry["crc"]:
             raise ValueError(f"array {name} fails its CRC-32")
         views[name] = view
-    return ArrayFile(doc.get("meta", {}), views, blocks)
+        offsets[name] = offset
+    return ArrayFile(doc.get("meta", {}), views, blocks, mm, offsets)

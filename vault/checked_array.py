@@ -18,6 +18,7 @@ A freshly built (in-memory) array is wrapped with ``crcs=None``: trusted, no che
 
 from __future__ import annotations
 
+import mmap
 import zlib
 
 import numpy as np
@@ -49,12 +50,15 @@ def block_crcs(a: np.ndarray) -> list[int]:
 class CheckedArray:
     """``a`` (1-D) with per-block CRCs; :meth:`get` returns a verified slice."""
 
-    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds", "_complete")
+    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds", "_complete", "_mapping")
 
     def __init__(self, a: np.ndarray, crcs: np.ndarray | None = None, name: str = "",
-                 bounds: tuple[int, int] | None = None) -> None:
+                 bounds: tuple[int, int] | None = None,
+                 mapping: tuple[mmap.mmap, int] | None = None) -> None:
         """``bounds`` = (lo, hi): every value of a checked block must lie in [lo, hi),
-        e.g. slots inside the rows -- checked with the block's CRC, once."""
+        e.g. slots inside the rows -- checked with the block's CRC, once.
+        ``mapping`` = (the file's mmap, byte offset of ``a[0]`` in it): lets
+        :meth:`release` drop pages of a mapped array."""
         if a.ndim != 1:
             raise ValueError(f"array {name} must be 1-D, got shape {a.shape}")
         self.a = a
@@ -69,6 +73,7 @@ class CheckedArray:
         # ``find(0, lo, hi)`` answers "all checked?" in C without a NumPy call per query
         self._ok = bytearray(b"\1" * n_blocks if crcs is None else n_blocks)
         self._complete = crcs is None  # every block checked: get() skips the look-up
+        self._mapping = mapping
 
     def __len__(self) -> int:
         return self.a.size
@@ -127,6 +132,24 @@ class CheckedArray:
                 if hi > lo:
                     self._verify(lo // per, (hi - 1) // per)
         return self.a
+
+    def release(self, lo: int, hi: int) -> None:
+        """Drop this process's resident pages of ``a[lo:hi]`` (whole pages inside the
+        range) when ``a`` is mapped from a file; the next read faults them in again
+        from the page cache. For one pass over a large array (the latent model's fit
+        reads every TF-IDF row once) that should not stay in the process's memory.
+        Verified blocks stay verified: the file is never changed in place."""
+        if self._mapping is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        mm, offset = self._mapping
+        size = self.a.itemsize
+        page = mmap.PAGESIZE
+        start = offset + max(0, int(lo)) * size
+        end = offset + min(self.a.size, int(hi)) * size
+        start = -(-start // page) * page
+        end = end // page * page
+        if end > start:
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def all(self) -> np.ndarray:
         """The whole array, every block verified."""

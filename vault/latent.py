@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tiervault.errors import ValidationError
+from tiervault.vault.tfidf_rows import TfidfRows
 
 __all__ = ["MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "model_for", "scores", "text_scores"]
 
@@ -46,6 +47,8 @@ MAX_FIT_ROWS = 50_000
 #: fit (and replaces the cached one), so it is bounded like every other read's size.
 MAX_COMPONENTS = 256
 SEED = 0
+#: rows of T projected at a time (a few MB of TF-IDF rows in memory at once)
+PROJECT_ROWS = 65_536
 
 _lock = threading.Lock()
 _models: "weakref.WeakKeyDictionary[Any, LatentModel]" = weakref.WeakKeyDictionary()
@@ -57,20 +60,37 @@ def _normalise(x: np.ndarray) -> np.ndarray:
 
 
 class LatentModel:
-    """V_k and the unit latent vectors of the base rows of one Postings base matrix."""
+    """V_k and the unit latent vectors of the base rows of one Postings base matrix.
 
-    def __init__(self, T: sp.csr_matrix, k: int) -> None:
+    ``T``: a SciPy matrix, or a mirror's :class:`~tiervault.vault.tfidf_rows.TfidfRows`
+    (memory-mapped at 1,000,000 rows), which is never copied whole: the fit reads its
+    sampled rows, the projection ``T V_k`` reads it ``PROJECT_ROWS`` rows at a time and
+    drops each chunk's mapped pages after it (the same numbers: each row's product is
+    computed alone either way)."""
+
+    def __init__(self, T: "sp.csr_matrix | TfidfRows", k: int) -> None:
         from sklearn.decomposition import TruncatedSVD
 
         rows = T.shape[0]
-        fit = T
+        if isinstance(T, TfidfRows):
+            take, chunk = T.take, T.rows
+        else:
+            T = sp.csr_matrix(T)
+            take, chunk = (lambda at: T[at]), (lambda lo, hi: T[lo:hi])
+        pick = np.arange(rows)
         if rows > MAX_FIT_ROWS:
             pick = np.sort(np.random.default_rng(SEED).choice(rows, MAX_FIT_ROWS, replace=False))
-            fit = T[pick]
+        fit = take(pick) if rows > MAX_FIT_ROWS or isinstance(T, TfidfRows) else T
         svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
         svd.fit(fit)
+        del fit
         self.V = np.ascontiguousarray(svd.components_.T, dtype=np.float32)  # (terms, k)
-        self.base = _normalise(np.asarray(T @ self.V))
+        self.base = np.empty((rows, k), dtype=np.float32)
+        for lo in range(0, rows, PROJECT_ROWS):
+            hi = min(rows, lo + PROJECT_ROWS)
+            self.base[lo:hi] = _normalise(np.asarray(chunk(lo, hi) @ self.V))
+            if isinstance(T, TfidfRows):
+                T.release(lo, hi)
         self.delta: np.ndarray = np.zeros((0, k), dtype=np.float32)
         self.delta_parts = 0
         self.k, self.t_ref = k, (lambda: None)  # set by model_for
@@ -122,7 +142,7 @@ def model_for(p: Any, k: int) -> LatentModel | None:
             return m
         if min(p.T.shape) <= k:
             return None
-        m = LatentModel(p.T.tocsc().tocsr(), k)
+        m = LatentModel(p.T, k)
         m.k, m.t_ref = k, weakref.ref(p.T)
         _models[p] = m
         return m

@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tiervault.vault import latent
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings, TermMatches
@@ -202,6 +203,15 @@ class MirrorLexicon:
             if dv is not None:
                 out[i] = float(dv.multiply(qv).sum())
         return out
+
+    def latent_scores(self, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
+        """vault/latent.py over this mirror (a damaged TF-IDF block found by the fit:
+        the mirror is rebuilt, as for any other read)."""
+        return self._answer(lambda p: latent.scores(p, words, ids, k))
+
+    def latent_text_scores(self, words: Sequence[str], documents: Sequence[Sequence[str]],
+                           k: int) -> list[float | None]:
+        return self._answer(lambda p: latent.text_scores(p, words, documents, k))
 
     def filter_mask(self, filters: Filters) -> IdMask:
         return self._answer(lambda p: IdMask(p.ids, self._mask(p, filters), self._version(p)))

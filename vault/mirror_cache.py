@@ -41,7 +41,8 @@ import numpy as np
 from tiervault.errors import TierVaultError
 from tiervault.vault import array_file
 from tiervault.vault.mirror_validation import validate_mirror
-from tiervault.vault.sparse_columns import Columns, Rows
+from tiervault.vault.sparse_columns import Columns
+from tiervault.vault.tfidf_rows import TfidfRows
 from tiervault.vault.string_table import StringColumn, StringTable, Vocabulary
 from tiervault.vault.tokenizer import STOP_WORDS
 
@@ -52,7 +53,9 @@ __all__ = ["CACHE_VERSION", "StoreFailure", "cache_path", "load", "save", "tier_
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 6  # 3: tier epoch; 4: updated_at; 5: mapped array file, string tables; 6: T by row
+# 3: tier epoch; 4: updated_at; 5: mapped array file, string tables; 6: T by row;
+# 7: T as counts + row norms (vault/tfidf_rows.py), W_counts (TF-IDF counts by posting)
+CACHE_VERSION = 7
 _ROW_ARRAYS = ("rowids", "rowid_order", "alive", "doclen", "type_code", "severity_code",
                "origin_code", "domain_code", "valid_from", "valid_until", "updated_at")
 _TABLES = ("ids", "hashes", "terms")
@@ -105,10 +108,11 @@ def save(m: "Postings", store: Any) -> None:
         tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=slot_type),
         idf=m.idf)
     lazy = set()
-    for prefix, matrix in (("W", m.W), ("T", m.T)):
-        for name, a in matrix.arrays().items():
-            arrays[f"{prefix}_{name}"] = a
-        lazy |= {f"{prefix}_indices", f"{prefix}_data"}
+    for name, a in m.W.arrays().items():
+        arrays[f"W_{name}"] = a
+    for name, a in m.T.arrays().items():
+        arrays[f"T_{name}"] = a
+    lazy |= {"W_indices", "W_data", "W_counts", "T_indices", "T_counts", "T_norms"}
     for prefix, column in (("ids", m.ids), ("hashes", m.hashes), ("terms", m.vocab)):
         for name, a in _table(column).arrays().items():
             arrays[f"{prefix}_{name}"] = a
@@ -169,11 +173,18 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     m.vocab = Vocabulary(_string_table(f, "terms"))
     n_terms = len(m.vocab)
     m.W = Columns(f.array("W_indptr"), f.checked("W_indices", bounds=(0, max(base_rows, 1))),
-                  f.checked("W_data"), base_rows)  # a column per term: slots
+                  f.checked("W_data"), base_rows,
+                  f.checked("W_counts"))  # a column per term: slots, weights, TF-IDF counts
     t_terms = int(meta["T_terms"])
-    m.T = Rows(f.array("T_indptr"), f.checked("T_indices", bounds=(0, max(t_terms, 1))),
-               f.checked("T_data"), t_terms)  # a row per slot: term ids
     m.idf = f.array("idf")
+    if m.idf.dtype != np.float64 or m.idf.ndim != 1 or m.idf.size < t_terms:
+        raise ValueError("TF-IDF idf does not cover the TF-IDF terms")
+    counts = f.checked("T_counts")
+    if counts.a.dtype.kind != "u":
+        raise ValueError("TF-IDF counts are not unsigned integers")
+    m.T = TfidfRows(f.array("T_indptr"), f.checked("T_indices", bounds=(0, max(t_terms, 1))),
+                    counts, f.checked("T_norms"), m.idf.astype(np.float32),
+                    t_terms)  # a row per slot: term ids, counts
     tag_indptr, tag_slots = f.array("tag_indptr"), f.array("tag_slots")
     tag_names = [str(t) for t in meta["tags"]]
     validate_mirror(m, n_terms, tag_indptr, tag_slots, len(tag_names))

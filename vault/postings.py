@@ -48,6 +48,7 @@ from tiervault.vault.scoring import bm25_term, tfidf_rows
 from tiervault.vault.mirror_analysis import analyse_rows
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.sparse_columns import Columns, gather
+from tiervault.vault.tfidf_rows import TfidfRows, aligned_counts, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
@@ -99,7 +100,7 @@ class Postings:
         self.tags: dict[str, np.ndarray] = {}  # tag -> slots holding it
         self.base_rows = 0
         self.W = Columns.from_csc(sp.csc_matrix((0, 0), dtype=np.float32))  # weighted tf, base
-        self.T = Columns.from_csr(sp.csr_matrix((0, 0), dtype=np.float32))  # l2 tf-idf rows, base
+        self.T = TfidfRows.empty()  # l2 tf-idf rows of the base, as counts + norms
         self.delta_W: list[sp.csr_matrix] = []
         self.delta_T: list[sp.csr_matrix] = []
         self._delta_csc: tuple[sp.csc_matrix, sp.csc_matrix] | None = None
@@ -233,9 +234,12 @@ class Postings:
         for table in (self.ids.base, self.hashes.base, self.vocab.base):
             for name in table.ARRAYS:
                 getattr(table, name).all()
-        for columns in (self.W, self.T):
-            columns.indices.all()
-            columns.data.all()
+        self.W.indices.all()
+        self.W.data.all()
+        if self.W.counts is not None:
+            self.W.counts.all()
+        for name in ("indices", "counts", "norms"):
+            getattr(self.T, name).all()
 
     def mark_damaged(self, exc: Exception) -> None:
         """A block of the cache file failed its check during a query: the next
@@ -277,10 +281,15 @@ class Postings:
         if fit:
             W = sp.vstack(w_parts, format="csr") if w_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
             C = sp.vstack(c_parts, format="csr") if c_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
-            T = self._fit(C)
-            self.W = Columns.from_csc(W.tocsc())
-            # T by row: TF-IDF is only ever needed at a query's few candidate slots
-            self.T = Columns.from_csr(sp.csr_matrix(T, dtype=np.float32))
+            Wc = W.tocsc()
+            Wc.sort_indices()
+            # Each posting carries its TF-IDF count: a query's TF-IDF at its candidates is
+            # read from the columns of its own terms (already read for BM25), not from
+            # rows at scattered slots (issue 16: those rows were all resident at 1M).
+            self.W = Columns.from_csc(Wc, aligned_counts(Wc, C))
+            del Wc
+            # T by row, as counts + norms: the latent model reads it whole, a query its norms
+            self.T = self._fit(C)
             self.delta_W, self.delta_T = [], []
         elif w_parts:
             for w, c in zip(w_parts, c_parts):
@@ -288,16 +297,14 @@ class Postings:
                 self.delta_T.append(self._transform(c))
         self._delta_csc = None
 
-    def _fit(self, counts: sp.csr_matrix) -> sp.csr_matrix:
-        """Fit scikit-learn's TfidfTransformer on the term counts; returns the TF-IDF rows."""
+    def _fit(self, counts: sp.csr_matrix) -> TfidfRows:
+        """Fit scikit-learn's TfidfTransformer on the term counts; returns the TF-IDF rows
+        (as counts and row norms: vault/tfidf_rows.py, the same float32 weights)."""
         if counts.shape[0] == 0:
             self.idf, self.tfidf_terms = np.zeros(0, dtype=np.float64), 0
-            return counts
-        from sklearn.feature_extraction.text import TfidfTransformer
-
-        model = TfidfTransformer(smooth_idf=True, norm="l2")
-        rows = model.fit_transform(counts)
-        self.idf, self.tfidf_terms = np.asarray(model.idf_, dtype=np.float64), counts.shape[1]
+            return TfidfRows.empty()
+        self.idf, rows = fit_tfidf(counts)
+        self.tfidf_terms = counts.shape[1]
         return rows
 
     def _transform(self, counts: sp.csr_matrix) -> sp.csr_matrix:
@@ -461,29 +468,46 @@ class Postings:
         return out
 
     def tfidf_at(self, query_words: Sequence[str], slots: np.ndarray) -> np.ndarray:
-        """:meth:`tfidf_scores` at ``slots`` only (aligned with them): the rows of those
-        slots are read (a few KB), each query term's weight times the row's value.
+        """:meth:`tfidf_scores` at ``slots`` only (aligned with them).
 
-        Summed term by term in the query's order, as the column-wise version did, so
-        the numbers are the same bit for bit."""
+        Base slots: each query term's column of W (sorted slots, the TF-IDF count of
+        each posting) is searched for the slots, and a found count becomes the
+        weight ``count * idf / norm(slot)`` (vault/tfidf_rows.py: the float32 number
+        the TF-IDF matrix holds); delta slots: their TF-IDF rows. Summed term by term
+        in the query's order, so the numbers are the same bit for bit as a product
+        with the matrix's rows."""
         slots = np.asarray(slots, dtype=np.int64)
         out = np.zeros(slots.size, dtype=np.float64)
         q = self.query_tfidf(query_words) if slots.size else None
         if q is None:
             return out
         base = slots < self.base_rows
-        pos, tid, val = gather(self.T.indptr, self.T.indices, self.T.data, slots[base],
-                               np.flatnonzero(base))
+        b_pos = np.flatnonzero(base)
+        b_slots = slots[b_pos]
+        norms = self.T.norms.at(b_slots) if b_slots.size else None
+        d_pos = d_tid = d_val = None
         delta = self._delta()
         if delta is not None and not base.all():
             rows = delta[1]
             d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
                                          slots[~base] - self.base_rows, np.flatnonzero(~base))
-            pos, tid, val = (np.concatenate(p) for p in ((pos, d_pos), (tid, d_tid), (val, d_val)))
-        for t, weight in zip(*q):
-            hit = tid == t  # a row holds a term at most once
-            if hit.any():
-                out[pos[hit]] += weight * val[hit]
+        W = self.W
+        # weight stays a NumPy float64: a Python float times a float32 array is float32
+        for t, weight in zip(q[0].tolist(), q[1]):
+            if norms is not None and t < W.n_cols and W.counts is not None:
+                col, counts = W.column_counts(t)
+                if col.size:
+                    i = np.searchsorted(col, b_slots)
+                    i[i == col.size] = 0
+                    hit = col[i] == b_slots
+                    c = counts[i]
+                    hit &= c > 0  # a posting of the term with no TF-IDF count (id, stop word)
+                    if hit.any():
+                        out[b_pos[hit]] += weight * self.T.weights(t, c[hit], norms[hit])
+            if d_pos is not None:
+                hit = d_tid == t  # a row holds a term at most once
+                if hit.any():
+                    out[d_pos[hit]] += weight * d_val[hit]
         return out
 
     def mask(self, filters: Filters) -> np.ndarray:

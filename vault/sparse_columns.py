@@ -26,7 +26,9 @@ class Columns:
     ARRAYS = ("indptr", "indices", "data")
 
     def __init__(self, indptr: np.ndarray, indices: CheckedArray, data: CheckedArray,
-                 n_rows: int) -> None:
+                 n_rows: int, counts: CheckedArray | None = None) -> None:
+        """``counts``: optional whole numbers aligned with ``indices`` (the mirror's W
+        carries each posting's TF-IDF term count there, 0 where it has none)."""
         if indptr.ndim != 1 or indptr.size < 1 or indptr.dtype.kind not in "iu":
             raise ValueError("postings indptr must be a 1-D integer array")
         if len(indices) != len(data) or int(indptr[0]) != 0 or int(indptr[-1]) != len(indices):
@@ -35,6 +37,9 @@ class Columns:
             raise ValueError("postings indptr is not monotone")
         if indices.a.dtype.kind not in "iu" or data.a.dtype.kind != "f":
             raise ValueError("postings have the wrong dtypes")
+        if counts is not None and (len(counts) != len(indices) or counts.a.dtype.kind != "u"):
+            raise ValueError("posting counts do not match the postings")
+        self.counts = counts
         self.indptr = indptr
         self.indices = indices
         self.data = data
@@ -42,14 +47,16 @@ class Columns:
         self.n_cols = indptr.size - 1
 
     @classmethod
-    def from_csc(cls, m: sp.csc_matrix) -> "Columns":
-        """Trusted columns of a matrix built in this process (sorted, compact dtypes)."""
+    def from_csc(cls, m: sp.csc_matrix, counts: np.ndarray | None = None) -> "Columns":
+        """Trusted columns of a matrix built in this process (sorted, compact dtypes);
+        ``counts`` aligned with the sorted entries."""
         m = sp.csc_matrix(m)
         m.sort_indices()
         idx = np.int32 if m.shape[0] < 2**31 - 1 else np.int64
         ptr = np.int32 if m.nnz < 2**31 - 1 else np.int64
         return cls(m.indptr.astype(ptr), CheckedArray(m.indices.astype(idx)),
-                   CheckedArray(m.data.astype(np.float32)), m.shape[0])
+                   CheckedArray(m.data.astype(np.float32)), m.shape[0],
+                   None if counts is None else CheckedArray(counts))
 
     @classmethod
     def from_csr(cls, m: sp.csr_matrix) -> "Rows":
@@ -74,8 +81,17 @@ class Columns:
         lo, hi = int(self.indptr[tid]), int(self.indptr[tid + 1])
         return self.indices.get(lo, hi), self.data.get(lo, hi)
 
+    def column_counts(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        """The (sorted slots, counts) of term ``tid`` (``counts`` must be present)."""
+        assert self.counts is not None
+        lo, hi = int(self.indptr[tid]), int(self.indptr[tid + 1])
+        return self.indices.get(lo, hi), self.counts.get(lo, hi)
+
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"indptr": self.indptr, "indices": self.indices.a, "data": self.data.a}
+        out = {"indptr": self.indptr, "indices": self.indices.a, "data": self.data.a}
+        if self.counts is not None:
+            out["counts"] = self.counts.a
+        return out
 
     def tocsc(self) -> sp.csc_matrix:
         """A SciPy copy (every block verified): for tests and tools, not queries."""

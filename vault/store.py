@@ -27,7 +27,6 @@ import numpy as np
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault import latent
 from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.maintenance import Maintenance, RepairReport
@@ -373,11 +372,11 @@ class TierStore:
         return self.lexicon.text_similarity(words, documents)
 
     def latent_scores(self, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
-        return latent.scores(self.postings(), words, ids, k)
+        return self.lexicon.latent_scores(words, ids, k)
 
     def latent_text_scores(self, words: Sequence[str], documents: Sequence[Sequence[str]],
                            k: int) -> list[float | None]:
-        return latent.text_scores(self.postings(), words, documents, k)
+        return self.lexicon.latent_text_scores(words, documents, k)
 
     def filter_mask(self, filters: Filters) -> IdMask:
         return self.lexicon.filter_mask(filters)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-from tiervault.vault import latent
 from tiervault.vault.filters import Filters
 from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.read_scope import current_scope
@@ -142,11 +141,11 @@ class PgLexical:
         return self.mirror_lexicon().text_similarity(words, documents)
 
     def latent_scores(self, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
-        return latent.scores(self.postings(), words, ids, k)
+        return self.mirror_lexicon().latent_scores(words, ids, k)
 
     def latent_text_scores(self, words: Sequence[str], documents: Sequence[Sequence[str]],
                            k: int) -> list[float | None]:
-        return latent.text_scores(self.postings(), words, documents, k)
+        return self.mirror_lexicon().latent_text_scores(words, documents, k)
 
     def filter_mask(self, filters: Filters) -> IdMask:
         return self.mirror_lexicon().filter_mask(filters)

@@ -1,0 +1,93 @@
+"""The mirror's TF-IDF rows kept as counts + row norms (vault/tfidf_rows.py) give the same
+float32 weights as scikit-learn's TfidfTransformer, bit for bit, and the latent model
+fitted over them (mapped, read in chunks, pages released) equals the one over a copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfTransformer
+
+from tiervault.vault import array_file
+from tiervault.vault import latent as vlatent
+from tiervault.vault.entry import Entry
+from tiervault.vault.manager import VaultManager
+from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf, row_norms
+
+
+def counts(rows: int, terms: int, seed: int, big: bool = False) -> sp.csr_matrix:
+    """Float32 term counts: rows of 0..300 distinct terms (long rows are where a
+    pairwise sum would differ from scikit-learn's left-to-right one), in unsorted
+    order as a COO build leaves them; ``big``: some counts past 255."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 300, rows)
+    lengths[::7] = 0
+    r = np.repeat(np.arange(rows), lengths)
+    c = np.concatenate([rng.choice(terms, n, replace=False) for n in lengths])
+    v = rng.integers(1, 6, r.size).astype(np.float32)
+    if big:
+        v[::97] = 300 + rng.integers(0, 1000, v[::97].size)
+    m = sp.csr_matrix((v, (r, c)), shape=(rows, terms), dtype=np.float32)
+    return m
+
+
+def sklearn_rows(c: sp.csr_matrix) -> sp.csr_matrix:
+    out = sp.csr_matrix(TfidfTransformer(smooth_idf=True, norm="l2").fit_transform(c))
+    out.sort_indices()
+    return out
+
+
+def test_weights_equal_scikit_learn_bit_for_bit():
+    for seed, big in ((1, False), (2, True)):
+        c = counts(400, 2000, seed, big)
+        idf, rows = fit_tfidf(c)
+        want = sklearn_rows(c)
+        got = rows.tocsr()
+        assert rows.counts.a.dtype == (np.uint16 if big else np.uint8)
+        assert got.dtype == np.float32 == want.dtype
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+        assert np.array_equal(got.data.view(np.uint32), want.data.view(np.uint32))
+        ref = TfidfTransformer(smooth_idf=True, norm="l2").fit(c).idf_
+        assert np.array_equal(idf, ref.astype(np.float64))
+        # rows in any order, through the gather a query uses
+        slots = np.array([5, 0, 399, 5, 17])
+        assert (rows.take(slots) != want[slots]).nnz == 0
+
+
+def test_row_norms_sum_left_to_right():
+    x = np.array([1e8, 1.0, -1e8, 3.0, 1.0] * 3, dtype=np.float32)
+    indptr = np.array([0, 0, 5, 15])
+    sq = (x * x).astype(np.float64)
+    want = [0.0, np.sqrt(sum(sq[0:5].tolist())), 0.0]
+    acc = 0.0
+    for v in sq[5:15].tolist():
+        acc += v
+    want[2] = np.sqrt(acc)
+    assert row_norms(x, indptr).tolist() == want
+
+
+def test_latent_model_over_mapped_rows_equals_the_copy_and_releases_pages(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    words = [f"t{i}x" for i in range(300)]
+    with VaultManager.at({"agent": str(tmp_path / "agent.db")}) as m:
+        m.store("agent").capture_many([
+            Entry.create(id=f"e{i}", title=" ".join(rng.choice(words, 4)),
+                         description=" ".join(rng.choice(words, 20))) for i in range(3000)])
+        built = m.store("agent").postings()
+        csr = built.T.tocsr()
+    cache = tmp_path / "agent.db.postings.mirror"
+    f = array_file.read(cache)
+    mapped = TfidfRows(f.array("T_indptr"), f.checked("T_indices"), f.checked("T_counts"),
+                       f.checked("T_norms"), f.array("idf").astype(np.float32), csr.shape[1])
+    released = []
+    real = TfidfRows.release
+    monkeypatch.setattr(TfidfRows, "release", lambda self, lo, hi: (released.append((lo, hi)),
+                                                                    real(self, lo, hi)))
+    monkeypatch.setattr(vlatent, "PROJECT_ROWS", 1000)
+    monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 2000)  # the sampled fit, as at 1M rows
+    a = vlatent.LatentModel(mapped, 4)
+    b = vlatent.LatentModel(csr, 4)
+    assert np.array_equal(a.V, b.V) and np.array_equal(a.base, b.base)
+    assert released == [(0, 1000), (1000, 2000), (2000, 3000)]
+    # released pages read again from the file: the same rows
+    assert (mapped.tocsr() != csr).nnz == 0

@@ -1,0 +1,202 @@
+"""A search mirror's base TF-IDF matrix kept as term counts and row norms, by row.
+
+Why: the TF-IDF matrix is read at a query's few candidate slots (a row each) and
+once whole by the latent model (vault/latent.py). Stored as float32 weights and
+int32 term ids it was 8 bytes a non-zero, 252 MB at 1,000,000 entries, nearly all
+of it resident after a few hundred queries (bench/README.md, issue 16 round 2).
+The weights are a function of small integers: keeping the counts (uint8, or
+uint16 when a count passes 255) and one float64 norm per row makes it 5 bytes a
+non-zero, and the weights come out **the same float32 numbers** as scikit-learn's
+``TfidfTransformer(norm="l2", smooth_idf=True).fit_transform`` of float32 counts:
+
+    x_j   = float32(c_j * idf_j)                   c_j: count, idf_j: float32 idf_
+    n     = sqrt(sum_j float64(float32(x_j * x_j)))   summed in the row's order
+    w_j   = float32(float64(x_j) / n)              (n = 0: w_j = x_j, an empty row)
+
+which is, operation for operation, what scikit-learn's float32 path computes
+(``X.data *= idf_[X.indices]``, then ``_inplace_csr_row_normalize_l2``: float
+squares summed in a double, each value divided by the double). Tested bit for bit
+against scikit-learn (tests/test_tfidf_rows.py).
+
+Rows are held sorted by term id (as the float32 matrix was); the norm is taken in
+the order of the count matrix the model was fitted on, which is the order
+scikit-learn summed in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.sparse_columns import gather
+
+__all__ = ["TfidfRows", "aligned_counts", "count_dtype", "fit_tfidf", "row_norms"]
+
+
+def count_dtype(top: float) -> type:
+    """The smallest unsigned type holding counts up to ``top``."""
+    return np.uint8 if top <= 255 else np.uint16 if top <= 65535 else np.uint32
+
+
+def aligned_counts(w: sp.csc_matrix, counts: sp.spmatrix) -> np.ndarray:
+    """The TF-IDF count at every entry of ``w`` (canonical CSC: sorted, no duplicates),
+    0 where ``counts`` has none; every entry of ``counts`` must be an entry of ``w``
+    (the mirror's TF-IDF counts are a subset of its BM25 postings)."""
+    c = sp.csc_matrix(counts)
+    c.sum_duplicates()  # canonical: sorted indices
+    c.eliminate_zeros()
+    out = np.zeros(w.nnz, dtype=count_dtype(float(c.data.max()) if c.nnz else 0.0))
+    if not c.nnz:
+        return out
+    rows = np.int64(w.shape[0])
+    key_w = np.repeat(np.arange(w.shape[1], dtype=np.int64), np.diff(w.indptr)) * rows + w.indices
+    key_c = np.repeat(np.arange(c.shape[1], dtype=np.int64), np.diff(c.indptr)) * rows + c.indices
+    at = np.searchsorted(key_w, key_c)
+    if at.size and (at.max() >= key_w.size or np.any(key_w[at] != key_c)):
+        raise ValueError("a TF-IDF count lies outside the postings")
+    out[at] = c.data
+    return out
+
+
+def row_norms(x: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """``sqrt(sum float64(float32 x_j^2))`` of each CSR row, summed strictly left to
+    right (as scikit-learn's Cython loop does; ``np.add.reduceat`` sums pairwise).
+    Vectorised over rows: step k adds the k-th value of every row longer than k."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    lengths = np.diff(indptr)
+    sq = (x * x).astype(np.float64)  # the square in float32, then widened
+    order = np.argsort(-lengths, kind="stable")  # longest rows first: step k is a prefix
+    starts = indptr[:-1][order]
+    neg_len = -lengths[order]  # ascending
+    sums = np.zeros(lengths.size, dtype=np.float64)  # in ``order``
+    longest = int(-neg_len[0]) if neg_len.size else 0
+    for k in range(longest):
+        live = int(np.searchsorted(neg_len, -k, side="left"))  # rows longer than k
+        sums[:live] += sq[starts[:live] + k]
+    out = np.empty_like(sums)
+    out[order] = np.sqrt(sums)
+    return out
+
+
+def fit_tfidf(counts: sp.csr_matrix) -> tuple[np.ndarray, "TfidfRows"]:
+    """Fit scikit-learn's TF-IDF model on float32 term counts: ``(idf_ as float64,
+    the rows as counts + norms)``."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    counts = sp.csr_matrix(counts, dtype=np.float32)
+    model = TfidfTransformer(smooth_idf=True, norm="l2").fit(counts)
+    idf32 = np.asarray(model.idf_, dtype=np.float32)
+    x = counts.data * idf32[counts.indices]
+    norms = row_norms(x, counts.indptr)
+    c = counts.copy()
+    c.sort_indices()  # rows by term id; the norms above keep the fitted order
+    top = float(c.data.max()) if c.nnz else 0.0
+    if np.any(c.data != np.round(c.data)) or np.any(c.data < 0):
+        raise ValueError("TF-IDF counts must be whole numbers")
+    ctype = count_dtype(top)
+    ptr = np.int32 if c.nnz < 2**31 - 1 else np.int64
+    rows = TfidfRows(c.indptr.astype(ptr), CheckedArray(c.indices.astype(np.int32)),
+                     CheckedArray(c.data.astype(ctype)), CheckedArray(norms),
+                     idf32, counts.shape[1])
+    return np.asarray(idf32, dtype=np.float64), rows
+
+
+class TfidfRows:
+    """Rows of the l2 TF-IDF matrix (slots x terms) from counts, norms and idf.
+
+    ``n_cols`` is the number of rows (slots) and ``n_rows`` the number of terms,
+    as for :class:`~tiervault.vault.sparse_columns.Rows` (a row is a "major" slice);
+    :attr:`shape` is (slots, terms). Mapped arrays are checked per block on first read.
+    """
+
+    ARRAYS = ("indptr", "indices", "counts", "norms")
+
+    def __init__(self, indptr: np.ndarray, indices: CheckedArray, counts: CheckedArray,
+                 norms: CheckedArray, idf32: np.ndarray, n_terms: int) -> None:
+        if indptr.ndim != 1 or indptr.size < 1 or indptr.dtype.kind not in "iu":
+            raise ValueError("TF-IDF indptr must be a 1-D integer array")
+        if len(indices) != len(counts) or int(indptr[0]) != 0 or int(indptr[-1]) != len(indices):
+            raise ValueError("TF-IDF indptr does not span the term ids")
+        if indptr.size > 1 and np.any(np.diff(indptr) < 0):
+            raise ValueError("TF-IDF indptr is not monotone")
+        if len(norms) != indptr.size - 1 or norms.a.dtype != np.float64:
+            raise ValueError("TF-IDF norms do not match the rows")
+        if indices.a.dtype.kind not in "iu" or counts.a.dtype.kind != "u":
+            raise ValueError("TF-IDF rows have the wrong dtypes")
+        idf32 = np.asarray(idf32)
+        if idf32.dtype != np.float32 or idf32.ndim != 1 or idf32.size < n_terms:
+            raise ValueError("TF-IDF idf does not cover the terms")
+        self.indptr = indptr
+        self.indices = indices
+        self.counts = counts
+        self.norms = norms
+        self.idf32 = idf32
+        self.n_rows = int(n_terms)  # terms: the minor dimension
+        self.n_cols = indptr.size - 1  # slots
+
+    @classmethod
+    def empty(cls) -> "TfidfRows":
+        return cls(np.zeros(1, dtype=np.int32), CheckedArray(np.zeros(0, dtype=np.int32)),
+                   CheckedArray(np.zeros(0, dtype=np.uint8)),
+                   CheckedArray(np.zeros(0, dtype=np.float64)), np.zeros(0, dtype=np.float32), 0)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_cols, self.n_rows)
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"indptr": self.indptr, "indices": self.indices.a, "counts": self.counts.a,
+                "norms": self.norms.a}
+
+    def weights(self, tids: np.ndarray, counts: np.ndarray, norms: np.ndarray) -> np.ndarray:
+        """float32 TF-IDF weights of entries (term id, count, its row's norm): the formula
+        of the module docstring."""
+        x = counts.astype(np.float32) * self.idf32[tids]
+        safe = np.where(norms > 0.0, norms, 1.0)
+        return (x / safe).astype(np.float32)
+
+    def gather(self, slots: np.ndarray, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(owner, term id, weight)`` of every entry of the rows ``slots``
+        (:func:`~tiervault.vault.sparse_columns.gather`)."""
+        pos, tid, cnt = gather(self.indptr, self.indices, self.counts, slots, np.arange(slots.size))
+        if not tid.size:
+            return pos, tid, np.zeros(0, dtype=np.float32)
+        row_norm = self.norms.at(np.asarray(slots, dtype=np.int64))
+        return np.asarray(owners, dtype=np.int64)[pos], tid, self.weights(tid, cnt, row_norm[pos])
+
+    def rows(self, lo: int, hi: int) -> sp.csr_matrix:
+        """Rows ``lo..hi-1`` as a float32 CSR matrix (their blocks verified)."""
+        a, b = int(self.indptr[lo]), int(self.indptr[hi])
+        ptr = np.asarray(self.indptr[lo:hi + 1], dtype=np.int64) - a
+        tid = self.indices.get(a, b)
+        cnt = self.counts.get(a, b)
+        norms = np.repeat(self.norms.get(lo, hi), np.diff(ptr))
+        return sp.csr_matrix((self.weights(tid, cnt, norms), tid.astype(np.int32), ptr),
+                             shape=(hi - lo, self.n_rows))
+
+    def take(self, slots: np.ndarray) -> sp.csr_matrix:
+        """The rows ``slots`` (in that order) as a float32 CSR matrix."""
+        slots = np.asarray(slots, dtype=np.int64)
+        pos, tid, val = self.gather(slots, np.arange(slots.size))
+        ptr = np.zeros(slots.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(pos, minlength=slots.size), out=ptr[1:])
+        return sp.csr_matrix((val, tid.astype(np.int32), ptr), shape=(slots.size, self.n_rows))
+
+    def release(self, lo: int, hi: int) -> None:
+        """Rows ``lo..hi-1`` will not be read again soon: drop their mapped pages from
+        this process (a whole pass, the latent model's, then costs no resident memory)."""
+        a, b = int(self.indptr[lo]), int(self.indptr[hi])
+        self.indices.release(a, b)
+        self.counts.release(a, b)
+
+    def tocsr(self) -> sp.csr_matrix:
+        """The whole matrix (slots x terms), a float32 copy with every block verified."""
+        return self.rows(0, self.n_cols)
+
+    def tocsc(self) -> sp.csc_matrix:
+        return self.tocsr().tocsc()
