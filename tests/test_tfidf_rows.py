@@ -52,6 +52,7 @@ def test_weights_equal_scikit_learn_bit_for_bit():
         # rows in any order, through the gather a query uses
         slots = np.array([5, 0, 399, 5, 17])
         assert (rows.take(slots) != want[slots]).nnz == 0
+        assert (rows.sample(np.array([0, 5, 17, 399]), chunk=7) != want[[0, 5, 17, 399]]).nnz == 0
 
 
 def test_row_norms_sum_left_to_right():
@@ -66,7 +67,9 @@ def test_row_norms_sum_left_to_right():
     assert row_norms(x, indptr).tolist() == want
 
 
-def test_latent_model_over_mapped_rows_equals_the_copy_and_releases_pages(tmp_path, monkeypatch):
+def test_latent_model_over_mapped_rows_equals_the_one_over_a_copy(tmp_path, monkeypatch):
+    """Sampled fit read in chunks, base rows projected when asked: the same V and the
+    same float32 latent vectors as the whole-matrix model."""
     rng = np.random.default_rng(3)
     words = [f"t{i}x" for i in range(300)]
     with VaultManager.at({"agent": str(tmp_path / "agent.db")}) as m:
@@ -77,17 +80,15 @@ def test_latent_model_over_mapped_rows_equals_the_copy_and_releases_pages(tmp_pa
         csr = built.T.tocsr()
     cache = tmp_path / "agent.db.postings.mirror"
     f = array_file.read(cache)
-    mapped = TfidfRows(f.array("T_indptr"), f.checked("T_indices"), f.checked("T_counts"),
-                       f.checked("T_norms"), f.array("idf").astype(np.float32), csr.shape[1])
-    released = []
-    real = TfidfRows.release
-    monkeypatch.setattr(TfidfRows, "release", lambda self, lo, hi: (released.append((lo, hi)),
-                                                                    real(self, lo, hi)))
-    monkeypatch.setattr(vlatent, "PROJECT_ROWS", 1000)
+    mapped = TfidfRows(f.array("T_indptr"), f.checked("T_indices", read=True),
+                       f.checked("T_counts", read=True), f.checked("T_norms"),
+                       f.array("idf").astype(np.float32), csr.shape[1])
     monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 2000)  # the sampled fit, as at 1M rows
     a = vlatent.LatentModel(mapped, 4)
     b = vlatent.LatentModel(csr, 4)
-    assert np.array_equal(a.V, b.V) and np.array_equal(a.base, b.base)
-    assert released == [(0, 1000), (1000, 2000), (2000, 3000)]
-    # released pages read again from the file: the same rows
+    assert a.base is None and np.array_equal(a.V, b.V)
+    slots = np.array([2999, 0, 1500, 17, 17])
+    assert np.array_equal(a.rows(built, slots), b.base[slots])
+    assert np.array_equal(a.rows(built, np.arange(3000)), b.base)
+    assert (mapped.sample(np.array([3, 1000, 2999])) != csr[[3, 1000, 2999]]).nnz == 0
     assert (mapped.tocsr() != csr).nnz == 0

@@ -33,7 +33,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Mapping
 
 import numpy as np
 
@@ -104,13 +104,13 @@ class ArrayFile:
     """An opened file: ``meta``, and ``array(name)`` / ``checked(name)`` views."""
 
     def __init__(self, meta: dict[str, Any], views: dict[str, np.ndarray],
-                 blocks: dict[str, list[int]], mapping: mmap.mmap | None = None,
-                 offsets: dict[str, int] | None = None) -> None:
+                 blocks: dict[str, list[int]], offsets: dict[str, int] | None = None,
+                 file: BinaryIO | None = None) -> None:
         self.meta = meta
         self._views = views
         self._blocks = blocks
-        self._mm = mapping
         self._offsets = offsets or {}
+        self._file = file  # open while an array reads through it (closed when collected)
 
     def names(self) -> set[str]:
         return set(self._views)
@@ -129,37 +129,47 @@ class ArrayFile:
             raise ValueError(f"array {name} is checked per block: use checked()")
         return self._views[name]
 
-    def checked(self, name: str, bounds: tuple[int, int] | None = None) -> CheckedArray:
-        """A 1-D array as a :class:`CheckedArray` (lazy: per block; else already checked)."""
+    def checked(self, name: str, bounds: tuple[int, int] | None = None, *,
+                read: bool = False) -> CheckedArray:
+        """A 1-D array as a :class:`CheckedArray` (lazy: per block; else already checked);
+        ``read``: ranges are read with ``pread``, not through the mapping (checked_array.py)."""
         view = self._views[name]
-        mapping = (self._mm, self._offsets[name]) if self._mm is not None else None
-        return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds, mapping)
+        reader = (self._file, self._offsets[name]) if read and self._file is not None else None
+        return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds, reader)
 
 
 def read(path: Path) -> ArrayFile:
     """Open and verify the header and the eagerly checked arrays (module docstring);
     any inconsistency raises ValueError."""
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        prefix = fh.read(_PREFIX.size)
-        if len(prefix) != _PREFIX.size:
-            raise ValueError("file shorter than its header")
-        magic, layout, crc, length = _PREFIX.unpack(prefix)
-        if magic != MAGIC or layout != LAYOUT:
-            raise ValueError("not a tiervault array file of this layout")
-        if length > size:
-            raise ValueError("header longer than the file")
-        header = fh.read(length)
-        if len(header) != length or zlib.crc32(header) != crc:
-            raise ValueError("header fails its CRC-32")
-        doc = json.loads(header)
-        if doc.get("size") != size:
-            raise ValueError(f"file is {size} bytes, its header says {doc.get('size')}")
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        if hasattr(mm, "madvise") and hasattr(mmap, "MADV_RANDOM"):
-            # Queries read scattered columns: no read-ahead around each page they touch
-            # (it made ~30% of the mapped pages resident for nothing at 1,000,000 entries).
-            mm.madvise(mmap.MADV_RANDOM)
+    fh = open(path, "rb", buffering=0)
+    try:
+        return _read(path, fh)
+    except BaseException:
+        fh.close()
+        raise
+
+
+def _read(path: Path, fh: BinaryIO) -> ArrayFile:
+    size = os.fstat(fh.fileno()).st_size
+    prefix = fh.read(_PREFIX.size)
+    if len(prefix) != _PREFIX.size:
+        raise ValueError("file shorter than its header")
+    magic, layout, crc, length = _PREFIX.unpack(prefix)
+    if magic != MAGIC or layout != LAYOUT:
+        raise ValueError("not a tiervault array file of this layout")
+    if length > size:
+        raise ValueError("header longer than the file")
+    header = fh.read(length)
+    if len(header) != length or zlib.crc32(header) != crc:
+        raise ValueError("header fails its CRC-32")
+    doc = json.loads(header)
+    if doc.get("size") != size:
+        raise ValueError(f"file is {size} bytes, its header says {doc.get('size')}")
+    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+        # Queries read scattered columns: no read-ahead around each page they touch
+        # (it made ~30% of the mapped pages resident for nothing at 1,000,000 entries).
+        mm.madvise(mmap.MADV_RANDOM)
     views: dict[str, np.ndarray] = {}
     offsets: dict[str, int] = {}
     blocks: dict[str, list[int]] = {}
@@ -182,4 +192,4 @@ def read(path: Path) -> ArrayFile:
             raise ValueError(f"array {name} fails its CRC-32")
         views[name] = view
         offsets[name] = offset
-    return ArrayFile(doc.get("meta", {}), views, blocks, mm, offsets)
+    return ArrayFile(doc.get("meta", {}), views, blocks, offsets, fh)

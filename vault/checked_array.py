@@ -18,8 +18,9 @@ A freshly built (in-memory) array is wrapped with ``crcs=None``: trusted, no che
 
 from __future__ import annotations
 
-import mmap
+import os
 import zlib
+from typing import BinaryIO
 
 import numpy as np
 
@@ -50,15 +51,19 @@ def block_crcs(a: np.ndarray) -> list[int]:
 class CheckedArray:
     """``a`` (1-D) with per-block CRCs; :meth:`get` returns a verified slice."""
 
-    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds", "_complete", "_mapping")
+    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds", "_complete", "_reader")
 
     def __init__(self, a: np.ndarray, crcs: np.ndarray | None = None, name: str = "",
                  bounds: tuple[int, int] | None = None,
-                 mapping: tuple[mmap.mmap, int] | None = None) -> None:
+                 reader: tuple[BinaryIO, int] | None = None) -> None:
         """``bounds`` = (lo, hi): every value of a checked block must lie in [lo, hi),
         e.g. slots inside the rows -- checked with the block's CRC, once.
-        ``mapping`` = (the file's mmap, byte offset of ``a[0]`` in it): lets
-        :meth:`release` drop pages of a mapped array."""
+        ``reader`` = (the open file, byte offset of ``a[0]``): :meth:`get` and the block
+        checks read with ``pread`` into a fresh buffer instead of through the mapping --
+        for arrays read a range at a time (postings columns, TF-IDF rows): this kernel
+        maps a file's page-cache folios up to 2 MB at a time (``FilePmdMapped``), so a
+        few hundred queries left every column of every term resident (bench/README.md,
+        issue 16 round 3)."""
         if a.ndim != 1:
             raise ValueError(f"array {name} must be 1-D, got shape {a.shape}")
         self.a = a
@@ -73,7 +78,7 @@ class CheckedArray:
         # ``find(0, lo, hi)`` answers "all checked?" in C without a NumPy call per query
         self._ok = bytearray(b"\1" * n_blocks if crcs is None else n_blocks)
         self._complete = crcs is None  # every block checked: get() skips the look-up
-        self._mapping = mapping
+        self._reader = reader if reader is not None and hasattr(os, "preadv") else None
 
     def __len__(self) -> int:
         return self.a.size
@@ -91,22 +96,40 @@ class CheckedArray:
     def blocks(self) -> int:
         return len(self._ok)
 
-    def _verify(self, first: int, last: int) -> None:
+    def _read(self, lo: int, hi: int) -> np.ndarray:
+        """``a[lo:hi]`` read from the file (``reader``) into a new array."""
+        assert self._reader is not None
+        fh, offset = self._reader
+        out = np.empty(hi - lo, dtype=self.a.dtype)
+        if out.nbytes:
+            got = os.preadv(fh.fileno(), [memoryview(out).cast("B")],
+                            offset + lo * self.a.itemsize)
+            if got != out.nbytes:
+                raise CacheDamaged(f"array {self.name or '?'}: short read at {lo}")
+        return out
+
+    def _verify(self, first: int, last: int, span: np.ndarray | None = None) -> None:
         """Check blocks ``first..last`` (inclusive) not checked yet: each one's CRC-32,
         then the value bounds over the whole span at once (one min / max, not two
-        NumPy calls per block: a 1M-row column is 64 blocks)."""
+        NumPy calls per block: a 1M-row column is 64 blocks). ``span``: those blocks'
+        elements already read (from block ``first`` on), else the mapping is read."""
         if self._ok.find(0, first, last + 1) < 0:
             return
         assert self._crcs is not None
-        raw = memoryview(self.a).cast("B")
-        step = self._per_block * self.a.itemsize
+        per = self._per_block
+        if span is None and self._reader is not None:
+            span = self._read(first * per, min(self.a.size, (last + 1) * per))
+        view, base = (self.a, 0) if span is None else (span, first * per)
+        raw = memoryview(view).cast("B")
+        step = per * self.a.itemsize
         crcs = self._crcs
         todo = [b for b in range(first, last + 1) if not self._ok[b]]
         for b in todo:
-            if zlib.crc32(raw[b * step:(b + 1) * step]) != crcs[b]:
+            at = (b * per - base) * self.a.itemsize
+            if zlib.crc32(raw[at:at + step]) != crcs[b]:
                 raise CacheDamaged(f"block {b} of array {self.name or '?'} fails its CRC-32")
         if self.bounds is not None:
-            values = self.a[todo[0] * self._per_block:(todo[-1] + 1) * self._per_block]
+            values = view[todo[0] * per - base:(todo[-1] + 1) * per - base]
             if values.size and (values.min() < self.bounds[0] or values.max() >= self.bounds[1]):
                 raise CacheDamaged(f"array {self.name or '?'} holds values outside "
                                    f"{self.bounds[0]}..{self.bounds[1] - 1} in blocks {todo[0]}-{todo[-1]}")
@@ -119,6 +142,14 @@ class CheckedArray:
         lo, hi = max(0, int(lo)), min(self.a.size, int(hi))
         if hi <= lo:
             return self.a[0:0]
+        if self._reader is not None:
+            per = self._per_block
+            first, last = lo // per, (hi - 1) // per
+            if not self._complete and self._ok.find(0, first, last + 1) >= 0:
+                span = self._read(first * per, min(self.a.size, (last + 1) * per))
+                self._verify(first, last, span)
+                return span[lo - first * per:hi - first * per]
+            return self._read(lo, hi)
         if not self._complete:
             self._verify(lo // self._per_block, (hi - 1) // self._per_block)
         return self.a[lo:hi]
@@ -132,24 +163,6 @@ class CheckedArray:
                 if hi > lo:
                     self._verify(lo // per, (hi - 1) // per)
         return self.a
-
-    def release(self, lo: int, hi: int) -> None:
-        """Drop this process's resident pages of ``a[lo:hi]`` (whole pages inside the
-        range) when ``a`` is mapped from a file; the next read faults them in again
-        from the page cache. For one pass over a large array (the latent model's fit
-        reads every TF-IDF row once) that should not stay in the process's memory.
-        Verified blocks stay verified: the file is never changed in place."""
-        if self._mapping is None or not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        mm, offset = self._mapping
-        size = self.a.itemsize
-        page = mmap.PAGESIZE
-        start = offset + max(0, int(lo)) * size
-        end = offset + min(self.a.size, int(hi)) * size
-        start = -(-start // page) * page
-        end = end // page * page
-        if end > start:
-            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def all(self) -> np.ndarray:
         """The whole array, every block verified."""

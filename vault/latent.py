@@ -47,8 +47,6 @@ MAX_FIT_ROWS = 50_000
 #: fit (and replaces the cached one), so it is bounded like every other read's size.
 MAX_COMPONENTS = 256
 SEED = 0
-#: rows of T projected at a time (a few MB of TF-IDF rows in memory at once)
-PROJECT_ROWS = 65_536
 
 _lock = threading.Lock()
 _models: "weakref.WeakKeyDictionary[Any, LatentModel]" = weakref.WeakKeyDictionary()
@@ -62,35 +60,32 @@ def _normalise(x: np.ndarray) -> np.ndarray:
 class LatentModel:
     """V_k and the unit latent vectors of the base rows of one Postings base matrix.
 
-    ``T``: a SciPy matrix, or a mirror's :class:`~tiervault.vault.tfidf_rows.TfidfRows`
-    (memory-mapped at 1,000,000 rows), which is never copied whole: the fit reads its
-    sampled rows, the projection ``T V_k`` reads it ``PROJECT_ROWS`` rows at a time and
-    drops each chunk's mapped pages after it (the same numbers: each row's product is
-    computed alone either way)."""
+    ``T``: a SciPy matrix (the base vectors are then all projected at once), or a
+    mirror's :class:`~tiervault.vault.tfidf_rows.TfidfRows` (memory-mapped at 1,000,000
+    rows), never copied whole: the fit reads its sampled rows in one pass of chunks, and
+    a base row's latent vector is projected when a query asks for it (``T_i V_k``,
+    normalised: the same float32 numbers, each row's product is computed alone either
+    way), so the model holds V_k only -- not 64 bytes for every row (issue 16)."""
 
     def __init__(self, T: "sp.csr_matrix | TfidfRows", k: int) -> None:
         from sklearn.decomposition import TruncatedSVD
 
         rows = T.shape[0]
-        if isinstance(T, TfidfRows):
-            take, chunk = T.take, T.rows
-        else:
-            T = sp.csr_matrix(T)
-            take, chunk = (lambda at: T[at]), (lambda lo, hi: T[lo:hi])
         pick = np.arange(rows)
         if rows > MAX_FIT_ROWS:
             pick = np.sort(np.random.default_rng(SEED).choice(rows, MAX_FIT_ROWS, replace=False))
-        fit = take(pick) if rows > MAX_FIT_ROWS or isinstance(T, TfidfRows) else T
+        if isinstance(T, TfidfRows):
+            fit = T.sample(pick)
+        else:
+            T = sp.csr_matrix(T)
+            fit = T[pick] if rows > MAX_FIT_ROWS else T
         svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
         svd.fit(fit)
         del fit
         self.V = np.ascontiguousarray(svd.components_.T, dtype=np.float32)  # (terms, k)
-        self.base = np.empty((rows, k), dtype=np.float32)
-        for lo in range(0, rows, PROJECT_ROWS):
-            hi = min(rows, lo + PROJECT_ROWS)
-            self.base[lo:hi] = _normalise(np.asarray(chunk(lo, hi) @ self.V))
-            if isinstance(T, TfidfRows):
-                T.release(lo, hi)
+        self.n_base = rows
+        self._T = T if isinstance(T, TfidfRows) else None
+        self.base: np.ndarray | None = None if self._T is not None else _normalise(np.asarray(T @ self.V))
         self.delta: np.ndarray = np.zeros((0, k), dtype=np.float32)
         self.delta_parts = 0
         self.k, self.t_ref = k, (lambda: None)  # set by model_for
@@ -113,9 +108,13 @@ class LatentModel:
             self.delta = _normalise(np.asarray(D @ self.V)) if D.shape[0] else self.delta[:0]
             self.delta_parts = len(p.delta_T)
         out = np.zeros((slots.size, self.V.shape[1]), dtype=np.float32)
-        nb = self.base.shape[0]
+        nb = self.n_base
         b = slots < nb
-        out[b] = self.base[slots[b]]
+        if self.base is not None:
+            out[b] = self.base[slots[b]]
+        elif b.any():
+            assert self._T is not None
+            out[b] = _normalise(np.asarray(self._T.take(slots[b]) @ self.V))
         d = ~b & (slots - nb < self.delta.shape[0])
         out[d] = self.delta[slots[d] - nb]
         return out

@@ -172,17 +172,20 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     m.ids, m.hashes = (StringColumn(_string_table(f, p)) for p in ("ids", "hashes"))
     m.vocab = Vocabulary(_string_table(f, "terms"))
     n_terms = len(m.vocab)
-    m.W = Columns(f.array("W_indptr"), f.checked("W_indices", bounds=(0, max(base_rows, 1))),
-                  f.checked("W_data"), base_rows,
-                  f.checked("W_counts"))  # a column per term: slots, weights, TF-IDF counts
+    # postings are read a column at a time with pread, not mapped (checked_array.py)
+    m.W = Columns(f.array("W_indptr"),
+                  f.checked("W_indices", bounds=(0, max(base_rows, 1)), read=True),
+                  f.checked("W_data", read=True), base_rows,
+                  f.checked("W_counts", read=True))  # a column per term: slots, weights, TF-IDF counts
     t_terms = int(meta["T_terms"])
     m.idf = f.array("idf")
     if m.idf.dtype != np.float64 or m.idf.ndim != 1 or m.idf.size < t_terms:
         raise ValueError("TF-IDF idf does not cover the TF-IDF terms")
-    counts = f.checked("T_counts")
+    counts = f.checked("T_counts", read=True)
     if counts.a.dtype.kind != "u":
         raise ValueError("TF-IDF counts are not unsigned integers")
-    m.T = TfidfRows(f.array("T_indptr"), f.checked("T_indices", bounds=(0, max(t_terms, 1))),
+    m.T = TfidfRows(f.array("T_indptr"),
+                    f.checked("T_indices", bounds=(0, max(t_terms, 1)), read=True),
                     counts, f.checked("T_norms"), m.idf.astype(np.float32),
                     t_terms)  # a row per slot: term ids, counts
     tag_indptr, tag_slots = f.array("tag_indptr"), f.array("tag_slots")

@@ -29,7 +29,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from tiervault.vault.checked_array import CheckedArray
-from tiervault.vault.sparse_columns import gather
 
 __all__ = ["TfidfRows", "aligned_counts", "count_dtype", "fit_tfidf", "row_norms"]
 
@@ -160,15 +159,6 @@ class TfidfRows:
         safe = np.where(norms > 0.0, norms, 1.0)
         return (x / safe).astype(np.float32)
 
-    def gather(self, slots: np.ndarray, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(owner, term id, weight)`` of every entry of the rows ``slots``
-        (:func:`~tiervault.vault.sparse_columns.gather`)."""
-        pos, tid, cnt = gather(self.indptr, self.indices, self.counts, slots, np.arange(slots.size))
-        if not tid.size:
-            return pos, tid, np.zeros(0, dtype=np.float32)
-        row_norm = self.norms.at(np.asarray(slots, dtype=np.int64))
-        return np.asarray(owners, dtype=np.int64)[pos], tid, self.weights(tid, cnt, row_norm[pos])
-
     def rows(self, lo: int, hi: int) -> sp.csr_matrix:
         """Rows ``lo..hi-1`` as a float32 CSR matrix (their blocks verified)."""
         a, b = int(self.indptr[lo]), int(self.indptr[hi])
@@ -180,19 +170,36 @@ class TfidfRows:
                              shape=(hi - lo, self.n_rows))
 
     def take(self, slots: np.ndarray) -> sp.csr_matrix:
-        """The rows ``slots`` (in that order) as a float32 CSR matrix."""
+        """The rows ``slots`` (in that order) as a float32 CSR matrix: a read of each row
+        (a query's few candidates; mapped from a cache file, ``pread`` per row)."""
         slots = np.asarray(slots, dtype=np.int64)
-        pos, tid, val = self.gather(slots, np.arange(slots.size))
+        starts = np.asarray(self.indptr[slots], dtype=np.int64)
+        lengths = np.asarray(self.indptr[slots + 1], dtype=np.int64) - starts
+        tids, cnts = [], []
+        for a, n in zip(starts.tolist(), lengths.tolist()):
+            tids.append(self.indices.get(a, a + n))
+            cnts.append(self.counts.get(a, a + n))
         ptr = np.zeros(slots.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(pos, minlength=slots.size), out=ptr[1:])
-        return sp.csr_matrix((val, tid.astype(np.int32), ptr), shape=(slots.size, self.n_rows))
+        np.cumsum(lengths, out=ptr[1:])
+        if not ptr[-1]:
+            return sp.csr_matrix((slots.size, self.n_rows), dtype=np.float32)
+        tid, cnt = np.concatenate(tids), np.concatenate(cnts)
+        norms = np.repeat(self.norms.at(slots), lengths)
+        return sp.csr_matrix((self.weights(tid, cnt, norms), tid.astype(np.int32), ptr),
+                             shape=(slots.size, self.n_rows))
 
-    def release(self, lo: int, hi: int) -> None:
-        """Rows ``lo..hi-1`` will not be read again soon: drop their mapped pages from
-        this process (a whole pass, the latent model's, then costs no resident memory)."""
-        a, b = int(self.indptr[lo]), int(self.indptr[hi])
-        self.indices.release(a, b)
-        self.counts.release(a, b)
+    def sample(self, pick: np.ndarray, chunk: int = 65_536) -> sp.csr_matrix:
+        """The rows ``pick`` (ascending) as one float32 CSR matrix, read ``chunk`` rows at
+        a time in order (one sequential pass, not a read per row)."""
+        parts = []
+        for lo in range(0, self.n_cols, chunk):
+            hi = min(self.n_cols, lo + chunk)
+            a, b = np.searchsorted(pick, [lo, hi])
+            if b > a:
+                parts.append(self.rows(lo, hi)[pick[a:b] - lo])
+        if not parts:
+            return sp.csr_matrix((0, self.n_rows), dtype=np.float32)
+        return sp.vstack(parts, format="csr")
 
     def tocsr(self) -> sp.csr_matrix:
         """The whole matrix (slots x terms), a float32 copy with every block verified."""
