@@ -95,7 +95,7 @@ def test_opening_reads_no_postings_block_and_a_query_checks_only_what_it_reads(b
 
 
 @pytest.mark.parametrize("array", ["W_indices", "W_data", "W_counts", "T_norms", "ids_blob",
-                                   "terms_keys"])
+                                   "hashes_raw", "terms_keys"])
 def test_a_flipped_bit_in_a_block_is_found_by_the_query_that_reads_it(built, tmp_path, caplog, array):
     """The flip is in the block a query reads: the open succeeds (no byte read), the
     query finds the damage, warns once and answers from a rebuilt mirror."""
@@ -109,6 +109,8 @@ def test_a_flipped_bit_in_a_block_is_found_by_the_query_that_reads_it(built, tmp
             at = int(p.W.indptr[tid]) * (1 if array == "W_counts" else 4)
         elif array == "T_norms":  # the TF-IDF row norm of the query's best hit
             at = p.slot(built[1][word][0]) * 8
+        elif array == "hashes_raw":  # the content hash (32 raw bytes) of the best hit
+            at = p.slot(built[1][word][0]) * 32
         else:
             at = 0  # look-ups read the whole key index, and hits read ids
     _flip(cache, _offset(cache, array) + at)
@@ -227,6 +229,27 @@ def test_string_table_finds_every_string_and_nothing_else():
     assert [int(k) for k in keys] == [_py_fingerprint(s.encode()) for s in strings]
     assert len(set(keys.tolist())) == len(set(strings))  # no collision among these
     assert table.take(np.array([3002, 0, 3001])) == ["dup", "id-0", "é-ü"]
+
+
+def test_hash_table_holds_digests_as_raw_bytes_and_finds_them():
+    import hashlib
+
+    from tiervault.vault.hash_table import HashTable, table_of
+
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(2000)] + ["0" * 64] * 2
+    table = table_of(digests)
+    assert isinstance(table, HashTable) and table.raw.a.nbytes == 32 * len(digests)
+    assert table.tolist() == digests and table[1999] == digests[1999]
+    assert table.take(np.array([5, 0, 2001])) == [digests[5], digests[0], "0" * 64]
+    probes = digests[::97] + ["0" * 64, "f" * 64, digests[3].upper(), "xyz", digests[4][:-1]]
+    for s, slots in zip(probes, table.find(probes)):
+        assert slots == [i for i, d in enumerate(digests) if d == s]
+    # a shared 8-byte prefix: found by the bytes, not the prefix
+    twins = table_of(["ab" * 8 + "00" * 24, "ab" * 8 + "11" * 24])
+    assert twins.find(["ab" * 8 + "11" * 24, "ab" * 8 + "22" * 24]) == [[1], []]
+    # anything but lowercase 64-hex digests stays a string table
+    assert isinstance(table_of(digests[:3] + ["not-a-hash"]), StringTable)
+    assert isinstance(table_of([d.upper() for d in digests[:3]]), StringTable)
 
 
 def test_checked_array_refuses_a_block_that_changed_and_values_out_of_bounds(tmp_path):

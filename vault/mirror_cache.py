@@ -43,6 +43,7 @@ from tiervault.vault import array_file
 from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows
+from tiervault.vault.hash_table import HashTable
 from tiervault.vault.string_table import StringColumn, StringTable, Vocabulary
 from tiervault.vault.tokenizer import STOP_WORDS
 
@@ -54,7 +55,8 @@ __all__ = ["CACHE_VERSION", "StoreFailure", "cache_path", "load", "save", "tier_
 log = logging.getLogger(__name__)
 
 # 3: tier epoch; 4: updated_at; 5: mapped array file, string tables; 6: T by row;
-# 7: T as counts + row norms (vault/tfidf_rows.py), W_counts (TF-IDF counts by posting)
+# 7: T as counts + row norms (vault/tfidf_rows.py), W_counts (TF-IDF counts by posting),
+#    content hashes as raw bytes (vault/hash_table.py)
 CACHE_VERSION = 7
 _ROW_ARRAYS = ("rowids", "rowid_order", "alive", "doclen", "type_code", "severity_code",
                "origin_code", "domain_code", "valid_from", "valid_until", "updated_at")
@@ -85,7 +87,7 @@ def _legacy_path(store: Any) -> Path | None:
     return Path(f"{prefix}.postings.npz") if prefix is not None else None
 
 
-def _table(column: StringColumn | Vocabulary) -> StringTable:
+def _table(column: StringColumn | Vocabulary) -> "StringTable | HashTable":
     """The strings as one table (they are after a build; rebuilt defensively if not)."""
     extra = column.extra if isinstance(column, StringColumn) else column.added
     return column.base if not extra else StringTable.build(column.tolist())
@@ -133,7 +135,11 @@ def save(m: "Postings", store: Any) -> None:
         log.warning("could not cache the search mirror of tier %r at %s: %s", store.name, path, exc)
 
 
-def _string_table(f: array_file.ArrayFile, prefix: str) -> StringTable:
+def _string_table(f: array_file.ArrayFile, prefix: str) -> "StringTable | HashTable":
+    if f"{prefix}_raw" in f.names():  # hex digests as raw bytes (vault/hash_table.py)
+        n = f.array_size(f"{prefix}_keys")
+        return HashTable(f.checked(f"{prefix}_raw"), f.checked(f"{prefix}_keys"),
+                         f.checked(f"{prefix}_order", bounds=(0, max(n, 1))))
     n_bytes = f.array_size(f"{prefix}_blob")
     n = f.array_size(f"{prefix}_keys")
     return StringTable(f.checked(f"{prefix}_blob"),

@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
-from tiervault.vault import mirror_cache
+from tiervault.vault import hash_table, mirror_cache
 from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MirrorRow
@@ -161,7 +161,7 @@ class Postings:
         """Every slot becomes the base: strings into tables, tag slots into arrays."""
         self.base_rows = len(self.ids)
         self.ids = StringColumn(StringTable.build(self.ids.tolist()))
-        self.hashes = StringColumn(StringTable.build(self.hashes.tolist()))
+        self.hashes = StringColumn(hash_table.table_of(self.hashes.tolist()))  # 32 raw bytes
         self.vocab = self.vocab.frozen()
         self.rowid_order = np.argsort(self.rowids, kind="stable").astype(
             np.int32 if self.base_rows < 2**31 - 1 else np.int64)

@@ -20,11 +20,14 @@ delta segment of a mirror) in plain Python containers.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
+
+if TYPE_CHECKING:
+    from tiervault.vault.hash_table import HashTable
 
 __all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints"]
 
@@ -227,7 +230,7 @@ class StringTable:
 class StringColumn(Sequence[str]):
     """A mirror's per-slot strings: a :class:`StringTable` base, then appended ones."""
 
-    def __init__(self, base: StringTable | None = None) -> None:
+    def __init__(self, base: "StringTable | HashTable | None" = None) -> None:
         self.base = base if base is not None else StringTable.build([])
         self.extra: list[str] = []
         # string -> its appended slots, indexed lazily: a first mirror build appends every

@@ -1,0 +1,145 @@
+"""A search mirror's content hashes kept as 32 raw bytes each, not 64 hex characters.
+
+Every entry's content hash is a SHA-256 hex digest (``vault/entry.py``). As strings in a
+:class:`~tiervault.vault.string_table.StringTable` they took 64 bytes of blob plus a
+4-byte offset a row, all of it resident after a few hundred queries at 1,000,000
+entries (61 MB: queries read the hashes of their candidates at scattered slots).
+Here: ``raw`` (n x 32 bytes, fixed width: no offsets), and the index to find a hash
+-- ``keys``, the first 8 bytes of each digest as a big-endian integer, sorted, and
+``order``, the slots in that order (a look-up binary-searches ``keys`` and compares
+the candidates' 32 bytes, so a shared prefix never returns a wrong slot).
+
+Only a column of lowercase 64-character hex strings is stored this way
+(:func:`table_of`); anything else stays a StringTable.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.string_table import StringTable
+
+__all__ = ["DIGEST", "HashTable", "table_of"]
+
+DIGEST = 32  # bytes of a SHA-256 digest
+_HEX = 2 * DIGEST
+
+
+def _digests(strings: Sequence[str]) -> np.ndarray | None:
+    """(n, 32) uint8 of ``strings`` if every one is a lowercase 64-character hex digest."""
+    joined = "".join(strings)
+    if len(joined) != _HEX * len(strings) or joined.lower() != joined:
+        return None
+    if any(len(s) != _HEX for s in strings):
+        return None
+    try:
+        raw = bytes.fromhex(joined)
+    except ValueError:
+        return None
+    if len(raw) != DIGEST * len(strings):  # fromhex skips whitespace
+        return None
+    return np.frombuffer(raw, dtype=np.uint8).reshape(len(strings), DIGEST)
+
+
+def table_of(strings: Sequence[str]) -> "HashTable | StringTable":
+    """A HashTable when every string is a hex digest, else a StringTable."""
+    raw = _digests(strings)
+    return StringTable.build(strings) if raw is None or not len(strings) else HashTable.build(raw)
+
+
+class HashTable:
+    """Immutable hex digests as raw bytes, with a prefix index (module docstring)."""
+
+    ARRAYS = ("raw", "keys", "order")
+
+    def __init__(self, raw: CheckedArray, keys: CheckedArray, order: CheckedArray) -> None:
+        if len(raw) != DIGEST * len(keys) or len(order) != len(keys):
+            raise ValueError("hash table arrays disagree in length")
+        if raw.a.dtype != np.uint8 or keys.a.dtype != np.uint64 or order.a.dtype.kind != "i":
+            raise ValueError("hash table arrays have the wrong dtypes")
+        self.raw, self.keys, self.order = raw, keys, order
+        self._n = len(keys)
+        self._memo: dict[str, list[int]] = {}
+
+    @classmethod
+    def build(cls, raw: np.ndarray) -> "HashTable":
+        """From an (n, 32) uint8 array of digests."""
+        raw = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, DIGEST)
+        keys = raw[:, :8].copy().view(">u8").ravel().astype(np.uint64)
+        order = np.argsort(keys, kind="stable")
+        order = order.astype(np.int32 if raw.shape[0] < 2**31 - 1 else np.int64)
+        return cls(CheckedArray(raw.reshape(-1)), CheckedArray(keys[order]), CheckedArray(order))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name).a for name in self.ARRAYS}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _rows(self, slots: np.ndarray) -> np.ndarray:
+        """(len(slots), 32) bytes of the digests at ``slots`` (in range), blocks verified."""
+        at = (np.asarray(slots, dtype=np.int64)[:, None] * DIGEST + np.arange(DIGEST)).ravel()
+        return self.raw.at(at).reshape(-1, DIGEST)
+
+    def __getitem__(self, i: int) -> str:
+        i = int(i)
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self.raw.get(i * DIGEST, (i + 1) * DIGEST).tobytes().hex()
+
+    def take(self, slots: np.ndarray) -> list[str]:
+        slots = np.asarray(slots, dtype=np.int64)
+        if not slots.size:
+            return []
+        data = self._rows(slots).tobytes()
+        return [data[i:i + DIGEST].hex() for i in range(0, len(data), DIGEST)]
+
+    def tolist(self) -> list[str]:
+        data = self.raw.all().tobytes()
+        return [data[i:i + DIGEST].hex() for i in range(0, len(data), DIGEST)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tolist())
+
+    def find(self, strings: Sequence[str]) -> list[list[int]]:
+        """For each of ``strings``, the slots holding it, ascending."""
+        if not strings or not self._n:
+            return [[] for _ in strings]
+        memo = self._memo
+        missing = [s for s in strings if s not in memo]
+        if missing:
+            if len(memo) > 50_000:
+                memo.clear()
+            memo.update(zip(missing, self._find(missing)))
+        return [memo[s] for s in strings]
+
+    def _find(self, strings: Sequence[str]) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in strings]
+        valid = [i for i, s in enumerate(strings) if len(s) == _HEX and s.lower() == s]
+        want_raw: dict[int, bytes] = {}
+        for i in valid:
+            try:
+                want_raw[i] = bytes.fromhex(strings[i])
+            except ValueError:
+                continue
+        if not want_raw:
+            return out
+        idx = list(want_raw)
+        want = np.array([int.from_bytes(want_raw[i][:8], "big") for i in idx], dtype=np.uint64)
+        keys = self.keys.all()  # a binary search reads scattered blocks: verify once
+        lo = np.searchsorted(keys, want, side="left")
+        hi = np.searchsorted(keys, want, side="right")
+        counts = hi - lo
+        if not counts.any():
+            return out
+        owner = np.repeat(np.arange(len(idx)), counts)
+        pos = np.repeat(lo, counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
+        cands = self.order.at(pos)
+        rows = self._rows(cands)
+        for o, c, row in zip(owner.tolist(), cands.tolist(), rows):
+            if row.tobytes() == want_raw[idx[o]]:
+                out[idx[o]].append(c)
+        return [sorted(x) for x in out]
