@@ -4,6 +4,9 @@ fitted over them (mapped, read in chunks, pages released) equals the one over a 
 
 from __future__ import annotations
 
+import json
+import struct
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfTransformer
@@ -92,3 +95,43 @@ def test_latent_model_over_mapped_rows_equals_the_one_over_a_copy(tmp_path, monk
     assert np.array_equal(a.rows(built, np.arange(3000)), b.base)
     assert (mapped.sample(np.array([3, 1000, 2999])) != csr[[3, 1000, 2999]]).nnz == 0
     assert (mapped.tocsr() != csr).nnz == 0
+
+
+def test_a_large_tier_caches_its_latent_components_with_the_mirror(tmp_path, monkeypatch, caplog):
+    """A build of a tier of MAX_FIT_ROWS rows or more fits V_k (default k) once and saves
+    it with the mirror: a reopened tier scores without an SVD, the same numbers; a
+    damaged V is refused on open (one warning, rebuilt)."""
+    import logging
+
+    from tiervault.config.settings import BrainConfig
+
+    assert BrainConfig().lsa_components == vlatent.DEFAULT_COMPONENTS
+    monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 1000)
+    rng = np.random.default_rng(4)
+    words = [f"t{i}x" for i in range(300)]
+    db = tmp_path / "agent.db"
+    k = vlatent.DEFAULT_COMPONENTS
+    with VaultManager.at({"agent": str(db)}) as m:
+        m.store("agent").capture_many([
+            Entry.create(id=f"e{i}", title=" ".join(rng.choice(words, 4)),
+                         description=" ".join(rng.choice(words, 20))) for i in range(2000)])
+        p = m.store("agent").postings()
+        assert p.latent_V is not None and p.latent_V.shape == (p.tfidf_terms, k)
+        want = m.store("agent").latent_scores(words[:3], ["e1", "e7", "e1999"], k)
+    fits = []
+    real = vlatent.fit_components
+    monkeypatch.setattr(vlatent, "fit_components", lambda T, k: fits.append(k) or real(T, k))
+    with VaultManager.at({"agent": str(db)}) as m:
+        assert m.store("agent").latent_scores(words[:3], ["e1", "e7", "e1999"], k) == want
+        assert fits == []  # V came from the cache file
+        m.store("agent").latent_scores(words[:3], ["e1"], 4)
+        assert fits == [4]  # another k: fitted in the process
+    cache = tmp_path / "agent.db.postings.mirror"
+    data = bytearray(cache.read_bytes())
+    length = struct.unpack("<8sIIQ", bytes(data[:24]))[3]
+    at = json.loads(bytes(data[24:24 + length]))["arrays"]["latent_V"]["offset"] + 100
+    data[at] ^= 0x10
+    cache.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
+        assert m.store("agent").latent_scores(words[:3], ["e1", "e7", "e1999"], k) == want
+    assert sum("search cache" in r.message for r in caplog.records) == 1

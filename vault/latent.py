@@ -39,10 +39,16 @@ import scipy.sparse as sp
 from tiervault.errors import ValidationError
 from tiervault.vault.tfidf_rows import TfidfRows
 
-__all__ = ["MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "model_for", "scores", "text_scores"]
+__all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "fit_components",
+           "model_for", "scores", "text_scores"]
 
-#: the SVD is fitted on at most this many base rows (uniform sample, seed 0)
+#: the SVD is fitted on at most this many base rows (uniform sample, seed 0); a mirror
+#: build of a tier this large fits V_k for DEFAULT_COMPONENTS once and caches it with the
+#: mirror (vault/mirror_cache.py): a search process then never runs the SVD, whose
+#: temporaries (terms x (k + 10) floats, several of them) were its peak memory at 1M rows
 MAX_FIT_ROWS = 50_000
+#: BrainConfig.lsa_components' default (a test pins the two together)
+DEFAULT_COMPONENTS = 16
 #: The largest k a caller may ask for: a remote caller chooses k, and each k is a new SVD
 #: fit (and replaces the cached one), so it is bounded like every other read's size.
 MAX_COMPONENTS = 256
@@ -67,22 +73,12 @@ class LatentModel:
     normalised: the same float32 numbers, each row's product is computed alone either
     way), so the model holds V_k only -- not 64 bytes for every row (issue 16)."""
 
-    def __init__(self, T: "sp.csr_matrix | TfidfRows", k: int) -> None:
-        from sklearn.decomposition import TruncatedSVD
-
+    def __init__(self, T: "sp.csr_matrix | TfidfRows", k: int, V: np.ndarray | None = None) -> None:
+        """``V``: V_k fitted before (cached with the mirror), else fitted now."""
         rows = T.shape[0]
-        pick = np.arange(rows)
-        if rows > MAX_FIT_ROWS:
-            pick = np.sort(np.random.default_rng(SEED).choice(rows, MAX_FIT_ROWS, replace=False))
-        if isinstance(T, TfidfRows):
-            fit = T.sample(pick)
-        else:
+        if not isinstance(T, TfidfRows):
             T = sp.csr_matrix(T)
-            fit = T[pick] if rows > MAX_FIT_ROWS else T
-        svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
-        svd.fit(fit)
-        del fit
-        self.V = np.ascontiguousarray(svd.components_.T, dtype=np.float32)  # (terms, k)
+        self.V = fit_components(T, k) if V is None else V  # (terms, k)
         self.n_base = rows
         self._T = T if isinstance(T, TfidfRows) else None
         self.base: np.ndarray | None = None if self._T is not None else _normalise(np.asarray(T @ self.V))
@@ -127,6 +123,24 @@ def _check_k(k: Any) -> int:
     return k
 
 
+def fit_components(T: "sp.csr_matrix | TfidfRows", k: int) -> np.ndarray:
+    """V_k (terms x k, float32) of the rank-k truncated SVD of ``T``'s rows (at most
+    MAX_FIT_ROWS of them, sampled with a fixed seed)."""
+    from sklearn.decomposition import TruncatedSVD
+
+    rows = T.shape[0]
+    pick = np.arange(rows)
+    if rows > MAX_FIT_ROWS:
+        pick = np.sort(np.random.default_rng(SEED).choice(rows, MAX_FIT_ROWS, replace=False))
+    if isinstance(T, TfidfRows):
+        fit = T.sample(pick)
+    else:
+        fit = T[pick] if rows > MAX_FIT_ROWS else T
+    svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
+    svd.fit(fit)
+    return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
+
+
 def model_for(p: Any, k: int) -> LatentModel | None:
     """The cached model of mirror ``p``'s base matrix (fitted now if it is new); None when
     the tier is too small for k latent dimensions (min(rows, terms) <= k): there LSA at
@@ -141,7 +155,8 @@ def model_for(p: Any, k: int) -> LatentModel | None:
             return m
         if min(p.T.shape) <= k:
             return None
-        m = LatentModel(p.T, k)
+        cached = getattr(p, "latent_V", None)
+        m = LatentModel(p.T, k, cached if cached is not None and cached.shape[1] == k else None)
         m.k, m.t_ref = k, weakref.ref(p.T)
         _models[p] = m
         return m

@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 # 3: tier epoch; 4: updated_at; 5: mapped array file, string tables; 6: T by row;
 # 7: T as counts + row norms (vault/tfidf_rows.py), W_counts (TF-IDF counts by posting),
-#    content hashes as raw bytes (vault/hash_table.py)
+#    content hashes as raw bytes (vault/hash_table.py), latent V_k (vault/latent.py)
 CACHE_VERSION = 7
 _ROW_ARRAYS = ("rowids", "rowid_order", "alive", "doclen", "type_code", "severity_code",
                "origin_code", "domain_code", "valid_from", "valid_until", "updated_at")
@@ -109,6 +109,8 @@ def save(m: "Postings", store: Any) -> None:
         tag_indptr=np.cumsum([0] + [len(s) for s in tag_slots]).astype(np.int64),
         tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=slot_type),
         idf=m.idf)
+    if m.latent_V is not None:
+        arrays["latent_V"] = m.latent_V  # checked whole on open (every row may be read)
     lazy = set()
     for name, a in m.W.arrays().items():
         arrays[f"W_{name}"] = a
@@ -198,6 +200,11 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     tag_names = [str(t) for t in meta["tags"]]
     validate_mirror(m, n_terms, tag_indptr, tag_slots, len(tag_names))
     m.tags = {t: tag_slots[tag_indptr[i]:tag_indptr[i + 1]] for i, t in enumerate(tag_names)}
+    if "latent_V" in f.names():
+        V = f.array("latent_V")
+        if V.ndim != 2 or V.shape[0] != t_terms or V.dtype != np.float32:
+            raise ValueError(f"latent V of shape {V.shape} for {t_terms} TF-IDF terms")
+        m.latent_V = V
     STOP_WORDS.prime(str(w) for w in meta["stop_words"])
     m.total_len = float(m.doclen[m.alive].sum())
     return m

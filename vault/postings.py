@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
-from tiervault.vault import hash_table, mirror_cache
+from tiervault.vault import hash_table, latent, mirror_cache
 from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MirrorRow
@@ -109,6 +109,7 @@ class Postings:
         self._delta_slot_of: dict[int, int] = {}  # rowid -> slot, rows after the base
         self.total_len = 0.0
         self.damaged: Exception | None = None  # set when a cache block failed its check
+        self.latent_V: np.ndarray | None = None  # V_k of the base's latent model (latent.py)
 
     @property
     def terms(self) -> Terms:
@@ -154,6 +155,9 @@ class Postings:
         fresh.gen = gen
         fresh.epoch = mirror_cache.tier_epoch(store, gen)
         fresh._freeze()
+        k = latent.DEFAULT_COMPONENTS
+        if fresh.base_rows >= latent.MAX_FIT_ROWS and fresh.tfidf_terms and min(fresh.T.shape) > k:
+            fresh.latent_V = latent.fit_components(fresh.T, k)  # cached with the mirror
         self.__dict__.update(fresh.__dict__)
         mirror_cache.save(self, store)
 
