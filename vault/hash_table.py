@@ -118,28 +118,28 @@ class HashTable:
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in strings]
-        valid = [i for i, s in enumerate(strings) if len(s) == _HEX and s.lower() == s]
-        want_raw: dict[int, bytes] = {}
-        for i in valid:
-            try:
-                want_raw[i] = bytes.fromhex(strings[i])
-            except ValueError:
-                continue
-        if not want_raw:
+        idx: list[int] = []
+        raws: list[bytes] = []
+        for i, s in enumerate(strings):
+            if len(s) == _HEX and s.lower() == s:
+                try:
+                    raws.append(bytes.fromhex(s))
+                except ValueError:
+                    continue
+                idx.append(i)
+        if not idx:
             return out
-        idx = list(want_raw)
-        want = np.array([int.from_bytes(want_raw[i][:8], "big") for i in idx], dtype=np.uint64)
+        want = np.frombuffer(b"".join(raws), dtype=np.uint8).reshape(-1, DIGEST)
+        prefix = want[:, :8].copy().view(">u8").ravel().astype(np.uint64)
         keys = self.keys.all()  # a binary search reads scattered blocks: verify once
-        lo = np.searchsorted(keys, want, side="left")
-        hi = np.searchsorted(keys, want, side="right")
-        counts = hi - lo
+        lo = np.searchsorted(keys, prefix, side="left")
+        counts = np.searchsorted(keys, prefix, side="right") - lo
         if not counts.any():
             return out
         owner = np.repeat(np.arange(len(idx)), counts)
         pos = np.repeat(lo, counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
         cands = self.order.at(pos)
-        rows = self._rows(cands)
-        for o, c, row in zip(owner.tolist(), cands.tolist(), rows):
-            if row.tobytes() == want_raw[idx[o]]:
-                out[idx[o]].append(c)
-        return [sorted(x) for x in out]
+        same = (self._rows(cands) == want[owner]).all(axis=1)  # all 32 bytes, not the prefix
+        for o, c in zip(owner[same].tolist(), cands[same].tolist()):
+            out[idx[o]].append(c)
+        return [x if len(x) < 2 else sorted(x) for x in out]

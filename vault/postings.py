@@ -110,6 +110,7 @@ class Postings:
         self.total_len = 0.0
         self.damaged: Exception | None = None  # set when a cache block failed its check
         self.latent_V: np.ndarray | None = None  # V_k of the base's latent model (latent.py)
+        self._tfidf_columns: tuple[tuple, dict] = ((), {})  # tfidf_at's columns of one query
 
     @property
     def terms(self) -> Terms:
@@ -496,10 +497,20 @@ class Postings:
             d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
                                          slots[~base] - self.base_rows, np.flatnonzero(~base))
         W = self.W
+        # A query asks twice (its top k, then the pool's scores): its columns are kept
+        # until the next query's words (replaced whole: safe across threads).
+        key = tuple(query_words)
+        memo = self._tfidf_columns
+        if memo[0] != key:
+            memo = self._tfidf_columns = (key, {})
+        columns = memo[1]
         # weight stays a NumPy float64: a Python float times a float32 array is float32
         for t, weight in zip(q[0].tolist(), q[1]):
             if norms is not None and t < W.n_cols and W.counts is not None:
-                col, counts = W.column_counts(t)
+                got = columns.get(t)
+                if got is None:
+                    got = columns[t] = W.column_counts(t)
+                col, counts = got
                 if col.size:
                     i = np.searchsorted(col, b_slots)
                     i[i == col.size] = 0

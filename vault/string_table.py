@@ -211,10 +211,13 @@ class StringTable:
         out: list[list[int]] = [[] for _ in strings]
         if single.size:
             cands = self.order.at(lo_a[single])
-            starts, ends = self.offsets.at(cands), self.offsets.at(cands + 1)
-            blob = self.blob
-            for i, c, a, b in zip(single.tolist(), cands.tolist(), starts.tolist(), ends.tolist()):
-                if blob.get(a, b).tobytes() == strings[i].encode():
+            starts = self.offsets.at(cands).tolist()
+            ends = self.offsets.at(cands + 1).tolist()
+            if min(starts) < 0 or max(ends) > len(self.blob):
+                raise ValueError("string table offsets point outside the blob")
+            raw = self.blob.check_ranges(starts, ends)  # the blocks checked once, then sliced
+            for i, c, a, b in zip(single.tolist(), cands.tolist(), starts, ends):
+                if raw[a:b].tobytes() == strings[i].encode():
                     out[i] = [c]
         for i in np.flatnonzero(hi_a - lo_a > 1).tolist():  # a shared fingerprint
             want = strings[i].encode()
@@ -306,8 +309,11 @@ class StringColumn(Sequence[str]):
         return self.base.find([s])[0] + self._index().get(s, [])
 
     def slots_many(self, strings: Sequence[str]) -> list[list[int]]:
+        """Every slot of each string (lists shared with the table's memo: read only)."""
         found = self.base.find(strings)
         index = self._index()
+        if not index:  # no appended strings (a mirror's usual state): no per-string copy
+            return found
         return [f + index.get(s, []) for f, s in zip(found, strings)]
 
 
