@@ -158,7 +158,7 @@ class VectorIndex:
         bounds of those unit rows (:func:`~tiervault.embeddings.vector_math.int8_codes`),
         used as they are in ``"int8"`` mode (e.g. mapped from the cache file).
         """
-        matrix = np.asarray(matrix)
+        matrix = np.asanyarray(matrix)  # keeps an np.memmap a memmap: its file is read with pread
         if matrix.ndim != 2:
             raise ValidationError("matrix", f"must be 2-D (n, dim), got shape {matrix.shape}")
         n, dim = matrix.shape

@@ -196,3 +196,17 @@ def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path) -> Non
     np.testing.assert_array_equal(index.vectors_for(["r5", "r299"]), m[[5, 299]])
     snap_ids, snap = index.snapshot()
     assert snap_ids.tolist() == ids and np.array_equal(snap, m)
+    assert resident_kb(path) == 0  # no page of the float32 file was read through the mapping
+
+
+def resident_kb(path) -> int:
+    """Resident KB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, current = 0, None
+    with open("/proc/self/smaps", encoding="utf-8") as fh:
+        for line in fh:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and ":" in head[3]:  # a mapping's first line
+                current = head[5] if len(head) > 5 else None
+            elif head[0] == "Rss:" and current == str(path):
+                total += int(head[1])
+    return total
