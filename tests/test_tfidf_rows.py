@@ -87,9 +87,12 @@ def test_latent_model_over_mapped_rows_equals_the_one_over_a_copy(tmp_path, monk
                        f.checked("T_counts", read=True), f.checked("T_norms"),
                        f.array("idf").astype(np.float32), csr.shape[1])
     monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 2000)  # the sampled fit, as at 1M rows
-    a = vlatent.LatentModel(mapped, 4)
+    monkeypatch.setattr(vlatent, "PROJECT_ROWS", 1000)
     b = vlatent.LatentModel(csr, 4)
-    assert a.base is None and np.array_equal(a.V, b.V)
+    eager = vlatent.LatentModel(mapped, 4)  # base vectors projected at once, in chunks
+    monkeypatch.setattr(vlatent, "EAGER_BASE_BYTES", 0)
+    a = vlatent.LatentModel(mapped, 4)  # projected when asked
+    assert a.base is None and np.array_equal(a.V, b.V) and np.array_equal(eager.base, b.base)
     slots = np.array([2999, 0, 1500, 17, 17])
     assert np.array_equal(a.rows(built, slots), b.base[slots])
     assert np.array_equal(a.rows(built, np.arange(3000)), b.base)

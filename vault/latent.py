@@ -49,6 +49,12 @@ __all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel"
 MAX_FIT_ROWS = 50_000
 #: BrainConfig.lsa_components' default (a test pins the two together)
 DEFAULT_COMPONENTS = 16
+#: base latent vectors up to this size are projected once, at the fit (a 100K-entry
+#: vault's tiers); larger ones row by row when a query asks (a read of each candidate's
+#: TF-IDF row per query, ~0.7 ms CPU a query at 100K: bench/README.md, issue 16 round 3)
+EAGER_BASE_BYTES = 8 << 20
+#: rows projected at a time in the eager case
+PROJECT_ROWS = 65_536
 #: The largest k a caller may ask for: a remote caller chooses k, and each k is a new SVD
 #: fit (and replaces the cached one), so it is bounded like every other read's size.
 MAX_COMPONENTS = 256
@@ -68,10 +74,12 @@ class LatentModel:
 
     ``T``: a SciPy matrix (the base vectors are then all projected at once), or a
     mirror's :class:`~tiervault.vault.tfidf_rows.TfidfRows` (memory-mapped at 1,000,000
-    rows), never copied whole: the fit reads its sampled rows in one pass of chunks, and
-    a base row's latent vector is projected when a query asks for it (``T_i V_k``,
-    normalised: the same float32 numbers, each row's product is computed alone either
-    way), so the model holds V_k only -- not 64 bytes for every row (issue 16)."""
+    rows), never copied whole: the fit reads its sampled rows in one pass of chunks; the
+    base rows' unit latent vectors are projected at once (in chunks) when they take at
+    most ``EAGER_BASE_BYTES``, else a row's vector is projected when a query asks for it
+    (``T_i V_k``, normalised: the same float32 numbers, each row's product is computed
+    alone either way) -- at 1,000,000 entries the model then holds V_k only, not 64 bytes
+    for every row, for a read of each candidate's row per query (issue 16)."""
 
     def __init__(self, T: "sp.csr_matrix | TfidfRows", k: int, V: np.ndarray | None = None) -> None:
         """``V``: V_k fitted before (cached with the mirror), else fitted now."""
@@ -81,7 +89,14 @@ class LatentModel:
         self.V = fit_components(T, k) if V is None else V  # (terms, k)
         self.n_base = rows
         self._T = T if isinstance(T, TfidfRows) else None
-        self.base: np.ndarray | None = None if self._T is not None else _normalise(np.asarray(T @ self.V))
+        self.base: np.ndarray | None = None
+        if self._T is None:
+            self.base = _normalise(np.asarray(T @ self.V))
+        elif rows * k * 4 <= EAGER_BASE_BYTES:
+            self.base = np.empty((rows, k), dtype=np.float32)
+            for lo in range(0, rows, PROJECT_ROWS):
+                hi = min(rows, lo + PROJECT_ROWS)
+                self.base[lo:hi] = _normalise(np.asarray(self._T.rows(lo, hi) @ self.V))
         self.delta: np.ndarray = np.zeros((0, k), dtype=np.float32)
         self.delta_parts = 0
         self.k, self.t_ref = k, (lambda: None)  # set by model_for

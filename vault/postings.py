@@ -20,12 +20,14 @@ rebuilt, which also refits the TF-IDF model (so TF-IDF idf is at most that
 stale; BM25 statistics are always exact). The built mirror is cached next to
 the tier file (``<tier>.postings.mirror``, :mod:`mirror_cache`), memory-mapped on reopen.
 
-Memory: strings (entry ids, content hashes, terms) live in NumPy string tables
-(:mod:`string_table`: blob + offsets + sorted fingerprints), not in Python lists
-and dicts; the base postings are int32 slots and float32 weights
-(:mod:`sparse_columns`). A mirror loaded from its cache maps those arrays and
-reads only the pages its queries touch; each block is checked against its
-CRC-32 on first read (:mod:`checked_array`).
+Memory: strings (entry ids, terms) live in NumPy string tables (:mod:`string_table`:
+blob + offsets + sorted fingerprints) and content hashes as 32 raw bytes
+(:mod:`hash_table`), not in Python lists and dicts; the base postings are int32
+slots, float32 weights and each posting's TF-IDF count (:mod:`sparse_columns`), the
+TF-IDF rows counts + row norms (:mod:`tfidf_rows`). A mirror loaded from its cache
+maps the small arrays and reads postings columns and TF-IDF rows with ``pread``
+(a mapping made every 2 MB folio a query touched resident); each block is checked
+against its CRC-32 on first read (:mod:`checked_array`).
 """
 
 from __future__ import annotations
