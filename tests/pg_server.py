@@ -89,6 +89,13 @@ class PgServer:
             raise PgServerError("cannot pause an external server")
         _run_pg(self, ["pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "-w", "stop"])
 
+    def crash(self) -> None:
+        """Kill the server as a crash would (``immediate``: no shutdown checkpoint, open
+        transactions lost, crash recovery on the next start); ``resume`` starts it again."""
+        if self.root is None:
+            raise PgServerError("cannot crash an external server")
+        _run_pg(self, ["pg_ctl", "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"])
+
     def resume(self) -> None:
         """Start a paused server again, on the same port."""
         if self.root is None:

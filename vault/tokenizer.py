@@ -90,7 +90,11 @@ class Stemmer:
         self._cache: dict[str, str] = {}
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
-        self._conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61')")
+        # Contentless: FTS5 keeps no copy of the words, and the batch is wiped with one
+        # 'delete-all' instead of a DELETE that re-tokenizes every row (half the cost
+        # of a fill: 4.4 -> 2.3 us a word on bench corpus words, the same stems).
+        self._conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61', "
+                           "content='')")
         self._conn.execute("CREATE VIRTUAL TABLE wv USING fts5vocab(w, instance)")
 
     def stems(self, words: Iterable[str]) -> dict[str, str]:
@@ -133,7 +137,7 @@ class Stemmer:
             # offset 0 is a word's first token; later ones are the rare FTS5 splits.
             for doc, term in conn.execute("SELECT doc, term FROM wv WHERE offset = 0"):
                 found[doc] = term
-            conn.execute("DELETE FROM w")
+            conn.execute("INSERT INTO w(w) VALUES ('delete-all')")
             conn.execute("COMMIT")
             for i, word in enumerate(missing, start=1):
                 self._cache[word] = found.get(i, "")

@@ -38,6 +38,7 @@ from tiervault.vault.boundary import map_errors
 from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, statistics_sql, tsquery_of
+from tiervault.vault.postgres.term_workers import MIN_HELPED_BATCH, default_worker_count
 from tiervault.vault.postgres.writer import PreparedBatch, batches, direct_rows, pipelined, prepare, stage_rows
 from tiervault.vault.filter_compile import to_postgres
 from tiervault.vault.postgres.url import PgAddress, parse_address
@@ -99,6 +100,10 @@ class PgEntryStore(PgJournal):
         #: True inside :meth:`deferring_vector_indexes` (a bulk copy): ``put_vectors``
         #: then does not create HNSW indexes, which are built once at the end.
         self.vector_index_deferred = False
+        #: Helper processes that stem a bulk load's batches (None: the default count,
+        #: :func:`~tiervault.vault.postgres.term_workers.default_worker_count`, for
+        #: batches of ``MIN_HELPED_BATCH`` entries or more; 0: none).
+        self.term_workers: int | None = None
         self.session = PgSession(name, self.address, read_only=read_only, on_open=self._forget_schema)
         try:
             self.session.open()
@@ -196,7 +201,8 @@ class PgEntryStore(PgJournal):
         """Upsert entries, one transaction per batch; returns how many were written.
 
         Batches are prepared (stemmed) while the previous one is written
-        (:func:`~tiervault.vault.postgres.writer.pipelined`). A bulk load (more than
+        (:func:`~tiervault.vault.postgres.writer.pipelined`), by helper processes
+        when there is more than one batch (:attr:`term_workers`). A bulk load (more than
         one batch) into an empty tier drops the secondary indexes first and builds
         them once at the end -- one sorted build instead of a million index
         insertions; a load killed half-way gets them back when the tier is next
@@ -212,12 +218,15 @@ class PgEntryStore(PgJournal):
             if on_batch:
                 on_batch(written)
             return written
+        workers = self.term_workers
+        if workers is None:  # by default, helpers only for batches big enough to pay for them
+            workers = default_worker_count() if batch_size >= MIN_HELPED_BATCH else 0
         if self.read_only or self.count() > 0:
-            return pipelined(chain([first, second], chunks), self._write_batch, on_batch)
+            return pipelined(chain([first, second], chunks), self._write_batch, on_batch, workers)
         with self.mapped("prepare a bulk load") as conn:
             drop_entry_indexes(conn, self.address.schema)
         try:
-            return pipelined(chain([first, second], chunks), self._write_batch, on_batch)
+            return pipelined(chain([first, second], chunks), self._write_batch, on_batch, workers)
         finally:
             with self.mapped("build the indexes after a bulk load") as conn:
                 build_entry_indexes(conn, self.address.schema)

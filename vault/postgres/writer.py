@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
+from collections import deque
 from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
@@ -20,8 +22,11 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from tiervault.vault.entry import Entry
 from tiervault.vault.postgres.lexical import batch_terms
+from tiervault.vault.postgres.term_workers import PendingTerms, TermWorkerError, TermWorkers
 
-__all__ = ["PreparedBatch", "prepare", "stage_rows", "direct_rows", "pipelined", "batches", "gc_paused"]
+__all__ = ["PreparedBatch", "prepare", "latest_of", "indexed_fields", "stage_rows", "direct_rows", "pipelined", "batches", "gc_paused"]
+
+log = logging.getLogger(__name__)
 
 
 class PreparedBatch(NamedTuple):
@@ -31,11 +36,20 @@ class PreparedBatch(NamedTuple):
     terms: list[tuple[str, int]]
 
 
+def latest_of(batch: Sequence[Entry]) -> list[Entry]:
+    """The batch deduplicated by id, the last version of each entry winning."""
+    return list({e.id: e for e in batch}.values())
+
+
+def indexed_fields(entries: Sequence[Entry]) -> list[tuple[str, str, str, str, str]]:
+    """The FTS fields of each entry (id, title, description, context, tags), as stemmed."""
+    return [(e.id, e.title, e.description, e.context, e.tag_text) for e in entries]
+
+
 def prepare(batch: Sequence[Entry]) -> PreparedBatch:
     """Dedupe a batch by id (the last version wins) and stem all its entries at once."""
-    latest = list({e.id: e for e in batch}.values())
-    return PreparedBatch(latest, batch_terms([(e.id, e.title, e.description, e.context, e.tag_text)
-                                              for e in latest]))
+    latest = latest_of(batch)
+    return PreparedBatch(latest, batch_terms(indexed_fields(latest)))
 
 
 def _entry_fields(e: Entry, now: float) -> tuple:
@@ -97,25 +111,76 @@ def gc_paused() -> Iterator[None]:
 
 
 def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], int],
-              on_batch: Callable[[int], None] | None = None) -> int:
-    """Prepare each chunk here while ``write`` commits the previous one in a worker thread.
+              on_batch: Callable[[int], None] | None = None, workers: int = 0) -> int:
+    """Prepare each chunk while ``write`` commits the previous one in a worker thread.
+
+    With ``workers`` > 0 the terms are computed by that many helper processes
+    (:class:`~tiervault.vault.postgres.term_workers.TermWorkers`), one batch ahead:
+    while the writer thread COPYs batch k and the server ingests it, the helpers
+    stem batch k+1 and this thread hands batch k+2 to them. Otherwise (or once a
+    helper failed: logged, then the rest of the load is prepared here) this thread
+    prepares batch k+1 itself. Batches commit one at a time, in order.
 
     Returns the sum of what ``write`` returned; ``on_batch(total)`` after each commit.
     An error in either side stops the load: batches committed before it stay committed.
     """
     total = 0
     pending: Future[int] | None = None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiervault-pg-write") as worker:
-        for chunk in chunks:
-            with gc_paused():
-                prepared = prepare(chunk)
-            if pending is not None:
-                total += pending.result()
-                if on_batch:
-                    on_batch(total)
-            pending = worker.submit(write, prepared)
+    helpers = _start_helpers(workers)
+    ahead: deque[tuple[list[Entry], PendingTerms]] = deque()
+
+    def hand_over(prepared: PreparedBatch) -> None:
+        nonlocal total, pending
         if pending is not None:
             total += pending.result()
             if on_batch:
                 on_batch(total)
+        pending = worker.submit(write, prepared)
+
+    def collect(latest: list[Entry], terms: PendingTerms) -> PreparedBatch:
+        nonlocal helpers
+        if helpers is not None:
+            try:
+                return PreparedBatch(latest, terms.result())
+            except TermWorkerError as exc:
+                log.warning("%s; preparing the rest of this load in-process", exc)
+                helpers.close()
+                helpers = None
+        with gc_paused():
+            return PreparedBatch(latest, batch_terms(indexed_fields(latest)))
+
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiervault-pg-write") as worker:
+            for chunk in chunks:
+                if helpers is None:
+                    while ahead:
+                        hand_over(collect(*ahead.popleft()))
+                    with gc_paused():
+                        prepared = prepare(chunk)
+                    hand_over(prepared)
+                    continue
+                latest = latest_of(chunk)
+                ahead.append((latest, helpers.submit(indexed_fields(latest))))
+                if len(ahead) > 1:
+                    hand_over(collect(*ahead.popleft()))
+            while ahead:
+                hand_over(collect(*ahead.popleft()))
+            if pending is not None:
+                total += pending.result()
+                if on_batch:
+                    on_batch(total)
+    finally:
+        if helpers is not None:
+            helpers.close()
     return total
+
+
+def _start_helpers(count: int) -> TermWorkers | None:
+    """``count`` term workers, or None (none asked, or they could not start: logged)."""
+    if count <= 0:
+        return None
+    try:
+        return TermWorkers(count)
+    except (TermWorkerError, OSError) as exc:
+        log.warning("term workers did not start (%s); preparing batches in-process", exc)
+        return None
