@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from tiervault.brain import learning
+from tiervault.brain import learning, shrinkage
 from tiervault.brain.shapes import SIGNALS
 from tiervault.brain.weights import WeightSet, accept_rate, adapt
 from tiervault.errors import ConfigError
@@ -194,9 +194,18 @@ class Adaptation:
         if self.config.adaptation == "learned":
             pairs = learning.pairs_from_events(store.feedback_events(MAX_EVENTS))
             n_pairs = len(pairs)
+            # the trust in the verdicts, text relevance by the hybrid base's split (as
+            # Brain.nudge_trust): the weights move only as far as it allows
+            trust = learning.nudge_trust(pairs, bases.get("hybrid", next(iter(bases.values()))))
             for name, base in bases.items():
-                target = learning.fit_pairwise(pairs, base, learning.DEFAULT_C,
-                                               self.config.prior_strength)
+                if shrinkage.CHECKED:
+                    target, _ = shrinkage.shrunk_fit(pairs, base, learning.DEFAULT_C,
+                                                     self.config.prior_strength)
+                else:
+                    target = learning.fit_pairwise(pairs, base, learning.DEFAULT_C,
+                                                   self.config.prior_strength)
+                if learning.WEIGHTS_FOLLOW_TRUST:
+                    target = learning.trusted(target, base, trust)
                 prev = base  # the first refit steps from the base, like every later one
                 if last is not None and last.adaptation == "learned" and name in last.weights:
                     prev = _rebase(last, name, base)

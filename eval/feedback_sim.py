@@ -88,15 +88,15 @@ def halves(queries: list[dict[str, Any]], split: str) -> tuple[list[dict], list[
 
 def apply_overrides(pairs: list[str]) -> dict[str, float]:
     """``module.NAME=value`` for tiervault.brain.learning / feedback constants."""
-    from tiervault.brain import feedback, learning
+    from tiervault.brain import feedback, learning, shrinkage
 
-    modules = {"learning": learning, "feedback": feedback}
+    modules = {"learning": learning, "feedback": feedback, "shrinkage": shrinkage}
     done = {}
     for item in pairs:
         key, value = item.split("=", 1)
         mod, name = key.split(".", 1)
         if mod not in modules or not hasattr(modules[mod], name):
-            raise SystemExit(f"--set {item}: unknown constant (use learning.NAME or feedback.NAME)")
+            raise SystemExit(f"--set {item}: unknown constant (use learning.NAME, feedback.NAME or shrinkage.NAME)")
         setattr(modules[mod], name, float(value))
         done[key] = float(value)
     return done
@@ -172,8 +172,11 @@ def actions(policy: str, ids: list[str], grades: dict[str, int], rng: random.Ran
 def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict],
                qrels: dict[str, dict[str, int]],
                checkpoints: tuple[int, ...] = CHECKPOINTS, pack: Path = PACK,
-               embedder: Any = None, cache_dir: Path | None = None) -> dict[str, Any]:
-    """The learning curve of one (adaptation, policy) from a fresh vault."""
+               embedder: Any = None, cache_dir: Path | None = None,
+               seed: int = RANDOM_SEED) -> dict[str, Any]:
+    """The learning curve of one (adaptation, policy) from a fresh vault. ``seed`` drives
+    the random verdicts and the order of the fed queries in each round (the default
+    keeps the committed figures' order: round r shuffled with seed r)."""
     with tempfile.TemporaryDirectory(prefix="tv-fbsim-") as tmp:
         sim = Sim(Path(tmp), adaptation, pack, embedder, cache_dir)
         try:
@@ -190,11 +193,11 @@ def run_policy(adaptation: str, policy: str, fed: list[dict], unseen: list[dict]
             measure(0)
             ceiling = {half: {f"top{k}": round(sim.ndcg(qs, qrels, reorder=k), 4) for k in (10, 20)}
                        for half, qs in (("fed", fed), ("unseen", unseen))}
-            rng = random.Random(RANDOM_SEED)
+            rng = random.Random(seed)
             events, rnd, todo = 0, 0, [c for c in checkpoints if c > 0]
             while todo:
                 order = list(fed)
-                random.Random(rnd).shuffle(order)
+                random.Random(rnd + 1000 * (seed - RANDOM_SEED)).shuffle(order)
                 rnd += 1
                 for q in order:
                     for eid, action in actions(policy, sim.ranked(q, 10), qrels.get(q["id"], {}), rng):
@@ -296,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", nargs="*", default=[], help="override constants (tuning)")
     ap.add_argument("--embedder", choices=("none", "local", "hash"), default="none",
                     help="local = hybrid mode with the offline MiniLM embedder (default: FTS-only)")
+    ap.add_argument("--seed", type=int, default=RANDOM_SEED,
+                    help="random verdicts and round order (default 7: the committed figures)")
     ap.add_argument("--cache-dir", type=Path, default=None,
                     help="document-embedding cache (default: eval/beir.py's, ~/.cache/tiervault-eval)")
     args = ap.parse_args(argv)
@@ -316,14 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"set": _rel(args.agentset), "pack": _rel(pack), "split": args.split,
                               "fed": [q["id"] for q in fed],
                               "unseen": [q["id"] for q in unseen], "checkpoints": list(CHECKPOINTS),
-                              "overrides": overrides, "embedder": args.embedder,
+                              "overrides": overrides, "embedder": args.embedder, "seed": args.seed,
                               "embedder_model": getattr(embedder, "model", None), "runs": {}}
     for adaptation in args.adaptation:
         report["runs"][adaptation] = {}
         for policy in args.policy:
             report["runs"][adaptation][policy] = run_policy(adaptation, policy, fed, unseen, qrels,
                                                             pack=pack, embedder=embedder,
-                                                            cache_dir=cache_dir)
+                                                            cache_dir=cache_dir, seed=args.seed)
             curve = report["runs"][adaptation][policy]["curve"]
             print(f"{adaptation:8s} {policy:7s} " + "  ".join(
                 f"{p['events']}: fed {p['fed']:.3f} unseen {p['unseen']:.3f}" for p in curve),
