@@ -13,8 +13,9 @@
 
 Measured on the starter-pack agent set (``eval/feedback_sim.py``, see
 docs/feedback.md): after 200 judged actions ``learned`` raises held-out queries by
-+0.018 nDCG@10, ``seed`` by 0.000, so ``learned`` is the default; the figures are in
-``eval/results/feedback_sim.json``.
++0.009 nDCG@10 FTS-only (+0.020 hybrid), ``seed`` by -0.002 (-0.014), so ``learned``
+is the default; the figures are in ``eval/results/feedback_sim.json``. The fitted step
+is scaled by the agent's trust (:func:`~tiervault.brain.learning.trusted`).
 
 ``brain.feedbackPool`` chooses whose feedback: ``agent`` (default) learns from
 this agent's tier only; ``team`` also records every action in the team tier
@@ -31,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from tiervault.brain import learning, shrinkage
+from tiervault.brain import learning
 from tiervault.brain.shapes import SIGNALS
 from tiervault.brain.weights import WeightSet, accept_rate, adapt
 from tiervault.errors import ConfigError
@@ -198,12 +199,8 @@ class Adaptation:
             # Brain.nudge_trust): the weights move only as far as it allows
             trust = learning.nudge_trust(pairs, bases.get("hybrid", next(iter(bases.values()))))
             for name, base in bases.items():
-                if shrinkage.CHECKED:
-                    target, _ = shrinkage.shrunk_fit(pairs, base, learning.DEFAULT_C,
-                                                     self.config.prior_strength)
-                else:
-                    target = learning.fit_pairwise(pairs, base, learning.DEFAULT_C,
-                                                   self.config.prior_strength)
+                target = learning.fit_pairwise(pairs, base, learning.DEFAULT_C,
+                                               self.config.prior_strength)
                 if learning.WEIGHTS_FOLLOW_TRUST:
                     target = learning.trusted(target, base, trust)
                 prev = base  # the first refit steps from the base, like every later one

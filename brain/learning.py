@@ -80,8 +80,11 @@ TRUST_FULL_AGREEMENT = 0.5
 MIN_TRUST_PAIRS = 10
 #: The fitted weights move from the base only in proportion to the agent's trust
 #: (:func:`trusted`): a careless agent's partly wrong pairs still agree with text
-#: relevance enough to fit, and in hybrid mode the weights they gave cost held-out
-#: queries up to 0.015 nDCG@10 (docs/feedback.md, "noisy"). 0 turns it off (tuning runs).
+#: relevance enough to fit. Chosen on the agent set's tune halving (3 seeds, hybrid, the
+#: ``noisy`` agent, unseen nDCG@10 gain after 100 / 200 / 400 events): off +0.001 /
+#: -0.024 (one seed -0.081) / +0.006, on +0.003 / +0.005 / +0.001; judged feedback has
+#: trust 1 and is unchanged (eval/results/feedback_guard_seeds.json, docs/feedback.md).
+#: 0 turns it off (tuning runs).
 WEIGHTS_FOLLOW_TRUST = 1.0
 _SEM, _VEC = SIGNALS.index("semantic"), SIGNALS.index("vector")
 _PRIORS = [i for i in range(len(SIGNALS)) if i not in (_SEM, _VEC)]
@@ -126,9 +129,6 @@ class Pairs:
     preferred: np.ndarray
     other: np.ndarray
     weights: np.ndarray
-    #: the result list (agent, query) each pair comes from, numbered newest first
-    #: (None: unknown, one list); brain/shrinkage.py holds lists out by it
-    groups: np.ndarray | None = None
 
     @property
     def diffs(self) -> np.ndarray:
@@ -183,8 +183,7 @@ def pairs_from_events(events: Iterable[_Event], *, max_per_query: int = MAX_PAIR
     lo: list[tuple[float, ...]] = []
     weights: list[float] = []
     per_agent: dict[str, int] = {}
-    group_of: list[int] = []
-    for g, ((agent, _), group) in enumerate(reversed(list(groups.items()))):  # newest first
+    for (agent, _), group in reversed(list(groups.items())):  # newest groups first
         pos = [(v, s) for v, s in group.values() if v > 0]
         neg = [(v, s) for v, s in group.values() if v < 0]
         taken = 0
@@ -195,13 +194,12 @@ def pairs_from_events(events: Iterable[_Event], *, max_per_query: int = MAX_PAIR
                 hi.append(sp)
                 lo.append(sn)
                 weights.append((vp - vn) / 2.0)
-                group_of.append(g)
                 taken += 1
                 per_agent[agent] = per_agent.get(agent, 0) + 1
     if not hi:
         return Pairs.empty()
     return Pairs(np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64),
-                 np.asarray(weights, dtype=np.float64), np.asarray(group_of, dtype=np.int64))
+                 np.asarray(weights, dtype=np.float64))
 
 
 def score_features(signals: np.ndarray, base: np.ndarray,

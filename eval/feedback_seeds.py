@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                         point[f"{half}_gain_mean"] = round(sum(gains) / len(gains), 4)
                         point[f"{half}_gain_min"] = round(min(gains), 4)
                         point[f"{half}_gain_max"] = round(max(gains), 4)
+                        point[f"{half}_per_seed"] = [c[i][half] for c in curves]
                     points.append(point)
                 row["curves"][f"{adaptation}/{policy}"] = points
         out.append(row)

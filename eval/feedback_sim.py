@@ -88,15 +88,15 @@ def halves(queries: list[dict[str, Any]], split: str) -> tuple[list[dict], list[
 
 def apply_overrides(pairs: list[str]) -> dict[str, float]:
     """``module.NAME=value`` for tiervault.brain.learning / feedback constants."""
-    from tiervault.brain import feedback, learning, shrinkage
+    from tiervault.brain import feedback, learning
 
-    modules = {"learning": learning, "feedback": feedback, "shrinkage": shrinkage}
+    modules = {"learning": learning, "feedback": feedback}
     done = {}
     for item in pairs:
         key, value = item.split("=", 1)
         mod, name = key.split(".", 1)
         if mod not in modules or not hasattr(modules[mod], name):
-            raise SystemExit(f"--set {item}: unknown constant (use learning.NAME, feedback.NAME or shrinkage.NAME)")
+            raise SystemExit(f"--set {item}: unknown constant (use learning.NAME or feedback.NAME)")
         setattr(modules[mod], name, float(value))
         done[key] = float(value)
     return done
