@@ -43,6 +43,7 @@ from tiervault.errors import ConfigError, EmbeddingError
 from tiervault.vault.entry import Entry
 from tiervault.vault.backend import TierBackend
 from tiervault.vault.rows import VectorRow
+from tiervault.vault.transfer import transfer_for
 
 __all__ = [
     "EmbeddingPipeline",
@@ -225,6 +226,22 @@ class EmbeddingPipeline:
         counts = {"embedded": 0, "skipped": 0, "failed": 0, "pending": 0}
         if not store.exists:
             return counts
+        # A backend's ANN index (PostgreSQL's HNSW) is not created on the way when the
+        # backfill crosses its threshold -- pgvector would then insert every later vector
+        # into the graph one by one -- but built once at the end, as ``migrate`` does; an
+        # index that already exists is maintained as usual. Killed before the end: the next
+        # write of vectors (or backfill) builds it; searches meanwhile are exact.
+        transfer = transfer_for(store)
+        with transfer.deferred_vector_indexes():
+            self._backfill(store, counts, rebuild=rebuild, rehash=rehash, on_progress=on_progress)
+        transfer.build_vector_indexes()
+        left = store.embedding_counts(self.model_key)
+        counts["pending"] = max(counts["pending"], left["pending"] + left["missing"])
+        return counts
+
+    def _backfill(self, store: TierBackend, counts: dict[str, int], *, rebuild: bool, rehash: bool,
+                  on_progress: Progress | None) -> None:
+        """The pages of :meth:`backfill` (counts updated in place)."""
         total = store.count() if (rehash or rebuild) else _backlog_size(store, self.model_key)
         fetch = (lambda limit, after: store.entries_after(after, limit)) if (rehash or rebuild) else (
             lambda limit, after: store.embedding_backlog(self.model_key, limit, after=after))
@@ -245,9 +262,6 @@ class EmbeddingPipeline:
                                                progress=(on_progress, seen - len(page), total))
             if on_progress:
                 on_progress(min(seen, total) if total else seen, max(total, seen))
-        left = store.embedding_counts(self.model_key)
-        counts["pending"] = max(counts["pending"], left["pending"] + left["missing"])
-        return counts
 
     # -- internals ---------------------------------------------------------------------
     def _up_to_date(self, store: TierBackend, items: list[tuple[Entry, str, str]],
