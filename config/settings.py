@@ -227,7 +227,9 @@ class BrainConfig:
     #: latent semantic (LSA) share of the semantic signal (tiervault.brain.latent: cosine in a
     #: rank-lsa_components SVD of the tier's own TF-IDF matrix, no model). FTS-only 0.2 with
     #: k 16, chosen on the agent TUNE half + SciFact ODD ids (eval/README.md); hybrid 0 (the
-    #: dense leg does the soft matching; not measured on). 0 = off (no SVD fitted).
+    #: dense leg does the soft matching; not measured on). 0 = off (no SVD fitted in a
+    #: search; a mirror build of a tier of 50,000+ rows still fits k 16 once and caches it:
+    #: vault/latent.py DEFAULT_COMPONENTS, pinned to lsa_components' default by a test).
     lsa_share: float = 0.2
     hybrid_lsa_share: float = 0.0
     lsa_components: int = 16
