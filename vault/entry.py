@@ -69,7 +69,10 @@ _CONTENT_FIELDS = ("type", "domain", "title", "description", "context", "example
 #: Timestamps are unix seconds whose UTC date lies in years 1..9999 (what ISO 8601 and
 #: Python's datetime can write back); anything else is refused at the model.
 MIN_TIMESTAMP = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
-MAX_TIMESTAMP = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc).timestamp()
+# The last microsecond of 9999 is not a float: as one it rounds up to 10000-01-01
+# (253402300800.0), which no ISO form can write back; so the bound is the float below.
+MAX_TIMESTAMP = math.nextafter(
+    datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp() + 1.0, 0.0)
 
 
 def valid_timestamp(ts: Any) -> bool:
@@ -81,12 +84,14 @@ def valid_timestamp(ts: Any) -> bool:
 def _checked(ts: float, field_name: str, shown: Any) -> float:
     if not math.isfinite(ts):
         raise ValidationError(field_name, f"expected a finite timestamp, got {str(shown)[:60]!r}")
+    # Microsecond resolution, the resolution of the ISO form: a timestamp written out
+    # and read back is then the same float (export -> import reports it unchanged).
+    # Rounded before the range check: rounding may carry a value over the bound.
+    ts = round(float(ts), 6)
     if not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
         raise ValidationError(field_name, f"{str(shown)[:60]!r} is outside years 1-9999 (UTC); "
                               "use ISO 8601 (2026-01-31T12:00:00Z) or unix seconds")
-    # Microsecond resolution, the resolution of the ISO form: a timestamp written out
-    # and read back is then the same float (export -> import reports it unchanged).
-    return round(float(ts), 6)
+    return ts
 
 
 def parse_timestamp(value: Any, field_name: str) -> float | None:
