@@ -48,7 +48,7 @@ from typing import Literal
 import numpy as np
 
 from tiervault.embeddings.vector_base import BaseScan
-from tiervault.embeddings.vector_delta import VectorDelta
+from tiervault.embeddings.vector_delta import Tombstones, VectorDelta
 from tiervault.embeddings.vector_math import (
     cosine_scores,
     float16_scores,
@@ -126,9 +126,7 @@ class VectorIndex:
         self._base = np.zeros((0, dim), dtype=np.float32)
         self._base_ids = np.empty(0, dtype=object)
         self._base_owned = True  # False: a caller's (mapped) array, counted as not ours
-        self._dead: np.ndarray | None = None  # tombstones over base rows (allocated on first)
-        self._dead_rows: list[int] = []
-        self._dead_cache: np.ndarray | None = None
+        self._dead = Tombstones(0)
         self._delta = VectorDelta(self.dim)
         # id -> row; None until first needed after a trusted build (hashing 1M ids
         # costs ~0.2 s, which a search-only opening of a tier never pays).
@@ -186,7 +184,7 @@ class VectorIndex:
 
     # -- introspection -------------------------------------------------------------------
     def __len__(self) -> int:
-        return self._base.shape[0] - len(self._dead_rows) + self._delta.n
+        return self._base.shape[0] - len(self._dead) + self._delta.n
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self._row
@@ -200,7 +198,7 @@ class VectorIndex:
     @property
     def delta_rows(self) -> int:
         """Rows in the delta plus tombstoned base rows: the work a fold removes."""
-        return self._delta.n + len(self._dead_rows)
+        return self._delta.n + len(self._dead)
 
     @property
     def needs_fold(self) -> bool:
@@ -211,7 +209,7 @@ class VectorIndex:
     def ids(self) -> np.ndarray:
         """The live ids in row order (a copy)."""
         with self._lock:
-            return np.concatenate([self._base_ids[self._live_base()], self._delta.ids[: self._delta.n]])
+            return np.concatenate([self._base_ids[self._dead.live()], self._delta.ids[: self._delta.n]])
 
     def snapshot(self, *, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, matrix)`` of the live rows, taken together under the lock.
@@ -225,7 +223,7 @@ class VectorIndex:
         with self._lock:
             if not copy and not self.delta_rows:
                 return self._base_ids.copy(), self._base
-            live = self._live_base()
+            live = self._dead.live()
             ids = np.concatenate([self._base_ids[live], self._delta.ids[: self._delta.n]])
             base = self._scan.block(0, self._base.shape[0])
             return ids, np.concatenate([base[live], self._delta.live()]).astype(np.float32, copy=False)
@@ -239,7 +237,7 @@ class VectorIndex:
             nb = self._base.shape[0]
             for s in range(0, nb, block_rows):
                 e = min(s + block_rows, nb)
-                keep = None if self._dead is None else ~self._dead[s:e]
+                keep = None if self._dead.mask is None else ~self._dead.mask[s:e]
                 ids = self._base_ids[s:e] if keep is None else self._base_ids[s:e][keep]
                 rows = self._scan.block(s, e) if keep is None else self._scan.block(s, e)[keep]
                 if len(ids):
@@ -264,7 +262,7 @@ class VectorIndex:
     def nbytes(self) -> int:
         """Bytes of the numeric arrays (base, delta, compressed copy, scales, id pointers)."""
         total = self._base_ids.nbytes + self._delta.nbytes + self._base.nbytes
-        total += self._dead.nbytes if self._dead is not None else 0
+        total += self._dead.nbytes
         return total + sum(a.nbytes for a in self._scan.arrays())
 
     @property
@@ -272,7 +270,7 @@ class VectorIndex:
         """Bytes of memory this index allocated itself: everything except a mapped base."""
         total = self._base_ids.nbytes + self._delta.nbytes
         total += self._base.nbytes if self._base_owned else 0
-        total += self._dead.nbytes if self._dead is not None else 0
+        total += self._dead.nbytes
         return total + (sum(a.nbytes for a in self._scan.arrays()) if self._scan.owned else 0)
 
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
@@ -337,7 +335,7 @@ class VectorIndex:
                 base_rows, delta_rows = rows[:cut], rows[cut:] - nb
             elif mask is not None:
                 delta_rows = np.flatnonzero(mask[nb:])
-            cand_rows, cand_scores = self._scan.search(q, k, rows=base_rows, dead=self._dead_array(),
+            cand_rows, cand_scores = self._scan.search(q, k, rows=base_rows, dead=self._dead.rows(),
                                                        mask=None if mask is None else mask[:nb])
             if self._delta.n and (delta_rows is None or delta_rows.size):
                 drows = np.arange(self._delta.n) if delta_rows is None else delta_rows
@@ -404,7 +402,7 @@ class VectorIndex:
                     drows[pos] = r - nb
                     continue
                 if r is not None:
-                    self._kill(r)
+                    self._dead.kill(r)
                 drows[pos] = self._delta.append(entry_id)
                 row_of[entry_id] = nb + int(drows[pos])
             self._delta.set_rows(drows, unit)
@@ -425,7 +423,7 @@ class VectorIndex:
                 if r is None:
                     continue
                 if r < nb:
-                    self._kill(r)
+                    self._dead.kill(r)
                 else:
                     moved = self._delta.remove(r - nb)
                     if moved is not None:
@@ -452,30 +450,11 @@ class VectorIndex:
         id_arr = np.empty(n, dtype=object)
         id_arr[:] = ids
         self._base, self._base_ids, self._base_owned = matrix, id_arr, owned
-        self._dead, self._dead_rows, self._dead_cache = None, [], None
+        self._dead = Tombstones(n)
         self._delta.clear()
         self._row_map = row_map
         self._scan = BaseScan(matrix, self.dtype, rescore_pool=self.rescore_pool, threads=self.threads,
                               codes=codes)
-
-    def _kill(self, row: int) -> None:
-        """Tombstone base ``row`` (its id is already out of the row map)."""
-        if self._dead is None:
-            self._dead = np.zeros(self._base.shape[0], dtype=bool)
-        if not self._dead[row]:
-            self._dead[row] = True
-            self._dead_rows.append(row)
-            self._dead_cache = None
-
-    def _live_base(self) -> np.ndarray | slice:
-        return slice(None) if self._dead is None else ~self._dead
-
-    def _dead_array(self) -> np.ndarray | None:
-        if not self._dead_rows:
-            return None
-        if self._dead_cache is None:
-            self._dead_cache = np.asarray(self._dead_rows, dtype=np.int64)
-        return self._dead_cache
 
     def _ids_at(self, rows: np.ndarray) -> np.ndarray:
         nb = self._base.shape[0]
@@ -513,8 +492,7 @@ class VectorIndex:
         if a.shape != (n,):
             raise ValidationError("allowed", f"a boolean mask must have length {n} (one per row), got {a.shape}")
         a = a.copy()
-        if self._dead is not None:
-            a[: self._dead.shape[0]] &= ~self._dead
+        self._dead.clear_dead(a)
         return a
 
     def _allowed_rows(self, allowed: np.ndarray) -> np.ndarray:
@@ -529,11 +507,7 @@ class VectorIndex:
             rows = np.unique(a.astype(np.int64))
             if rows[0] < 0 or rows[-1] >= n:
                 raise ValidationError("allowed", f"row numbers must be in 0..{n - 1}")
-        if self._dead_rows and rows.size:
-            nb = self._base.shape[0]
-            cut = int(np.searchsorted(rows, nb))
-            rows = np.concatenate([rows[:cut][~self._dead[rows[:cut]]], rows[cut:]])  # type: ignore[index]
-        return rows
+        return self._dead.drop_dead(rows)
 
     def __repr__(self) -> str:
         return (f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={len(self)}, dim={self.dim}, "

@@ -5,13 +5,15 @@ a preallocated float32 matrix of unit rows with the entry ids in a parallel
 array. Rows stay contiguous (swap-remove: the last row moves into a hole) and
 the capacity grows by 1/8 when full (slack <= 12.5 %, amortised O(1) appends).
 It knows nothing of ids outside itself: the index keeps the one id -> row map.
+:class:`Tombstones` marks the base rows deleted or replaced since the base was
+built: the other half of what a fold removes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VectorDelta"]
+__all__ = ["Tombstones", "VectorDelta"]
 
 _GROWTH = 1.125
 _MIN_GROW = 1024
@@ -77,3 +79,56 @@ class VectorDelta:
         ids = np.empty(new_cap, dtype=object)
         ids[: self.n] = self.ids[: self.n]
         self.matrix, self.ids = matrix, ids
+
+
+class Tombstones:
+    """The base rows deleted or replaced since the base was built (not thread-safe:
+    the owning index holds its lock). A mask over the base rows, allocated on the
+    first kill, plus the killed rows in kill order (what a scan skips)."""
+
+    def __init__(self, n_base: int) -> None:
+        self.n_base = n_base
+        self.mask: np.ndarray | None = None  # True = dead; None while nothing died
+        self._rows: list[int] = []
+        self._sorted: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.mask is None else self.mask.nbytes
+
+    def kill(self, row: int) -> None:
+        """Mark base ``row`` dead (idempotent)."""
+        if self.mask is None:
+            self.mask = np.zeros(self.n_base, dtype=bool)
+        if not self.mask[row]:
+            self.mask[row] = True
+            self._rows.append(row)
+            self._sorted = None
+
+    def rows(self) -> np.ndarray | None:
+        """The dead rows as an int64 array (cached until the next kill); None if none."""
+        if not self._rows:
+            return None
+        if self._sorted is None:
+            self._sorted = np.asarray(self._rows, dtype=np.int64)
+        return self._sorted
+
+    def live(self) -> np.ndarray | slice:
+        """An index selecting the live base rows (a slice of all while none died)."""
+        return slice(None) if self.mask is None else ~self.mask
+
+    def clear_dead(self, allowed: np.ndarray) -> None:
+        """Clear, in place, the dead rows of a boolean mask whose first ``n_base``
+        entries are base rows."""
+        if self.mask is not None:
+            allowed[: self.n_base] &= ~self.mask
+
+    def drop_dead(self, rows: np.ndarray) -> np.ndarray:
+        """Sorted row numbers without the dead base rows (delta rows kept)."""
+        if self.mask is None or not self._rows or not rows.size:
+            return rows
+        cut = int(np.searchsorted(rows, self.n_base))
+        return np.concatenate([rows[:cut][~self.mask[rows[:cut]]], rows[cut:]])
