@@ -55,8 +55,6 @@ __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 #: A write of at least this many changed rows is a bulk one (see TierStore._index_fts).
 BULK_ROWS = 1_000
 FTS5_DEFAULT_AUTOMERGE = 4
-#: SQLite page cache of a connection once it has written a bulk batch (KiB; 64 MB before).
-BULK_CACHE_KIB = 262_144
 
 _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
                    "valid_until, updated_at, title, description, context, tags")
@@ -81,7 +79,6 @@ class TierStore:
         self.listing = TierListing(self.db, name, self.postings)
         self.lexicon = MirrorLexicon(self.postings)
         self._mirror: Postings | None = None
-        self._bulk_cache = False  # page cache raised for bulk writes (see _write_batch)
 
     # -- identity and lifecycle ---------------------------------------------------------
     @property
@@ -101,7 +98,6 @@ class TierStore:
 
     def close(self) -> None:
         self.db.close()
-        self._bulk_cache = False
 
     def __enter__(self) -> "TierStore":
         return self
@@ -210,13 +206,7 @@ class TierStore:
                                             if e.id not in stored])
             conn.executemany(UPSERT_ENTRY, [entry_params(e, gen, now) for e in changed])
             if todo:
-                bulk = len(todo) >= BULK_ROWS
-                if bulk and not self._bulk_cache:
-                    # Bulk batches touch pages all over the random-key indexes (id, hash) and
-                    # FTS5's segments, which outgrow a 64 MB cache near 1M rows (bench/README).
-                    conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
-                    self._bulk_cache = True
-                self._index_fts(conn, gen, bulk=bulk)
+                self._index_fts(conn, gen, bulk=len(todo) >= BULK_ROWS)
         if todo:
             self._sync_mirror()
         return len(todo)
