@@ -15,7 +15,7 @@ from tiervault.config import BrainConfig, Settings
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
 
-__all__ = ["NOW", "DAY", "at_a_day_old", "entry", "filler", "fixed_brain", "vault_at"]
+__all__ = ["NOW", "DAY", "at_a_day_old", "entry", "filler", "fixed_brain", "good_and_loud", "vault_at"]
 
 NOW = 1_800_000_000.0
 DAY = 86_400.0
@@ -51,6 +51,25 @@ def filler(n: int, prefix: str = "fill", make: Callable[..., Entry] = at_a_day_o
     return [make(id=f"{prefix}-{i}", title=f"{words[i % 8]} {words[(i * 3) % 8]} note {i}",
                  description=f"General remark number {i} about {words[(i * 5) % 8]} matters.")
             for i in range(n)]
+
+
+def good_and_loud(folder: Path, topics: list[str]) -> Iterator[VaultManager]:
+    """Yield agent + team tiers holding 40 filler entries and, per topic, its answer
+    (``good-<i>``: matches the words best, a suggestion) and a loud incident rule
+    (``loud-<i>``: critical, matches a little worse, so its severity lifts it above the
+    answer): the vault of the feedback tests."""
+    for manager in vault_at(folder, "agent", "team"):
+        manager.capture_many(filler(40), tier="team")
+        for i, topic in enumerate(topics):
+            first, second = topic.split()[:2]
+            manager.capture(at_a_day_old(
+                id=f"good-{i}", title=f"Handling {topic}", severity="suggestion",
+                description=f"How to diagnose and fix {topic} step by step."), tier="team")
+            manager.capture(at_a_day_old(
+                id=f"loud-{i}", title=f"{topic} incident", severity="critical",
+                description=f"Always page the on-call about {first} and {second} incidents."),
+                tier="team")
+        yield manager
 
 
 def fixed_brain(manager: Any, *, agent_id: str = "t", now: float = NOW, **cfg: Any) -> Brain:

@@ -13,9 +13,8 @@ import pytest
 from tiervault.brain import learning
 from tiervault.brain.adaptation import MAX_EVENTS
 from tiervault.brain.weights import base_weights
-from tiervault.vault.manager import VaultManager
 
-from brain_vault import at_a_day_old as E, filler, fixed_brain
+from brain_vault import fixed_brain, good_and_loud
 
 BASE = base_weights(False)
 TOPICS = ["kafka consumer lag", "postgres vacuum bloat", "redis eviction policy",
@@ -26,17 +25,7 @@ TOPICS = ["kafka consumer lag", "postgres vacuum bloat", "redis eviction policy"
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    m = VaultManager.at({t: str(tmp_path / f"{t}.db") for t in ("agent", "team")})
-    m.capture_many(filler(40), tier="team")
-    for i, topic in enumerate(TOPICS):
-        first, second = topic.split()[:2]
-        m.capture(E(id=f"good-{i}", title=f"Handling {topic}", severity="suggestion",
-                    description=f"How to diagnose and fix {topic} step by step."), tier="team")
-        m.capture(E(id=f"loud-{i}", title=f"{topic} incident", severity="critical",
-                    description=f"Always page the on-call about {first} and {second} incidents."),
-                  tier="team")
-    yield m
-    m.close()
+    yield from good_and_loud(tmp_path, TOPICS)
 
 
 def test_weights_follow_the_trust_pure():
