@@ -10,7 +10,9 @@ FTS5 stays the durable index and the definition of the score
 
 Alongside it sits the TF-IDF model of the Brain's semantic signal: a
 scikit-learn ``TfidfTransformer`` (smooth idf, l2 norm, English stop words
-removed) fitted on the same documents' term counts.
+removed) fitted on the same documents' term counts; a query's TF-IDF leg is
+computed over these arrays by :mod:`tfidf_query`. Each slot also holds the
+attributes filters read, as columns (:mod:`slot_columns`).
 
 Freshness: every write transaction has a generation number (``meta.gen``);
 the mirror remembers the generation it reflects and catches up by reading only
@@ -41,7 +43,6 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
 from tiervault.vault import hash_table, latent, mirror_cache
 from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
@@ -49,10 +50,11 @@ from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import bm25_term, tfidf_rows
 from tiervault.vault.mirror_analysis import analyse_rows
 from tiervault.vault.checked_array import CacheDamaged
-from tiervault.vault.sparse_columns import Columns, gather
+from tiervault.vault.slot_columns import slot_columns
+from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, aligned_counts, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
-from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
+from tiervault.vault.tfidf_query import QueryWeights, dense_scores, query_row, query_weights, scores_at
 
 __all__ = ["Postings", "TermMatches"]
 
@@ -329,36 +331,26 @@ class Postings:
         return blocks.w, blocks.c
 
     def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray) -> None:
-        """Give ``rows`` the next slots: ids, hashes, codes, dates and tag slots, a
-        column at a time (C-level maps over the transposed rows, no loop per row)."""
+        """Give ``rows`` the next slots: ids, hashes, codes, dates and tag slots
+        (:mod:`slot_columns`: built a column at a time, no loop per row)."""
         first, n = len(self.ids), len(rows)
         if not n:
             return
-        (keys, ids, hashes, types, domains, severities, origins, valid_from, valid_until,
-         updated_at, *_, tags) = zip(*rows)
-        domain_index = {d: i for i, d in enumerate(self.domains)}
-        for d in dict.fromkeys(domains):  # new domains in order of first appearance
-            if d not in domain_index:
-                domain_index[d] = len(self.domains)
-                self.domains.append(d)
-        self._delta_slot_of.update(zip(map(int, keys), range(first, first + n)))
-        for tag, added in _tag_slots(tags, first).items():
+        cols = slot_columns(rows, self.domains, first)
+        self.domains.extend(cols.new_domains)
+        self._delta_slot_of.update(zip(cols.rowids.tolist(), range(first, first + n)))
+        for tag, added in cols.tags.items():
             old = self.tags.get(tag)
             self.tags[tag] = added if old is None else np.concatenate([old, added])
-        self.ids.extend(ids)
-        self.hashes.extend(hashes)
+        self.ids.extend(cols.ids)
+        self.hashes.extend(cols.hashes)
         cat = np.concatenate
-        self.rowids = cat([self.rowids, np.fromiter(keys, dtype=np.int64, count=n)])
+        self.rowids = cat([self.rowids, cols.rowids])
         self.alive = cat([self.alive, np.ones(n, dtype=bool)])
         self.doclen = cat([self.doclen, doclen])
-        self.type_code = cat([self.type_code, _codes(types, ENTRY_TYPES, np.int8)])
-        self.severity_code = cat([self.severity_code, _codes(severities, SEVERITIES, np.int8)])
-        self.origin_code = cat([self.origin_code, _codes(origins, ORIGINS, np.int8)])
-        self.domain_code = cat([self.domain_code, np.fromiter(
-            map(domain_index.__getitem__, domains), dtype=np.int32, count=n)])
-        self.valid_from = cat([self.valid_from, _times(valid_from)])
-        self.valid_until = cat([self.valid_until, _times(valid_until)])
-        self.updated_at = cat([self.updated_at, _times(updated_at)])
+        for name in ("type_code", "severity_code", "origin_code", "domain_code",
+                     "valid_from", "valid_until", "updated_at"):
+            setattr(self, name, cat([getattr(self, name), getattr(cols, name)]))
         self.total_len += float(doclen.sum())
 
     # -- queries ----------------------------------------------------------------------
@@ -421,111 +413,39 @@ class Postings:
                 scores[slots] += bm25_term(wtf, self.doclen[slots], avglen, float(term_idf))
         return scores
 
-    def query_tfidf(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-        """The query's l2-normalised TF-IDF weights as ``(term ids, weights)`` (fitted
-        terms only, stop words out); None if no known content word.
-
-        The same numbers as :func:`~tiervault.vault.scoring.tfidf_rows` on the count
-        row (tf * idf, then divided by its l2 norm), in plain NumPy: a scipy
-        one-row product cost ~2.5 ms per tier per query (the profile in bench/README.md).
-        """
-        counts: dict[int, float] = {}
-        stems = STEMMER.stems(words)
-        stop_words = STOP_WORDS.get()
-        words = [w for w in words if w not in stop_words]
-        for tid in self.vocab.ids([stems[w] for w in words]):
-            if tid is None or tid >= self.tfidf_terms:
-                continue
-            counts[tid] = counts.get(tid, 0.0) + 1.0
-        if not counts:
-            return None
-        tids = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
-        x = np.fromiter(counts.values(), dtype=np.float64, count=len(counts)) * self.idf[tids]
-        norm = float(np.sqrt(np.dot(x, x)))
-        return tids, (x / norm if norm > 0 else x)
+    def query_tfidf(self, words: Sequence[str]) -> QueryWeights | None:
+        """The query's l2-normalised TF-IDF weights ``(term ids, weights)`` (fitted terms
+        only, stop words out); None if no known content word (:mod:`tfidf_query`)."""
+        return query_weights(words, self.vocab, self.idf, self.tfidf_terms)
 
     def tfidf_vector(self, words: Sequence[str]) -> sp.csr_matrix | None:
         """l2-normalised TF-IDF row (1, fitted terms) of ``words``; None if no known content word."""
         q = self.query_tfidf(words)
-        if q is None:
-            return None
-        tids, weights = q
-        order = np.argsort(tids)
-        return sp.csr_matrix((weights[order], tids[order], np.array([0, tids.size])),
-                             shape=(1, self.tfidf_terms))
+        return None if q is None else query_row(q, self.tfidf_terms)
 
     def tfidf_scores(self, query_words: Sequence[str]) -> np.ndarray:
-        """Dense cosine between the query's TF-IDF vector and every slot's.
-
-        Both vectors are l2-normalised, so the cosine is the dot product over
-        the query's (non-stop-word) terms. Reads every row (for evaluation and
-        tests; queries use :meth:`tfidf_at`).
-        """
-        out = np.zeros(len(self.ids), dtype=np.float64)
-        q = self.query_tfidf(query_words)
-        if q is None:
-            return out
-        qvec = np.zeros(len(self.vocab), dtype=np.float64)
-        qvec[q[0]] = q[1]
-        if self.base_rows:
-            out[:self.base_rows] = self.T.tocsr() @ qvec[:self.T.n_rows]
+        """Dense cosine between the query's TF-IDF vector and every slot's (reads every
+        row: for evaluation and tests; queries use :meth:`tfidf_at`)."""
         delta = self._delta()
-        if delta is not None:
-            out[self.base_rows:] = delta[1] @ qvec[:delta[1].shape[1]]
-        return out
+        return dense_scores(self.query_tfidf(query_words), len(self.ids), len(self.vocab), self.T,
+                            self.base_rows, delta[1] if delta is not None else None)
 
     def tfidf_at(self, query_words: Sequence[str], slots: np.ndarray) -> np.ndarray:
-        """:meth:`tfidf_scores` at ``slots`` only (aligned with them).
-
-        Base slots: each query term's column of W (sorted slots, the TF-IDF count of
-        each posting) is searched for the slots, and a found count becomes the
-        weight ``count * idf / norm(slot)`` (vault/tfidf_rows.py: the float32 number
-        the TF-IDF matrix holds); delta slots: their TF-IDF rows. Summed term by term
-        in the query's order, so the numbers are the same bit for bit as a product
-        with the matrix's rows."""
+        """:meth:`tfidf_scores` at ``slots`` only (aligned with them; the same numbers
+        bit for bit, read from the query terms' columns: :func:`tfidf_query.scores_at`)."""
         slots = np.asarray(slots, dtype=np.int64)
-        out = np.zeros(slots.size, dtype=np.float64)
         q = self.query_tfidf(query_words) if slots.size else None
         if q is None:
-            return out
-        base = slots < self.base_rows
-        b_pos = np.flatnonzero(base)
-        b_slots = slots[b_pos]
-        norms = self.T.norms.at(b_slots) if b_slots.size else None
-        d_pos = d_tid = d_val = None
+            return np.zeros(slots.size, dtype=np.float64)
         delta = self._delta()
-        if delta is not None and not base.all():
-            rows = delta[1]
-            d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
-                                         slots[~base] - self.base_rows, np.flatnonzero(~base))
-        W = self.W
         # A query asks twice (its top k, then the pool's scores): its columns are kept
         # until the next query's words (replaced whole: safe across threads).
         key = tuple(query_words)
         memo = self._tfidf_columns
         if memo[0] != key:
             memo = self._tfidf_columns = (key, {})
-        columns = memo[1]
-        # weight stays a NumPy float64: a Python float times a float32 array is float32
-        for t, weight in zip(q[0].tolist(), q[1]):
-            if norms is not None and t < W.n_cols and W.counts is not None:
-                got = columns.get(t)
-                if got is None:
-                    got = columns[t] = W.column_counts(t)
-                col, counts = got
-                if col.size:
-                    i = np.searchsorted(col, b_slots)
-                    i[i == col.size] = 0
-                    hit = col[i] == b_slots
-                    c = counts[i]
-                    hit &= c > 0  # a posting of the term with no TF-IDF count (id, stop word)
-                    if hit.any():
-                        out[b_pos[hit]] += weight * self.T.weights(t, c[hit], norms[hit])
-            if d_pos is not None:
-                hit = d_tid == t  # a row holds a term at most once
-                if hit.any():
-                    out[d_pos[hit]] += weight * d_val[hit]
-        return out
+        return scores_at(q, slots, self.W, self.T, self.base_rows,
+                         delta[1] if delta is not None else None, memo[1])
 
     def mask(self, filters: Filters) -> np.ndarray:
         """Boolean mask of live slots passing ``filters`` (rules compiled by
@@ -542,48 +462,3 @@ class Postings:
         """The cached mirror if it belongs to this tier's history, else None."""
         return mirror_cache.load(store, cls)
 
-
-def _codes(values: Sequence[str], allowed: tuple[str, ...], dtype: type) -> np.ndarray:
-    """The position of each value in ``allowed`` (ValueError naming a value it lacks)."""
-    index = {v: i for i, v in enumerate(allowed)}
-    try:
-        return np.fromiter(map(index.__getitem__, values), dtype=dtype, count=len(values))
-    except KeyError as exc:
-        raise ValueError(f"{exc.args[0]!r} is not one of {', '.join(allowed)}") from None
-
-
-def _times(values: Sequence[float | None]) -> np.ndarray:
-    """Timestamps as float64, NaN for none."""
-    return np.array(values, dtype=np.float64)  # None -> nan
-
-
-_TAG_SEP = "\x00"
-
-
-def _tag_slots(tag_texts: Sequence[str | None], first: int) -> dict[str, np.ndarray]:
-    """{tag: ascending slots holding it} of rows ``first, first + 1, ...`` whose tags
-    are the space-separated words of ``tag_texts``; tags in order of first appearance,
-    a slot repeated as often as its row repeats the tag (as a loop per row would).
-
-    One ``split`` over the texts joined by `` NUL `` (a tag never holds NUL; a text that
-    does is split row by row), then a stable sort of the tags' codes."""
-    big = f" {_TAG_SEP} ".join(t or "" for t in tag_texts)
-    if big.count(_TAG_SEP) != len(tag_texts) - 1:
-        out: dict[str, list[int]] = {}
-        for offset, text in enumerate(tag_texts):
-            for tag in (text or "").split():
-                out.setdefault(tag, []).append(first + offset)
-        return {t: np.asarray(s, dtype=np.int64) for t, s in out.items()}
-    tokens = big.split()
-    names = dict.fromkeys(tokens)
-    names.pop(_TAG_SEP, None)
-    code_of = {t: i for i, t in enumerate(names)}
-    code_of[_TAG_SEP] = -1
-    codes = np.fromiter(map(code_of.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-    row = np.cumsum(codes < 0)
-    keep = codes >= 0
-    codes, row = codes[keep], row[keep] + first
-    order = np.argsort(codes, kind="stable")
-    bounds = np.cumsum(np.bincount(codes, minlength=len(code_of) - 1))
-    slots = np.split(row[order], bounds[:-1])
-    return dict(zip(names, slots))

@@ -1,0 +1,127 @@
+"""The TF-IDF leg of a query: a query's l2 TF-IDF weights and their cosine with slots.
+
+The Brain's semantic signal is the cosine between the query's TF-IDF row and each
+entry's (scikit-learn's ``TfidfTransformer``: smooth idf, l2 norm, English stop
+words removed; the model is fitted by the mirror, :mod:`postings`). Both rows are
+l2-normalised, so the cosine is a dot product over the query's few terms.
+
+These are pure functions over the mirror's named arrays: the fitted ``idf``, the
+base postings ``W`` (each posting carries its TF-IDF count, :mod:`sparse_columns`),
+the base TF-IDF rows ``T`` (counts + row norms, :mod:`tfidf_rows`) and the delta's
+TF-IDF rows (CSR). The numbers are those of the matrix products, bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from tiervault.vault.sparse_columns import Columns, gather
+from tiervault.vault.string_table import Vocabulary
+from tiervault.vault.tfidf_rows import TfidfRows
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
+
+__all__ = ["QueryWeights", "query_weights", "query_row", "dense_scores", "scores_at"]
+
+
+class QueryWeights(NamedTuple):
+    """A query's l2-normalised TF-IDF weights over fitted term ids (unpacks as a pair)."""
+
+    tids: np.ndarray  # int64 term ids, in order of first appearance in the query
+    weights: np.ndarray  # float64, l2 norm 1 (unless every idf was 0)
+
+
+def query_weights(words: Sequence[str], vocab: Vocabulary, idf: np.ndarray,
+                  fitted_terms: int) -> QueryWeights | None:
+    """The query's l2-normalised TF-IDF weights (terms the model was fitted on only,
+    stop words out); None if no known content word.
+
+    The same numbers as :func:`~tiervault.vault.scoring.tfidf_rows` on the count
+    row (tf * idf, then divided by its l2 norm), in plain NumPy: a scipy
+    one-row product cost ~2.5 ms per tier per query (the profile in bench/README.md).
+    """
+    counts: dict[int, float] = {}
+    stems = STEMMER.stems(words)
+    stop_words = STOP_WORDS.get()
+    words = [w for w in words if w not in stop_words]
+    for tid in vocab.ids([stems[w] for w in words]):
+        if tid is None or tid >= fitted_terms:
+            continue
+        counts[tid] = counts.get(tid, 0.0) + 1.0
+    if not counts:
+        return None
+    tids = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+    x = np.fromiter(counts.values(), dtype=np.float64, count=len(counts)) * idf[tids]
+    norm = float(np.sqrt(np.dot(x, x)))
+    return QueryWeights(tids, x / norm if norm > 0 else x)
+
+
+def query_row(q: QueryWeights, fitted_terms: int) -> sp.csr_matrix:
+    """``q`` as a CSR row of shape (1, fitted terms), indices sorted."""
+    tids, weights = q
+    order = np.argsort(tids)
+    return sp.csr_matrix((weights[order], tids[order], np.array([0, tids.size])),
+                         shape=(1, fitted_terms))
+
+
+def dense_scores(q: QueryWeights | None, n_slots: int, n_terms: int, T: TfidfRows,
+                 base_rows: int, delta_rows: sp.csr_matrix | None) -> np.ndarray:
+    """Cosine of ``q`` with every slot's TF-IDF row (0 for every slot if ``q`` is None):
+    base slots by the product with ``T``, slots after ``base_rows`` with ``delta_rows``.
+    Reads every row (for evaluation and tests; queries use :func:`scores_at`)."""
+    out = np.zeros(n_slots, dtype=np.float64)
+    if q is None:
+        return out
+    qvec = np.zeros(n_terms, dtype=np.float64)
+    qvec[q[0]] = q[1]
+    if base_rows:
+        out[:base_rows] = T.tocsr() @ qvec[:T.n_rows]
+    if delta_rows is not None:
+        out[base_rows:] = delta_rows @ qvec[:delta_rows.shape[1]]
+    return out
+
+
+def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base_rows: int,
+              delta_rows: sp.csr_matrix | None,
+              columns: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """:func:`dense_scores` at ``slots`` (int64) only, aligned with them.
+
+    Base slots: each query term's column of ``W`` (sorted slots, the TF-IDF count of
+    each posting) is searched for the slots, and a found count becomes the
+    weight ``count * idf / norm(slot)`` (vault/tfidf_rows.py: the float32 number
+    the TF-IDF matrix holds); delta slots: their rows of ``delta_rows``. Summed term by
+    term in the query's order, so the numbers are the same bit for bit as a product
+    with the matrix's rows. ``columns`` caches ``W.column_counts`` by term id (the
+    caller keeps it for one query's words: a query asks twice)."""
+    out = np.zeros(slots.size, dtype=np.float64)
+    base = slots < base_rows
+    b_pos = np.flatnonzero(base)
+    b_slots = slots[b_pos]
+    norms = T.norms.at(b_slots) if b_slots.size else None
+    d_pos = d_tid = d_val = None
+    if delta_rows is not None and not base.all():
+        rows = delta_rows
+        d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
+                                     slots[~base] - base_rows, np.flatnonzero(~base))
+    # weight stays a NumPy float64: a Python float times a float32 array is float32
+    for t, weight in zip(q[0].tolist(), q[1]):
+        if norms is not None and t < W.n_cols and W.counts is not None:
+            got = columns.get(t)
+            if got is None:
+                got = columns[t] = W.column_counts(t)
+            col, counts = got
+            if col.size:
+                i = np.searchsorted(col, b_slots)
+                i[i == col.size] = 0
+                hit = col[i] == b_slots
+                c = counts[i]
+                hit &= c > 0  # a posting of the term with no TF-IDF count (id, stop word)
+                if hit.any():
+                    out[b_pos[hit]] += weight * T.weights(t, c[hit], norms[hit])
+        if d_pos is not None:
+            hit = d_tid == t  # a row holds a term at most once
+            if hit.any():
+                out[d_pos[hit]] += weight * d_val[hit]
+    return out
