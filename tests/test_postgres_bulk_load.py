@@ -21,6 +21,7 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.postgres import PgTierStore
 from tiervault.vault.postgres.schema import ENTRY_INDEXES
 from tiervault.vault.postgres.term_workers import TermWorkers
+from tiervault.vault.rows import CommittedBatch
 
 _ROW = "SELECT id, title, description, tags, doclen, terms::text, content_hash FROM entries ORDER BY id"
 
@@ -87,7 +88,7 @@ def test_a_helper_killed_mid_load_costs_speed_not_rows(pg_tier):
     store.term_workers, reference.term_workers = 2, 0
     killed: list[int] = []
 
-    def on_batch(total: int) -> None:
+    def on_batch(batch: CommittedBatch) -> None:
         if not killed:
             killed.extend(_term_worker_pids())
             for pid in killed:
@@ -110,8 +111,8 @@ def test_a_server_crash_mid_load_keeps_every_acknowledged_batch_and_no_half_batc
         store.term_workers = 1
         acked: list[int] = []
 
-        def on_batch(total: int) -> None:
-            acked.append(total)
+        def on_batch(batch: CommittedBatch) -> None:
+            acked.append(batch.total)
             if len(acked) == 3:  # three batches committed and acknowledged: the server dies
                 server.crash()
 

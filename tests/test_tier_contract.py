@@ -20,7 +20,7 @@ from tiervault.errors import EntryNotFound, ReadOnlyTier, TierVaultError, Valida
 from tiervault.vault.backend import TierBackend
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import (Changes, EmbeddingStatus, FeedbackRow, LexicalHit, LightRow, Link,
+from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingStatus, FeedbackRow, LexicalHit, LightRow, Link,
                                   MemoryHit, MirrorRow, TermStats, VectorHit, VectorRow)
 from tiervault.vault.scoring import B, K1
 from tiervault.vault.tokenizer import STEMMER, split_words
@@ -137,9 +137,19 @@ def test_a_repeated_id_in_a_batch_keeps_the_last(tier):
 
 
 def test_batches_report_progress_and_count_changes(tier):
-    seen: list[int] = []
-    assert tier.capture_many((entry(f"e{i}") for i in range(7)), batch_size=3, on_batch=seen.append) == 7
-    assert seen == [3, 6, 7]
+    seen: list[CommittedBatch] = []
+    stored_at_callback: list[int] = []
+
+    def on_batch(batch: CommittedBatch) -> None:
+        seen.append(batch)
+        stored_at_callback.append(len(tier.get_many([e.id for e in batch.entries])))
+
+    data = [entry(f"e{i}") for i in range(7)]
+    tier.capture_many(data[:1])
+    assert tier.capture_many(iter(data), batch_size=3, on_batch=on_batch) == 6
+    assert [b.entries for b in seen] == [data[0:3], data[3:6], data[6:7]]
+    assert [(b.written, b.total) for b in seen] == [(2, 2), (3, 5), (1, 6)]  # e0 was unchanged
+    assert stored_at_callback == [3, 3, 1]  # each batch is committed before its callback
 
 
 def test_list_filters_apply_before_the_page(tier):

@@ -29,6 +29,7 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import (
     Changes,
+    CommittedBatch,
     EmbeddingCounts,
     EmbeddingStatus,
     FacetCounts,
@@ -113,8 +114,15 @@ class TierBackend(Protocol):
         ...
 
     def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
-                     on_batch: Callable[[int], None] | None = None) -> int:
+                     on_batch: Callable[[CommittedBatch], None] | None = None) -> int:
         """Upsert entries, one transaction per batch; returns how many changed.
+
+        ``entries`` may be any iterable, read once (a generator over a file): hand a whole
+        load to ONE call, so a backend can take its bulk path (the PostgreSQL one prepares
+        batches ahead and, into an empty tier, builds its indexes once at the end).
+        ``on_batch(CommittedBatch(entries, written, total))`` runs after each batch's
+        transaction committed, before the next batch commits, in order; an exception it
+        raises stops the load (the batches before stay committed).
 
         An entry identical to the stored one (content hash, origin, validity and
         given timestamps) is skipped: not rewritten, not counted, generation of

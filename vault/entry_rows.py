@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import MAX_TIMESTAMP, MIN_TIMESTAMP, Entry, valid_timestamp
+from tiervault.vault.rows import CommittedBatch
 
 __all__ = ["write_in_batches", "ENTRY_COLUMNS", "SELECT_ENTRY", "unchanged", "row_to_entry", "rows_to_entries",
            "entry_params", "insert_row", "SANE_TIMES"]
@@ -113,20 +114,22 @@ SANE_TIMES = " AND ".join(
 
 def write_in_batches(entries: Iterable[Entry], batch_size: int,
                      write: Callable[[list[Entry]], int],
-                     on_batch: Callable[[int], None] | None = None) -> int:
+                     on_batch: Callable[[CommittedBatch], None] | None = None) -> int:
     """Feed ``entries`` to ``write`` in lists of ``batch_size`` (each one transaction in
-    the backend); sums what ``write`` returns, calling ``on_batch(total)`` after each."""
+    the backend); sums what ``write`` returns, calling ``on_batch`` after each commit."""
     total = 0
     batch: list[Entry] = []
     for entry in entries:
         batch.append(entry)
         if len(batch) >= batch_size:
-            total += write(batch)
-            batch = []
+            written = write(batch)
+            total += written
             if on_batch:
-                on_batch(total)
+                on_batch(CommittedBatch(batch, written, total))
+            batch = []
     if batch:
-        total += write(batch)
+        written = write(batch)
+        total += written
         if on_batch:
-            on_batch(total)
+            on_batch(CommittedBatch(batch, written, total))
     return total

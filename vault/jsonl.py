@@ -8,6 +8,7 @@ Reading reports every bad line by number; nothing is written for a bad line.
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, Any, Iterable, Iterator, Sequence
@@ -15,6 +16,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 from tiervault.errors import TierVaultError, ValidationError
 from tiervault.vault.entry import LINK_TYPES, Entry
 from tiervault.vault.entry_bulk import validate_many
+from tiervault.vault.rows import CommittedBatch
 
 __all__ = ["ParsedLine", "LinkSpec", "parse_lines", "parse_record", "entry_line", "ImportReport",
            "capture_linked"]
@@ -268,32 +270,44 @@ def import_lines(manager: Any, tier: str, stream: Iterable[str], *, strict: bool
             report.errors = bad
             raise ValidationError(
                 "input", f"{len(bad)} bad line(s), nothing imported; first: {report.errors[0]}")
-    batch: list[Entry] = []
+    # (entries handed to the store so far, lines read then), oldest first: the store reads
+    # ahead of its commits (a PostgreSQL bulk load prepares the next batches meanwhile),
+    # so progress reports the lines read up to the last committed entry. Holds only the
+    # entries read but not yet committed (a few batches).
+    handed: deque[tuple[int, int]] = deque()
+    counts = {"handed": 0, "committed": 0}
 
-    def flush() -> None:
-        written = manager.capture_many(batch, tier, batch_size=len(batch) or 1)
-        report.written += written
-        report.unchanged += len(batch) - written
-        batch.clear()
-        if on_progress:
-            on_progress(report.read)
+    def entries() -> Iterator[Entry]:
+        for item in parsed:
+            report.read += 1
+            if item.error:
+                report.errors.append(f"line {item.line}: {item.error}")
+                continue
+            assert item.entry is not None
+            eid = item.entry.id
+            if eid in first_line:
+                report.errors.append(_duplicate(item, first_line[eid]))
+            first_line.setdefault(eid, item.line)
+            pending_links[eid] = item.links
+            counts["handed"] += 1
+            if on_progress:
+                handed.append((counts["handed"], report.read))
+            yield item.entry
 
-    for item in parsed:
-        report.read += 1
-        if item.error:
-            report.errors.append(f"line {item.line}: {item.error}")
-            continue
-        assert item.entry is not None
-        eid = item.entry.id
-        if eid in first_line:
-            report.errors.append(_duplicate(item, first_line[eid]))
-        first_line.setdefault(eid, item.line)
-        batch.append(item.entry)
-        pending_links[eid] = item.links
-        if len(batch) >= batch_size:
-            flush()
-    if batch:
-        flush()
+    def committed(batch: CommittedBatch) -> None:
+        report.written += batch.written
+        report.unchanged += len(batch.entries) - batch.written
+        if not on_progress:
+            return
+        counts["committed"] += len(batch.entries)
+        read = 0
+        while handed and handed[0][0] <= counts["committed"]:
+            read = handed.popleft()[1]
+        # Everything read is committed: the lines read so far (bad lines after it included).
+        on_progress(read if handed else report.read)
+
+    # One call for the whole input: the tier's store sees the whole load (its bulk path).
+    manager.capture_many(entries(), tier, batch_size=batch_size, on_batch=committed)
     for source, links in pending_links.items():
         for link in links:
             try:

@@ -31,7 +31,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.query import query_terms
 from tiervault.vault.read_scope import read_scope
 from tiervault.vault.patch import UpdateResult, apply_patch
-from tiervault.vault.rows import LexicalHit, Link, Memory, MemoryHit, TermStats
+from tiervault.vault.rows import CommittedBatch, LexicalHit, Link, Memory, MemoryHit, TermStats
 from tiervault.vault.scoring import bm25_upper_bound
 from tiervault.vault.tokenizer import STEMMER
 
@@ -206,28 +206,18 @@ class VaultManager:
         return stored
 
     def capture_many(self, entries: Iterable[Entry], tier: str = "agent", *,
-                     batch_size: int = 5_000, on_batch: Callable[[int], None] | None = None) -> int:
-        """Upsert entries into ``tier`` batch by batch; hooks run after each committed batch."""
-        store = self.store(tier)
-        total = 0
-        batch: list[Entry] = []
-        for entry in entries:
-            batch.append(entry)
-            if len(batch) >= batch_size:
-                total += self._commit_batch(store, tier, batch, total, on_batch)
-                batch = []
-        if batch:
-            total += self._commit_batch(store, tier, batch, total, on_batch)
-        return total
+                     batch_size: int = 5_000,
+                     on_batch: Callable[[CommittedBatch], None] | None = None) -> int:
+        """Upsert entries into ``tier``: the whole iterable goes to the tier's store in ONE
+        call (so a backend's bulk path applies to the whole load), read once; the write
+        hooks run after each committed batch, then ``on_batch`` with that batch."""
+        def committed(batch: CommittedBatch) -> None:
+            if self._write_hooks:
+                self._after_write(tier, batch.entries)
+            if on_batch:
+                on_batch(batch)
 
-    def _commit_batch(self, store: TierBackend, tier: str, batch: list[Entry], done: int,
-                      on_batch: Callable[[int], None] | None) -> int:
-        written = store.capture_many(batch, batch_size=len(batch))
-        if self._write_hooks:
-            self._after_write(tier, batch)
-        if on_batch:
-            on_batch(done + written)
-        return written
+        return self.store(tier).capture_many(entries, batch_size=batch_size, on_batch=committed)
 
     def delete(self, entry_id: str, tier: str = "agent") -> bool:
         return self.store(tier).delete(entry_id)

@@ -33,7 +33,7 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.entry_rows import write_in_batches
 from tiervault.vault.filters import Filters
 from tiervault.vault.remote_transport import RemoteOptions, RemoteTransport, split_url
-from tiervault.vault.rows import EmbeddingCounts, FacetCounts, LightPage, Link, TitleRow
+from tiervault.vault.rows import CommittedBatch, EmbeddingCounts, FacetCounts, LightPage, Link, TitleRow
 
 __all__ = ["RemoteTier", "RemoteOptions", "open_backend", "split_url"]
 
@@ -104,7 +104,7 @@ class RemoteTier:
         return self._call("capture", True, entry=entry)
 
     def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
-                     on_batch: Callable[[int], None] | None = None) -> int:
+                     on_batch: Callable[[CommittedBatch], None] | None = None) -> int:
         size = max(1, min(batch_size, CAPTURE_CHUNK))
         return write_in_batches(
             entries, size,

@@ -10,11 +10,15 @@ field name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, TypedDict
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from tiervault.vault.entry import Entry
+
 __all__ = [
+    "CommittedBatch",
     "LightRow",
     "MirrorRow",
     "Changes",
@@ -41,6 +45,17 @@ __all__ = [
     "LIGHT_FIELDS",
     "PAGE_ORDERS",
 ]
+
+
+class CommittedBatch(NamedTuple):
+    """One batch of a ``capture_many`` call, handed to its ``on_batch`` callback once the
+    batch's transaction has committed: ``entries`` as the caller gave them (a repeated id
+    included), ``written`` how many of them changed, ``total`` how many changed so far in
+    this call (this batch included)."""
+
+    entries: list[Entry]
+    written: int
+    total: int
 
 
 class LightRow(NamedTuple):

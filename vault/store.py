@@ -33,7 +33,7 @@ from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
-from tiervault.vault.rows import (Changes, EmbeddingCounts, EmbeddingStatus, FacetCounts,
+from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
                                   FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
                                   LightPage, LightRow, Link, Memory, MemoryHit, MirrorRow, TermStats,
                                   TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
@@ -173,7 +173,7 @@ class TierStore:
         return stored
 
     def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
-                     on_batch: Callable[[int], None] | None = None) -> int:
+                     on_batch: Callable[[CommittedBatch], None] | None = None) -> int:
         """Upsert entries, one transaction per batch; returns how many were written.
 
         A batch is all-or-nothing: after a crash every acknowledged batch is

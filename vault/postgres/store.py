@@ -43,7 +43,7 @@ from tiervault.vault.postgres.writer import PreparedBatch, batches, direct_rows,
 from tiervault.vault.filter_compile import to_postgres
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.scoring import FTS_WEIGHTS
-from tiervault.vault.rows import LightRow, Link
+from tiervault.vault.rows import CommittedBatch, LightRow, Link
 from tiervault.vault.entry_rows import ENTRY_COLUMNS, SELECT_ENTRY, row_to_entry, unchanged
 from tiervault.vault.rows import TierHits
 
@@ -197,7 +197,7 @@ class PgEntryStore(PgJournal):
         return stored
 
     def capture_many(self, entries: Iterable[Entry], *, batch_size: int = 5_000,
-                     on_batch: Callable[[int], None] | None = None) -> int:
+                     on_batch: Callable[[CommittedBatch], None] | None = None) -> int:
         """Upsert entries, one transaction per batch; returns how many were written.
 
         Batches are prepared (stemmed) while the previous one is written
@@ -216,7 +216,7 @@ class PgEntryStore(PgJournal):
         if second is None:  # one batch: nothing to overlap
             written = self._write_batch(prepare(first))
             if on_batch:
-                on_batch(written)
+                on_batch(CommittedBatch(first, written, written))
             return written
         workers = self.term_workers
         if workers is None:  # by default, helpers only for batches big enough to pay for them

@@ -21,6 +21,7 @@ from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from tiervault.vault.entry import Entry
+from tiervault.vault.rows import CommittedBatch
 from tiervault.vault.postgres.lexical import batch_terms
 from tiervault.vault.postgres.term_workers import PendingTerms, TermWorkerError, TermWorkers
 
@@ -111,7 +112,7 @@ def gc_paused() -> Iterator[None]:
 
 
 def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], int],
-              on_batch: Callable[[int], None] | None = None, workers: int = 0) -> int:
+              on_batch: Callable[[CommittedBatch], None] | None = None, workers: int = 0) -> int:
     """Prepare each chunk while ``write`` commits the previous one in a worker thread.
 
     With ``workers`` > 0 the terms are computed by that many helper processes
@@ -121,20 +122,31 @@ def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], in
     helper failed: logged, then the rest of the load is prepared here) this thread
     prepares batch k+1 itself. Batches commit one at a time, in order.
 
-    Returns the sum of what ``write`` returned; ``on_batch(total)`` after each commit.
+    Returns the sum of what ``write`` returned; ``on_batch`` (the chunk as given, what
+    it wrote, the running total) after each commit, before the next one is handed over.
     An error in either side stops the load: batches committed before it stay committed.
     """
     total = 0
     pending: Future[int] | None = None
     helpers = _start_helpers(workers)
     ahead: deque[tuple[list[Entry], PendingTerms]] = deque()
+    # The chunks taken but not yet committed, oldest first: batches commit in the order
+    # they were taken, so the oldest is the one a commit acknowledges.
+    uncommitted: deque[list[Entry]] = deque()
+
+    def committed() -> None:
+        nonlocal total
+        assert pending is not None
+        written = pending.result()
+        total += written
+        chunk = uncommitted.popleft()
+        if on_batch:
+            on_batch(CommittedBatch(chunk, written, total))
 
     def hand_over(prepared: PreparedBatch) -> None:
-        nonlocal total, pending
+        nonlocal pending
         if pending is not None:
-            total += pending.result()
-            if on_batch:
-                on_batch(total)
+            committed()
         pending = worker.submit(write, prepared)
 
     def collect(latest: list[Entry], terms: PendingTerms) -> PreparedBatch:
@@ -152,6 +164,7 @@ def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], in
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiervault-pg-write") as worker:
             for chunk in chunks:
+                uncommitted.append(chunk)
                 if helpers is None:
                     while ahead:
                         hand_over(collect(*ahead.popleft()))
@@ -166,9 +179,7 @@ def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], in
             while ahead:
                 hand_over(collect(*ahead.popleft()))
             if pending is not None:
-                total += pending.result()
-                if on_batch:
-                    on_batch(total)
+                committed()
     finally:
         if helpers is not None:
             helpers.close()
