@@ -17,10 +17,8 @@ so the hybrid ratio overstates what proximity adds to a hybrid search with the
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,22 +32,16 @@ CONFIGS = {"fts_default": {}, "fts_proximity": {"proximity_weight": 0.3}, "fts_r
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--entries", type=int, default=10_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
+    from bench.variants import built_corpus, emit, parse_args, ratios, time_brains
+
+    args = parse_args(__doc__, argv)
     from bench.corpus import queries
-    from bench.phases import HASH_EMBEDDING, build_phase, write_config
-    from bench.variants import emit, ratios, time_brains
+    from bench.phases import HASH_EMBEDDING, write_config
     from tiervault.brain.brain import Brain
     from tiervault.config import load_settings
 
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="tiervault-lexleg-") as tmp:
-        work = Path(tmp)
-        build_phase(args.entries, args.seed, work, dim=8, jsonl=False)
+    with built_corpus(args, "tiervault-lexleg-") as work:
         fts = load_settings(write_config(work), env={})
         hyb = load_settings(write_config(work, {**HASH_EMBEDDING, "dim": 8}), env={})
         brains = {name: Brain.open(replace(hyb if name.startswith("hybrid") else fts,

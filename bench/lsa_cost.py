@@ -12,10 +12,8 @@ same queries, round-robin per query (bench/phases.time_interleaved): the ratio t
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -27,23 +25,17 @@ CONFIGS = {"fts_lsa": {}, "fts_no_lsa": {"lsa_share": 0.0}}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--entries", type=int, default=10_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
+    from bench.variants import built_corpus, emit, parse_args, ratios, time_brains
+
+    args = parse_args(__doc__, argv)
     from bench.corpus import queries
-    from bench.phases import build_phase, write_config
-    from bench.variants import emit, ratios, time_brains
+    from bench.phases import write_config
     from tiervault.vault import latent
     from tiervault.brain.brain import Brain
     from tiervault.config import load_settings
 
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="tiervault-lsa-") as tmp:
-        work = Path(tmp)
-        build_phase(args.entries, args.seed, work, dim=8, jsonl=False)
+    with built_corpus(args, "tiervault-lsa-") as work:
         fts = load_settings(write_config(work), env={})
         brains = {name: Brain.open(replace(fts, brain=replace(fts.brain, **cfg)))
                   for name, cfg in CONFIGS.items()}

@@ -11,10 +11,8 @@ so a burst of load hits both alike: the ratio is the figure.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,26 +21,19 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--entries", type=int, default=10_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
+    from bench.variants import built_corpus, emit, parse_args, ratios, time_brains
+
+    args = parse_args(__doc__, argv)
     from bench.corpus import queries
-    from bench.phases import build_phase, write_config
-    from bench.variants import emit, ratios, time_brains
+    from bench.phases import write_config
     from tiervault.brain.brain import Brain
     from tiervault.config import load_settings
 
-    with tempfile.TemporaryDirectory(prefix="tiervault-prf-") as tmp:
-        work = Path(tmp)
-        build_phase(args.entries, args.seed, work, dim=8, jsonl=False)  # vectors unused here
+    with built_corpus(args, "tiervault-prf-") as work:
         settings = load_settings(write_config(work), env={})
         on = Brain.open(settings)
         off = Brain.open(replace(settings, brain=replace(settings.brain, prf_terms=0)))
         qs, warm = queries(args.queries, args.seed), queries(30, args.seed + 1)
-
         res = time_brains({"prf": on, "no_prf": off}, qs, warm)
     pairs = {m: (f"{m}_prf", f"{m}_no_prf") for m in ("scan", "full")}
     emit({"entries": args.entries, "queries": args.queries, "load_avg": os.getloadavg(),

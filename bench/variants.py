@@ -8,13 +8,39 @@ timed in the same run.
 
 from __future__ import annotations
 
+import argparse
 import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.phases import query_kwargs, time_interleaved
+from bench.phases import build_phase, query_kwargs, time_interleaved
 
-__all__ = ["emit", "ratios", "time_brains"]
+__all__ = ["built_corpus", "emit", "parse_args", "ratios", "time_brains"]
+
+
+def parse_args(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """The cost scripts' options: ``--entries`` (10,000), ``--queries`` (200), ``--seed``
+    (7), ``--json`` (where to write the result); the description is ``doc``'s first
+    paragraph."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--entries", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", type=Path)
+    return ap.parse_args(argv)
+
+
+@contextmanager
+def built_corpus(args: argparse.Namespace, prefix: str) -> Iterator[Path]:
+    """A temporary folder holding the bench corpus's three tiers (``args.entries``,
+    ``args.seed``; 8-d hash vectors, no JSONL import), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        build_phase(args.entries, args.seed, work, dim=8, jsonl=False)
+        yield work
 
 
 def time_brains(brains: dict[str, Any], qs: list[dict[str, Any]], warm: list[dict[str, Any]],
