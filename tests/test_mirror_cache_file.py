@@ -252,6 +252,20 @@ def test_hash_table_holds_digests_as_raw_bytes_and_finds_them():
     assert isinstance(table_of([d.upper() for d in digests[:3]]), StringTable)
 
 
+def test_hash_table_find_survives_its_memo_being_cleared():
+    """A look-up that mixes remembered and new digests right when the memo is full
+    (it used to clear the memo, then read the remembered ones from it: KeyError)."""
+    import hashlib
+
+    from tiervault.vault.hash_table import table_of
+
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(10)]
+    table = table_of(digests)
+    assert table.find([digests[0]]) == [[0]]
+    table.find([f"not-a-hash-{i}" for i in range(50_001)])  # fills the memo
+    assert table.find([digests[0], digests[1]]) == [[0], [1]]
+
+
 def test_checked_array_refuses_a_block_that_changed_and_values_out_of_bounds(tmp_path):
     a = np.arange(BLOCK_BYTES // 2, dtype=np.int32)  # two blocks
     path = tmp_path / "x.arrays"

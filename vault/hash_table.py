@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
-from tiervault.vault.string_table import StringTable
+from tiervault.vault.string_table import StringTable, memo_find
 
 __all__ = ["DIGEST", "HashTable", "table_of"]
 
@@ -108,13 +108,7 @@ class HashTable:
         """For each of ``strings``, the slots holding it, ascending."""
         if not strings or not self._n:
             return [[] for _ in strings]
-        memo = self._memo
-        missing = [s for s in strings if s not in memo]
-        if missing:
-            if len(memo) > 50_000:
-                memo.clear()
-            memo.update(zip(missing, self._find(missing)))
-        return [memo[s] for s in strings]
+        return memo_find(self._memo, strings, self._find)
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in strings]

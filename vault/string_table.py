@@ -20,7 +20,7 @@ delta segment of a mirror) in plain Python containers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from tiervault.vault.checked_array import CheckedArray
 if TYPE_CHECKING:
     from tiervault.vault.hash_table import HashTable
 
-__all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints"]
+__all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints", "memo_find"]
 
 _P = np.uint64(0x100000001B3)
 _LEN_MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -112,6 +112,23 @@ def _encode(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(data, dtype=np.uint8), offsets
 
 
+def memo_find(memo: dict[str, list[int]], strings: Sequence[str],
+              find: Callable[[Sequence[str]], list[list[int]]]) -> list[list[int]]:
+    """``find(strings)`` through ``memo`` (string -> its slots): only the strings not
+    remembered are looked up; the memo is cleared past ``_MEMO_MAX`` strings. The
+    lists returned are the memo's own (read only). Shared by StringTable and
+    HashTable (vault/hash_table.py)."""
+    known = [memo.get(s) for s in strings]
+    missing = [s for s, k in zip(strings, known) if k is None]
+    if not missing:
+        return known  # type: ignore[return-value]
+    if len(memo) > _MEMO_MAX:
+        memo.clear()
+    found = dict(zip(missing, find(missing)))
+    memo.update(found)
+    return [k if k is not None else found[s] for s, k in zip(strings, known)]
+
+
 class StringTable:
     """Immutable strings with a fingerprint index (module docstring)."""
 
@@ -186,16 +203,7 @@ class StringTable:
         """For each of ``strings``, the slots holding it, ascending."""
         if not strings or not self._n:
             return [[] for _ in strings]
-        memo = self._memo
-        known = [memo.get(s) for s in strings]
-        missing = [s for s, k in zip(strings, known) if k is None]
-        if not missing:
-            return known  # type: ignore[return-value]
-        if len(memo) > _MEMO_MAX:
-            memo.clear()
-        found = dict(zip(missing, self._find(missing)))
-        memo.update(found)
-        return [k if k is not None else found[s] for s, k in zip(strings, known)]
+        return memo_find(self._memo, strings, self._find)
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         if len(strings) <= 32:
