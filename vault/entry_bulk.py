@@ -61,9 +61,9 @@ def validate_many(records: Sequence[Mapping[str, Any]]) -> list[Entry | Exceptio
     if records:
         try:
             return list(_fast(records))
-        except _NotSure:
-            pass
-        except (TypeError, ValueError, OverflowError):  # an odd value the rules did not expect
+        except (_NotSure, TypeError, ValueError, OverflowError):
+            # Not vouched for, or an odd value the column rules did not expect: not an
+            # error in itself -- Entry.from_dict below decides, and names the bad field.
             pass
     return [_one(r) for r in records]
 
