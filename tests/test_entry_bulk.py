@@ -200,3 +200,23 @@ def test_jsonl_import_lines_are_the_entries_and_errors_of_the_old_path(tmp_path)
             assert p.error is None and p.entry == entry
             assert p.entry.content_hash == entry.content_hash
     assert n_bad > 20
+
+
+def test_the_bulk_insert_row_is_the_upsert_params_in_column_order():
+    """store.capture_many writes new ids with entry_rows.insert_row (a positional INSERT)
+    and changed ones with entry_params (the named UPSERT): a column added to or moved in
+    ENTRY_COLUMNS must reach both alike."""
+    from tiervault.vault.entry_rows import ENTRY_COLUMNS, entry_params, insert_row
+
+    entries = [
+        Entry.from_dict({"title": "bare", "description": "no times, no lists"}),
+        Entry.from_dict({"id": "full", "title": "t", "description": "d", "type": "rule",
+                         "domain": "db", "context": "c", "example": "e", "counter_example": "x",
+                         "why": "w", "tags": ["a", "b"], "applies_to": ["src/x.py"],
+                         "severity": "critical", "origin": "user",
+                         "valid_from": "2024-01-01T00:00:00Z", "valid_until": "2025-01-01T00:00:00Z",
+                         "created_at": "2024-02-01T00:00:00Z", "updated_at": "2024-03-01T00:00:00Z"}),
+    ]
+    for e in entries:
+        params = entry_params(e, 7, 1234.5)
+        assert insert_row(e, 7, 1234.5) == tuple(params[c] for c in ENTRY_COLUMNS) + (7,)
