@@ -82,6 +82,17 @@ def test_term_workers_answer_in_order_and_report_a_dead_worker():
             workers.submit(rows).result()
 
 
+def test_a_worker_that_crashes_is_reported_with_the_end_of_its_stderr():
+    from tiervault.vault.postgres.term_workers import TermWorkerError
+
+    with TermWorkers(1) as workers:
+        stdin = workers.workers[0].proc.stdin
+        stdin.write((3).to_bytes(8, "little") + b"\xff\xff\xff")  # a frame marshal cannot read
+        stdin.flush()
+        with pytest.raises(TermWorkerError, match="(?s)stderr ends: .*bad marshal data"):
+            workers.submit([("id", "title", "", "", "")]).result()
+
+
 def test_a_helper_killed_mid_load_costs_speed_not_rows(pg_tier):
     data = _entries(2_000)
     store, reference = pg_tier(), pg_tier()

@@ -30,6 +30,7 @@ import marshal
 import os
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Sequence
 
@@ -86,9 +87,12 @@ class _Worker:
     """One helper process and the thread that talks to it (requests answered in order)."""
 
     def __init__(self) -> None:
+        # The worker's stderr goes to a file, not the user's terminal, and its tail is
+        # quoted when the worker stops (an import error's traceback, say).
+        self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tiervault.vault.postgres.term_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiervault-terms")
         self.hello: Future[Any] = self.io.submit(self._receive)
 
@@ -97,7 +101,7 @@ class _Worker:
         try:
             ok, value = read_frame(self.proc.stdout)
         except (EOFError, ValueError, OSError) as exc:
-            raise TermWorkerError(f"term worker (pid {self.proc.pid}) stopped: {exc}") from exc
+            raise TermWorkerError(f"term worker (pid {self.proc.pid}) stopped: {exc}{self._last_words()}") from exc
         if not ok:
             raise TermWorkerError(f"term worker (pid {self.proc.pid}) failed: {value}")
         return value
@@ -107,8 +111,14 @@ class _Worker:
         try:
             write_frame(self.proc.stdin, rows)
         except (OSError, ValueError) as exc:
-            raise TermWorkerError(f"term worker (pid {self.proc.pid}) stopped: {exc}") from exc
+            raise TermWorkerError(f"term worker (pid {self.proc.pid}) stopped: {exc}{self._last_words()}") from exc
         return self._receive()
+
+    def _last_words(self) -> str:
+        """The tail of what the worker wrote to stderr, as a message suffix ('' if nothing)."""
+        size = os.fstat(self.stderr.fileno()).st_size
+        tail = os.pread(self.stderr.fileno(), 500, max(0, size - 500)).decode("utf-8", "replace").strip()
+        return f"; its stderr ends: {tail}" if tail else ""
 
     def submit(self, rows: list[tuple[str, ...]]) -> Future[list[tuple[str, int]]]:
         return self.io.submit(self._ask, rows)
@@ -126,6 +136,7 @@ class _Worker:
             self.proc.kill()
             self.proc.wait()
         self.io.shutdown(wait=True, cancel_futures=True)
+        self.stderr.close()
 
 
 class PendingTerms:
