@@ -148,3 +148,14 @@ def test_a_server_crash_mid_load_keeps_every_acknowledged_batch_and_no_half_batc
                                                                  for e in data)
     finally:
         server.stop()
+
+
+def test_a_malformed_worker_count_in_the_environment_is_warned_about(monkeypatch, caplog):
+    from tiervault.vault.postgres.term_workers import default_worker_count
+
+    monkeypatch.setenv("TIERVAULT_PG_TERM_WORKERS", "2")
+    assert default_worker_count() == 2
+    monkeypatch.setenv("TIERVAULT_PG_TERM_WORKERS", "off")
+    with caplog.at_level("WARNING", logger="tiervault.vault.postgres.term_workers"):
+        assert default_worker_count() >= 1  # the default
+    assert "TIERVAULT_PG_TERM_WORKERS='off' is not a count" in caplog.text

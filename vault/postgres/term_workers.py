@@ -26,6 +26,7 @@ batch and the rest of the load in-process, so a failed helper costs speed only.
 
 from __future__ import annotations
 
+import logging
 import marshal
 import os
 import subprocess
@@ -38,6 +39,8 @@ from tiervault.vault.postgres import lexical
 
 __all__ = ["TermWorkers", "TermWorkerError", "PendingTerms", "default_worker_count", "MIN_HELPED_BATCH",
            "read_frame", "write_frame"]
+
+log = logging.getLogger(__name__)
 
 #: Upper bound of helper processes (each holds its own stemmer cache).
 MAX_WORKERS = 4
@@ -60,6 +63,9 @@ def default_worker_count() -> int:
     env = os.environ.get("TIERVAULT_PG_TERM_WORKERS")
     if env is not None and env.strip().isdigit():
         return min(int(env), MAX_WORKERS)
+    if env is not None:
+        log.warning("TIERVAULT_PG_TERM_WORKERS=%r is not a count (0, 1, 2...): ignored, "
+                    "the default is used", env[:40])
     return max(1, min((os.cpu_count() or 1) - 1, MAX_WORKERS))
 
 
