@@ -439,8 +439,7 @@ class VectorIndex:
         with self._lock:
             ids, matrix = self.snapshot(copy=True)
             id_list = ids.tolist()
-            self._set_base(id_list, np.ascontiguousarray(matrix), owned=True,
-                           row_map=dict(zip(id_list, range(len(id_list)))))
+            self._set_base(id_list, np.ascontiguousarray(matrix), owned=True, row_map=_id_map(id_list))
             self.version += 1
 
     # -- internals -----------------------------------------------------------------------------
