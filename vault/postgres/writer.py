@@ -49,7 +49,11 @@ def indexed_fields(entries: Sequence[Entry]) -> list[tuple[str, str, str, str, s
 
 def prepare(batch: Sequence[Entry]) -> PreparedBatch:
     """Dedupe a batch by id (the last version wins) and stem all its entries at once."""
-    latest = latest_of(batch)
+    return _stemmed(latest_of(batch))
+
+
+def _stemmed(latest: list[Entry]) -> PreparedBatch:
+    """A deduplicated batch with its terms computed in this process."""
     return PreparedBatch(latest, batch_terms(indexed_fields(latest)))
 
 
@@ -159,7 +163,7 @@ def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], in
                 helpers.close()
                 helpers = None
         with gc_paused():
-            return PreparedBatch(latest, batch_terms(indexed_fields(latest)))
+            return _stemmed(latest)
 
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiervault-pg-write") as worker:
