@@ -202,7 +202,8 @@ class PgEntryStore(PgJournal):
 
         Batches are prepared (stemmed) while the previous one is written
         (:func:`~tiervault.vault.postgres.writer.pipelined`), by helper processes
-        when there is more than one batch (:attr:`term_workers`). A bulk load (more than
+        when there is more than one batch and batches hold at least ``MIN_HELPED_BATCH``
+        entries (:attr:`term_workers` overrides the count). A bulk load (more than
         one batch) into an empty tier drops the secondary indexes first and builds
         them once at the end -- one sorted build instead of a million index
         insertions; a load killed half-way gets them back when the tier is next
