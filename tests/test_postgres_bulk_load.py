@@ -57,7 +57,10 @@ def test_helpers_store_the_rows_an_in_process_load_stores(pg_tier):
     data = _entries(1_200)
     helped, alone = pg_tier(), pg_tier()
     helped.term_workers, alone.term_workers = 2, 0
-    assert helped.capture_many(data, batch_size=250) == 1_200  # 5 batches: a bulk load
+    seen: list[list[int]] = []
+    assert helped.capture_many(data, batch_size=250,  # 5 batches: a bulk load
+                               on_batch=lambda batch: seen.append(_term_worker_pids())) == 1_200
+    assert len(seen) == 5 and len(seen[0]) == 2  # the stems came from the two helpers
     assert alone.capture_many(data, batch_size=250) == 1_200
     assert helped.query(_ROW) == alone.query(_ROW)
     assert _term_worker_pids() == []  # the helpers exited with the load

@@ -14,6 +14,8 @@ server turn it into a message (never a traceback). Lower-level errors
     │   ├── TierUnavailable      missing, corrupt, not a tiervault database, newer schema
     │   └── ReadOnlyTier         a write was sent to a read-only source
     ├── StorageError             SQLite failed underneath an operation
+    │   └── TermWorkerError      a PostgreSQL bulk load's stemming helper failed
+    │                            (vault/postgres/term_workers.py; caught by the writer)
     └── EmbeddingError           an embedding provider failed
         ├── EmbeddingAuthError   401/403: the provider refused the key
         └── EmbeddingResponseError  malformed body, wrong dimension

@@ -43,7 +43,7 @@ from tiervault.vault import array_file
 from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows
-from tiervault.vault.hash_table import HashTable
+from tiervault.vault.hash_table import HashTable, table_of
 from tiervault.vault.string_table import StringColumn, StringTable, Vocabulary
 from tiervault.vault.tokenizer import STOP_WORDS
 
@@ -88,9 +88,10 @@ def _legacy_path(store: Any) -> Path | None:
 
 
 def _table(column: StringColumn | Vocabulary) -> "StringTable | HashTable":
-    """The strings as one table (they are after a build; rebuilt defensively if not)."""
+    """The strings as one table (they are after a build; rebuilt defensively if not,
+    hex digests as a HashTable as a build makes them)."""
     extra = column.extra if isinstance(column, StringColumn) else column.added
-    return column.base if not extra else StringTable.build(column.tolist())
+    return column.base if not extra else table_of(column.tolist())
 
 
 def save(m: "Postings", store: Any) -> None:

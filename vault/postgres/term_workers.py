@@ -35,6 +35,7 @@ import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Sequence
 
+from tiervault.errors import StorageError
 from tiervault.vault.postgres import lexical
 
 __all__ = ["TermWorkers", "TermWorkerError", "PendingTerms", "default_worker_count", "MIN_HELPED_BATCH",
@@ -49,8 +50,12 @@ MAX_WORKERS = 4
 MIN_HELPED_BATCH = 1_000
 
 
-class TermWorkerError(RuntimeError):
-    """A term worker could not start, died, or answered an error (the load goes on in-process)."""
+class TermWorkerError(StorageError):
+    """A term worker could not start, died, or answered an error.
+
+    Part of the one tree (``tiervault.errors``) though the writer catches it and
+    carries the load on in-process: it only escapes if that fallback is removed.
+    """
 
 
 def default_worker_count() -> int:
