@@ -31,6 +31,7 @@ from tiervault.embeddings.vector_math import (
     cosine_scores,
     float16_error_bound,
     float16_scores,
+    Int8Codes,
     int8_codes,
     int8_scan,
     mask_outside,
@@ -47,7 +48,7 @@ class BaseScan:
     """Top-k scans of one immutable matrix in a storage mode (float32 / int8 / float16)."""
 
     def __init__(self, matrix: np.ndarray, dtype: str, *, rescore_pool: int, threads: int,
-                 codes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.matrix = matrix
         self.dtype = dtype
         self.rescore_pool = rescore_pool
@@ -55,10 +56,11 @@ class BaseScan:
         self.codes: np.ndarray | None = None
         self.bounds: np.ndarray | None = None
         self.half: np.ndarray | None = None
+        self.release = None  # hands scanned rows' code pages back (mapped codes)
         self.owned = codes is None  # False: the codes are a caller's (mapped) arrays
         n = matrix.shape[0]
         if dtype == "int8" and codes is not None:
-            self.codes, self.bounds = codes
+            self.codes, self.bounds, self.release = Int8Codes(*codes)
             if self.codes.shape != matrix.shape or self.bounds.shape != (2, n):
                 raise ValidationError("codes", f"shapes {self.codes.shape} / {self.bounds.shape} do not "
                                       f"match the {matrix.shape} matrix")
@@ -121,7 +123,7 @@ class BaseScan:
         """Approximate scores of every row and bounds on their errors."""
         if self.dtype == "int8":
             assert self.codes is not None and self.bounds is not None
-            return int8_scan(self.codes, self.bounds, q, threads=self.threads)
+            return int8_scan(self.codes, self.bounds, q, threads=self.threads, release=self.release)
         assert self.half is not None
         return float16_scores(self.half, q, threads=self.threads), float16_error_bound(q)
 

@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
-from tiervault.embeddings.vector_math import int8_codes
+from tiervault.embeddings.vector_math import Int8Codes, int8_codes
+from tiervault.embeddings.vector_pages import MappedRows
 from tiervault.errors import StorageError
 from tiervault.vault.atomic_file import atomic_write
 
@@ -55,12 +56,13 @@ _DTYPES = {"matrix": np.float32, "codes": np.int8, "bounds": np.float32}
 @dataclass(frozen=True)
 class CachedVectors:
     """An opened, verified cache: ``ids[i]`` owns ``matrix[i]`` (mapped, read-only);
-    ``codes``: the mapped int8 codes and bounds of those rows, when written."""
+    ``codes``: the mapped int8 codes and bounds of those rows, when written (the
+    codes' pages released by each scan block: :mod:`.vector_pages`)."""
 
     header: dict[str, Any]
     ids: list[str]
     matrix: np.ndarray
-    codes: tuple[np.ndarray, np.ndarray] | None
+    codes: Int8Codes | None
 
 
 def _slug(model_key: str) -> str:
@@ -194,7 +196,13 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
         arrays[key] = arr
     if ("codes" in arrays) != ("bounds" in arrays):
         raise ValueError("the header names int8 codes without bounds (or bounds without codes)")
-    codes = (arrays["codes"], arrays["bounds"]) if "codes" in arrays else None
+    codes = None
+    if "codes" in arrays:
+        # Every scan reads all codes: mapped so that each block's pages go back to the
+        # page cache once read (vector_pages), not held by this process.
+        code_file = arrays["codes"]
+        pages = MappedRows(code_file.filename, code_file.offset, code_file.dtype, code_file.shape)
+        codes = Int8Codes(pages.array, arrays["bounds"], pages.release)
     return CachedVectors(header, ids, arrays["matrix"], codes)
 
 
