@@ -35,7 +35,9 @@ half floats) and rescore a pool exactly in f32, widened by a proven error bound:
 (mapped from the cache file). The delta is always f32.
 
 All the maths lives in small pure functions in :mod:`.vector_math` (re-exported
-here); the class only manages rows, ids and locking.
+here); the ids of the rows in :class:`~tiervault.embeddings.vector_ids.RowIds` (a
+string table for the base, no Python object per id); the class only manages
+rows and locking.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ import numpy as np
 
 from tiervault.embeddings.vector_base import BaseScan
 from tiervault.embeddings.vector_delta import Tombstones, VectorDelta
+from tiervault.embeddings.vector_ids import RowIds
 from tiervault.embeddings.vector_math import (
+    Int8Codes,
     cosine_scores,
     float16_scores,
     int8_scores,
@@ -58,6 +62,7 @@ from tiervault.embeddings.vector_math import (
     top_k,
 )
 from tiervault.errors import ValidationError
+from tiervault.vault.string_table import StringTable
 
 __all__ = [
     "VectorIndex",
@@ -124,19 +129,16 @@ class VectorIndex:
         self._lock = threading.RLock()
         self.version = 0  # bumped by every upsert/remove/fold: lets callers cache id -> row maps
         self._base = np.zeros((0, dim), dtype=np.float32)
-        self._base_ids = np.empty(0, dtype=object)
         self._base_owned = True  # False: a caller's (mapped) array, counted as not ours
         self._dead = Tombstones(0)
         self._delta = VectorDelta(self.dim)
-        # id -> row; None until first needed after a trusted build (hashing 1M ids
-        # costs ~0.2 s, which a search-only opening of a tier never pays).
-        self._row_map: dict[str, int] | None = {}
+        self._ids = RowIds(StringTable.build([]), self._dead)  # id <-> row (vector_ids)
         self._scan = BaseScan(self._base, dtype, rescore_pool=self.rescore_pool, threads=self.threads)
 
     @classmethod
     def build(
         cls,
-        ids: Sequence[str] | np.ndarray,
+        ids: Sequence[str] | np.ndarray | StringTable,
         matrix: np.ndarray,
         *,
         dtype: IndexDtype = "float32",
@@ -145,16 +147,19 @@ class VectorIndex:
         normalized: bool = False,
         rescore_pool: int = DEFAULT_RESCORE_POOL,
         threads: int | None = None,
-        codes: tuple[np.ndarray, np.ndarray] | None = None,
+        codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None,
     ) -> VectorIndex:
         """One index whose base is all vectors of a tier: ``ids[i]`` owns ``matrix[i]``.
 
         ``normalized=True`` promises unit rows (as stored by the pipeline): a
         C-contiguous float32 ``matrix`` (e.g. a read-only ``np.memmap``) is then
         the base itself, never copied nor written. Otherwise rows are normalised
-        into a new array. Duplicate ids are refused. ``codes``: the int8 codes and
-        bounds of those unit rows (:func:`~tiervault.embeddings.vector_math.int8_codes`),
-        used as they are in ``"int8"`` mode (e.g. mapped from the cache file).
+        into a new array. Duplicate ids are refused. ``ids`` may be a
+        :class:`~tiervault.vault.string_table.StringTable` (kept as the base's ids,
+        e.g. read from the cache file). ``codes``: the int8 codes and bounds of those
+        unit rows (:func:`~tiervault.embeddings.vector_math.int8_codes`, or an
+        :class:`~tiervault.embeddings.vector_math.Int8Codes`), used as they are in
+        ``"int8"`` mode (e.g. mapped from the cache file).
         """
         matrix = np.asanyarray(matrix)  # keeps an np.memmap a memmap: its file is read with pread
         if matrix.ndim != 2:
@@ -162,32 +167,24 @@ class VectorIndex:
         n, dim = matrix.shape
         if len(ids) != n:
             raise ValidationError("ids", f"has {len(ids)} ids for {n} rows")
-        id_list = list(map(str, ids.tolist() if isinstance(ids, np.ndarray) else ids))
         index = cls(dim, dtype=dtype, model=model, tier=tier, rescore_pool=rescore_pool, threads=threads)
         if normalized and matrix.dtype == np.float32 and matrix.flags.c_contiguous:
             # Trusted (the pipeline stores unit rows under a unique (entry, model)
-            # key): no copy, no pass over the matrix, id map built on first use.
-            index._set_base(id_list, matrix, owned=False, row_map=None, codes=codes)
+            # key): no copy, no pass over the matrix.
+            index._set_base(ids, matrix, owned=False, codes=codes)
         else:
             exact = l2_normalize(matrix)
             _check_finite(exact)
-            index._set_base(id_list, exact, owned=True, row_map=_id_map(id_list))
+            index._set_base(ids, exact, owned=True)
         return index
-
-    @property
-    def _row(self) -> dict[str, int]:
-        if self._row_map is None:
-            with self._lock:
-                if self._row_map is None:
-                    self._row_map = _id_map(self._base_ids.tolist())
-        return self._row_map
 
     # -- introspection -------------------------------------------------------------------
     def __len__(self) -> int:
         return self._base.shape[0] - len(self._dead) + self._delta.n
 
     def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._row
+        with self._lock:
+            return isinstance(entry_id, str) and self._ids.row_of(entry_id) is not None
 
     @property
     def row_count(self) -> int:
@@ -207,9 +204,9 @@ class VectorIndex:
 
     @property
     def ids(self) -> np.ndarray:
-        """The live ids in row order (a copy)."""
+        """The live ids in row order (a new object array of ``str``)."""
         with self._lock:
-            return np.concatenate([self._base_ids[self._dead.live()], self._delta.ids[: self._delta.n]])
+            return self._live_ids()
 
     def snapshot(self, *, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, matrix)`` of the live rows, taken together under the lock.
@@ -221,12 +218,11 @@ class VectorIndex:
         :meth:`export`, which never holds more than a block in memory.
         """
         with self._lock:
+            ids = self._live_ids()
             if not copy and not self.delta_rows:
-                return self._base_ids.copy(), self._base
-            live = self._dead.live()
-            ids = np.concatenate([self._base_ids[live], self._delta.ids[: self._delta.n]])
+                return ids, self._base
             base = self._scan.block(0, self._base.shape[0])
-            return ids, np.concatenate([base[live], self._delta.live()]).astype(np.float32, copy=False)
+            return ids, np.concatenate([base[self._dead.live()], self._delta.live()]).astype(np.float32, copy=False)
 
     def export(self, sink: Sink, block_rows: int = _EXPORT_ROWS) -> int:
         """Feed the live rows to ``sink(ids, matrix)`` block by block, in row order,
@@ -238,7 +234,7 @@ class VectorIndex:
             for s in range(0, nb, block_rows):
                 e = min(s + block_rows, nb)
                 keep = None if self._dead.mask is None else ~self._dead.mask[s:e]
-                ids = self._base_ids[s:e] if keep is None else self._base_ids[s:e][keep]
+                ids = self._ids.base_ids(np.arange(s, e) if keep is None else np.arange(s, e)[keep])
                 rows = self._scan.block(s, e) if keep is None else self._scan.block(s, e)[keep]
                 if len(ids):
                     sink(ids, rows)
@@ -260,24 +256,24 @@ class VectorIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the numeric arrays (base, delta, compressed copy, scales, id pointers)."""
-        total = self._base_ids.nbytes + self._delta.nbytes + self._base.nbytes
+        """Bytes of the numeric arrays (base, delta, compressed copy, scales, id table)."""
+        total = self._ids_nbytes() + self._delta.nbytes + self._base.nbytes
         total += self._dead.nbytes
         return total + sum(a.nbytes for a in self._scan.arrays())
 
     @property
     def owned_bytes(self) -> int:
         """Bytes of memory this index allocated itself: everything except a mapped base."""
-        total = self._base_ids.nbytes + self._delta.nbytes
+        total = self._ids_nbytes() + self._delta.nbytes
         total += self._base.nbytes if self._base_owned else 0
         total += self._dead.nbytes
         return total + (sum(a.nbytes for a in self._scan.arrays()) if self._scan.owned else 0)
 
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
-        """Row of each id, aligned with ``ids`` (-1 where the id has no vector)."""
-        get = self._row.get
+        """Row of each id, aligned with ``ids`` (-1 where the id has no vector). A
+        search mirror's id column is joined as a table (:mod:`.vector_ids`)."""
         with self._lock:
-            return np.fromiter((get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+            return self._ids.rows_of(ids)
 
     def vectors_for(self, ids: Sequence[str]) -> np.ndarray:
         """The stored float32 vectors of ``ids`` as an (n, dim) matrix aligned with
@@ -291,10 +287,9 @@ class VectorIndex:
 
     def rows_for(self, ids: Iterable[str]) -> np.ndarray:
         """Current rows of ``ids`` (unknown ids skipped), for an ``allowed`` filter."""
-        get = self._row.get
         with self._lock:
-            rows = [r for r in map(get, ids) if r is not None]
-        return np.asarray(rows, dtype=np.int64)
+            rows = self._ids.rows_of(list(ids))
+        return rows[rows >= 0]
 
     # -- queries ---------------------------------------------------------------------------
     def search(
@@ -315,12 +310,12 @@ class VectorIndex:
             nb = self._base.shape[0]
             mask = rows = None
             if allowed is not None and np.asarray(allowed).dtype == bool:
-                mask = self._live_mask(allowed)  # a mask stays a mask: no round trip via rows
+                mask = self._dead.live_mask(allowed, self.row_count)  # a mask stays a mask: no rows
                 count = int(np.count_nonzero(mask))
                 if count <= _GATHER_FRACTION * live:
                     rows, mask = np.flatnonzero(mask), None
             elif allowed is not None:
-                rows = self._allowed_rows(allowed)
+                rows = self._dead.live_rows(allowed, self.row_count)
                 count = rows.size
             if k == 0 or live == 0 or not q.any() or (allowed is not None and count == 0):
                 return np.empty(0, dtype=object), np.empty(0, dtype=np.float32)
@@ -362,9 +357,7 @@ class VectorIndex:
                 if bad.any():
                     raise ValidationError("rows", f"row {int(rows[bad][0])} is outside 0..{self.row_count - 1}")
                 return cosine_scores(self._vectors_at(rows), q)
-            get = self._row.get
-            found = [get(str(i), -1) for i in (arr.tolist() if arr.ndim else [arr.item()])]
-            rows = np.asarray(found, dtype=np.int64)
+            rows = self._ids.rows_of([str(i) for i in (arr.tolist() if arr.ndim else [arr.item()])])
             out = np.full(rows.shape[0], np.nan, dtype=np.float32)
             hit = rows >= 0
             if hit.any():
@@ -393,18 +386,16 @@ class VectorIndex:
         unit = l2_normalize(vecs)
         _check_finite(unit)
         with self._lock:
-            row_of = self._row
-            nb = self._base.shape[0]
+            in_delta = self._ids.delta
+            base_rows = self._ids.base_rows_of(ids).tolist()  # base rows never move
             drows = np.empty(len(ids), dtype=np.int64)
             for pos, entry_id in enumerate(ids):
-                r = row_of.get(entry_id)
-                if r is not None and r >= nb:
-                    drows[pos] = r - nb
-                    continue
-                if r is not None:
-                    self._dead.kill(r)
-                drows[pos] = self._delta.append(entry_id)
-                row_of[entry_id] = nb + int(drows[pos])
+                j = in_delta.get(entry_id)
+                if j is None:
+                    if base_rows[pos] >= 0:
+                        self._dead.kill(base_rows[pos])
+                    j = in_delta[entry_id] = self._delta.append(entry_id)
+                drows[pos] = j
             self._delta.set_rows(drows, unit)
             self.version += 1
 
@@ -415,19 +406,20 @@ class VectorIndex:
         moves into the hole).
         """
         removed = 0
+        ids = list(dict.fromkeys(map(str, ids)))
         with self._lock:
-            row_of = self._row
-            nb = self._base.shape[0]
-            for entry_id in ids:
-                r = row_of.pop(str(entry_id), None)
-                if r is None:
-                    continue
-                if r < nb:
+            in_delta = self._ids.delta
+            base_rows = self._ids.base_rows_of(ids).tolist()  # base rows never move
+            for entry_id, r in zip(ids, base_rows):
+                j = in_delta.pop(entry_id, None)
+                if j is not None:  # a delta row (its base row, if any, is dead already)
+                    moved = self._delta.remove(j)  # swap-remove: the last row moves into j
+                    if moved is not None:
+                        in_delta[moved] = j
+                elif r >= 0:
                     self._dead.kill(r)
                 else:
-                    moved = self._delta.remove(r - nb)
-                    if moved is not None:
-                        row_of[moved] = r
+                    continue
                 removed += 1
             self.version += 1
         return removed
@@ -438,20 +430,16 @@ class VectorIndex:
         (:meth:`export`, then :meth:`build` over the file's mapping)."""
         with self._lock:
             ids, matrix = self.snapshot(copy=True)
-            id_list = ids.tolist()
-            self._set_base(id_list, np.ascontiguousarray(matrix), owned=True, row_map=_id_map(id_list))
+            self._set_base(ids, np.ascontiguousarray(matrix), owned=True)
             self.version += 1
 
     # -- internals -----------------------------------------------------------------------------
-    def _set_base(self, ids: list[str], matrix: np.ndarray, *, owned: bool,
-                  row_map: dict[str, int] | None, codes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        n = matrix.shape[0]
-        id_arr = np.empty(n, dtype=object)
-        id_arr[:] = ids
-        self._base, self._base_ids, self._base_owned = matrix, id_arr, owned
-        self._dead = Tombstones(n)
+    def _set_base(self, ids: Sequence[str] | np.ndarray | StringTable, matrix: np.ndarray, *, owned: bool,
+                  codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        dead = Tombstones(matrix.shape[0])
+        self._ids = RowIds.of(ids, dead)  # refuses duplicates
+        self._base, self._base_owned, self._dead = matrix, owned, dead
         self._delta.clear()
-        self._row_map = row_map
         self._scan = BaseScan(matrix, self.dtype, rescore_pool=self.rescore_pool, threads=self.threads,
                               codes=codes)
 
@@ -459,9 +447,19 @@ class VectorIndex:
         nb = self._base.shape[0]
         out = np.empty(rows.shape[0], dtype=object)
         in_base = rows < nb
-        out[in_base] = self._base_ids[rows[in_base]]
+        out[in_base] = self._ids.base_ids(rows[in_base])
         out[~in_base] = self._delta.ids[rows[~in_base] - nb]
         return out
+
+    def _live_ids(self) -> np.ndarray:
+        """The live ids in row order: live base rows, then the delta's (the one place
+        :attr:`ids`, :meth:`snapshot` and :meth:`fold` take them from)."""
+        mask = self._dead.mask
+        base_rows = np.arange(self._base.shape[0]) if mask is None else np.flatnonzero(~mask)
+        return np.concatenate([self._ids.base_ids(base_rows), self._delta.ids[: self._delta.n]])
+
+    def _ids_nbytes(self) -> int:
+        return sum(a.nbytes for a in self._ids.base.arrays().values())
 
     def _vectors_at(self, rows: np.ndarray) -> np.ndarray:
         nb = self._base.shape[0]
@@ -484,41 +482,9 @@ class VectorIndex:
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
 
-    def _live_mask(self, allowed: np.ndarray) -> np.ndarray:
-        """A boolean ``allowed`` mask with the dead base rows cleared (a new array)."""
-        n = self.row_count
-        a = np.asarray(allowed)
-        if a.shape != (n,):
-            raise ValidationError("allowed", f"a boolean mask must have length {n} (one per row), got {a.shape}")
-        a = a.copy()
-        self._dead.clear_dead(a)
-        return a
-
-    def _allowed_rows(self, allowed: np.ndarray) -> np.ndarray:
-        """Sorted live rows of an ``allowed`` row array (dead base rows dropped)."""
-        n = self.row_count
-        a = np.asarray(allowed)
-        if a.size == 0:
-            return np.empty(0, dtype=np.int64)
-        elif not np.issubdtype(a.dtype, np.integer):
-            raise ValidationError("allowed", f"must be a boolean mask or row numbers, got dtype {a.dtype}")
-        else:
-            rows = np.unique(a.astype(np.int64))
-            if rows[0] < 0 or rows[-1] >= n:
-                raise ValidationError("allowed", f"row numbers must be in 0..{n - 1}")
-        return self._dead.drop_dead(rows)
-
     def __repr__(self) -> str:
         return (f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={len(self)}, dim={self.dim}, "
                 f"dtype={self.dtype!r}, delta={self.delta_rows})")
-
-
-def _id_map(ids: list[str]) -> dict[str, int]:
-    """``{id: row}``; refuses duplicates (one vector per (entry, model))."""
-    row = dict(zip(ids, range(len(ids))))
-    if len(row) != len(ids):
-        raise ValidationError("ids", "contains duplicates; one vector per (entry, model)")
-    return row
 
 
 def _check_finite(m: np.ndarray) -> None:

@@ -46,10 +46,11 @@ import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
 from tiervault.embeddings.vector_cache import CACHE_VERSION, cache_paths, read_cache, tier_epoch, write_cache
-from tiervault.embeddings.vector_math import simd_available
+from tiervault.embeddings.vector_math import Int8Codes, simd_available
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import IdMask
+from tiervault.vault.string_table import StringTable
 
 __all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache", "default_dtype"]
 
@@ -242,8 +243,8 @@ class VectorRecall:
                             type(exc).__name__, str(exc)[:200])
         state.index.fold()
 
-    def _build(self, store: Any, ids: Sequence[str], matrix: np.ndarray,
-               codes: tuple[np.ndarray, np.ndarray] | None = None) -> VectorIndex:
+    def _build(self, store: Any, ids: Sequence[str] | StringTable, matrix: np.ndarray,
+               codes: Int8Codes | None = None) -> VectorIndex:
         return VectorIndex.build(ids, matrix, dtype=self.dtype, model=self.model_key,  # type: ignore[arg-type]
                                  tier=store.name, normalized=True, codes=codes)
 

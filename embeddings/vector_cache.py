@@ -40,10 +40,12 @@ from typing import Any
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
+from tiervault.embeddings.vector_ids import table_of_lines
 from tiervault.embeddings.vector_math import Int8Codes, int8_codes
 from tiervault.embeddings.vector_pages import MappedRows
 from tiervault.errors import StorageError
 from tiervault.vault.atomic_file import atomic_write
+from tiervault.vault.string_table import StringTable
 
 __all__ = ["CACHE_VERSION", "CachedVectors", "cache_paths", "read_cache", "write_cache", "tier_epoch"]
 
@@ -60,7 +62,7 @@ class CachedVectors:
     codes' pages released by each scan block: :mod:`.vector_pages`)."""
 
     header: dict[str, Any]
-    ids: list[str]
+    ids: StringTable  # NumPy arrays, not a str per id (vector_ids)
     matrix: np.ndarray
     codes: Int8Codes | None
 
@@ -156,9 +158,9 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
     A header may only name files of this cache in its own folder.
     """
     uid, current = store.uid(), store.generation()  # the tier's own failures propagate
-    with open(ids_path, "r", encoding="utf-8") as fh:
+    with open(ids_path, "rb") as fh:
         header = json.loads(fh.readline())
-        body = fh.read()
+        body = fh.read()  # bytes: the ids become a string table, never one str each
     if not isinstance(header, dict):
         raise ValueError("the header is not a JSON object")
     gen = int(header["gen"])
@@ -170,9 +172,10 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
             or header.get("epoch") != tier_epoch(store, gen)):
         return None
     n, dim = int(header["n"]), int(header["dim"])
-    if zlib.crc32(body.encode("utf-8")) != header.get("ids_crc"):
+    if zlib.crc32(body) != header.get("ids_crc"):
         raise ValueError("the ids fail their CRC-32")
-    ids = body.split("\n") if body else []
+    ids = table_of_lines(body)
+    del body
     if len(ids) != n or (n and dim < 1):
         raise ValueError(f"{len(ids)} ids do not match the header ({n}, {dim})")
     prefix = Path(cache_paths(store, model)[1]).name + "-"

@@ -4,14 +4,18 @@ A :class:`VectorDelta` holds the rows written since the index's base was built:
 a preallocated float32 matrix of unit rows with the entry ids in a parallel
 array. Rows stay contiguous (swap-remove: the last row moves into a hole) and
 the capacity grows by 1/8 when full (slack <= 12.5 %, amortised O(1) appends).
-It knows nothing of ids outside itself: the index keeps the one id -> row map.
+It knows nothing of ids outside itself: the index's
+:class:`~tiervault.embeddings.vector_ids.RowIds` keeps the one id -> row map.
 :class:`Tombstones` marks the base rows deleted or replaced since the base was
-built: the other half of what a fold removes.
+built (the other half of what a fold removes) and takes them out of a search's
+``allowed`` filter.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from tiervault.errors import ValidationError
 
 __all__ = ["Tombstones", "VectorDelta"]
 
@@ -120,15 +124,30 @@ class Tombstones:
         """An index selecting the live base rows (a slice of all while none died)."""
         return slice(None) if self.mask is None else ~self.mask
 
-    def clear_dead(self, allowed: np.ndarray) -> None:
-        """Clear, in place, the dead rows of a boolean mask whose first ``n_base``
-        entries are base rows."""
+    def live_mask(self, allowed: np.ndarray, row_count: int) -> np.ndarray:
+        """A search's boolean ``allowed`` mask over all ``row_count`` rows (base rows
+        first) as a new array with the dead base rows cleared."""
+        a = np.asarray(allowed)
+        if a.shape != (row_count,):
+            raise ValidationError("allowed", f"a boolean mask must have length {row_count} "
+                                  f"(one per row), got {a.shape}")
+        a = a.copy()
         if self.mask is not None:
-            allowed[: self.n_base] &= ~self.mask
+            a[: self.n_base] &= ~self.mask
+        return a
 
-    def drop_dead(self, rows: np.ndarray) -> np.ndarray:
-        """Sorted row numbers without the dead base rows (delta rows kept)."""
-        if self.mask is None or not self._rows or not rows.size:
+    def live_rows(self, allowed: np.ndarray, row_count: int) -> np.ndarray:
+        """A search's ``allowed`` row numbers (in ``0..row_count-1``) sorted, unique,
+        without the dead base rows (delta rows kept)."""
+        a = np.asarray(allowed)
+        if a.size == 0:
+            return np.empty(0, dtype=np.int64)
+        if not np.issubdtype(a.dtype, np.integer):
+            raise ValidationError("allowed", f"must be a boolean mask or row numbers, got dtype {a.dtype}")
+        rows = np.unique(a.astype(np.int64))
+        if rows[0] < 0 or rows[-1] >= row_count:
+            raise ValidationError("allowed", f"row numbers must be in 0..{row_count - 1}")
+        if self.mask is None or not self._rows:
             return rows
         cut = int(np.searchsorted(rows, self.n_base))
         return np.concatenate([rows[:cut][~self.mask[rows[:cut]]], rows[cut:]])

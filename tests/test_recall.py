@@ -188,7 +188,8 @@ def test_persisted_index_opens_memory_mapped_and_catches_up(vault, monkeypatch):
     assert ids_path.exists() and len(files) == (3 if first.dtype == "int8" else 1)  # + int8 codes, bounds
 
     reopened = VectorRecall(vault, MODEL).index("agent")
-    assert reopened.mapped and reopened.owned_bytes < reopened.nbytes / 10
+    # not copied: owned is the id table only (~9 KB here, a quarter of the 24-d rows; a copy is > 1/2)
+    assert reopened.mapped and reopened.owned_bytes < reopened.nbytes / 4
 
     extra = fill(store, rng, 10, "b")
     vecs.update(extra)

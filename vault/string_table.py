@@ -146,11 +146,16 @@ class StringTable:
 
     @classmethod
     def build(cls, strings: Sequence[str]) -> "StringTable":
-        blob, offsets = _encode(strings)
+        return cls.from_blob(*_encode(strings))
+
+    @classmethod
+    def from_blob(cls, blob: np.ndarray, offsets: np.ndarray) -> "StringTable":
+        """The table of the strings ``blob[offsets[i]:offsets[i + 1]]`` (UTF-8 bytes,
+        ``offsets`` int64 from 0 to ``blob.size``), its index computed here."""
         keys = fingerprints(blob, offsets)
         order = np.argsort(keys)  # ties: find() sorts its candidates
         # int32 where it fits: 4 bytes a string less in each of the two arrays
-        order = order.astype(np.int32 if len(strings) < 2**31 - 1 else np.int64)
+        order = order.astype(np.int32 if keys.size < 2**31 - 1 else np.int64)
         if blob.size < 2**31 - 1:
             offsets = offsets.astype(np.int32)
         return cls(CheckedArray(blob), CheckedArray(offsets), CheckedArray(keys[order]),
