@@ -1,23 +1,33 @@
-"""Rows -> the sparse blocks of a search mirror (:class:`~tiervault.vault.postings.Postings`).
+"""Rows -> the sparse rows of a search mirror (:class:`~tiervault.vault.postings.Postings`).
 
 Each row's five FTS columns (id, title, description, context, tags) are split
 as FTS5's ``unicode61`` does, each distinct word is stemmed once
 (:data:`~tiervault.vault.tokenizer.STEMMER`), and every word becomes a code
-``2 * term_id + is_stop_word``. From the codes come two CSR blocks over the
-rows: the column-weighted term frequencies (BM25) and the term counts of the
-non-id columns without stop words (TF-IDF).
+``2 * term_id + is_stop_word``. From the codes come, per (row, term), two whole
+numbers in one canonical CSR block (rows in order, term ids ascending in a row):
 
-Speed: a field is split for all rows of a chunk at once
-(:func:`~tiervault.vault.tokenizer.split_many`), and the row of each word is
-recovered with NumPy from the separators, so the per-word Python work is one
-dict look-up.
+    wtf   = sum over the term's tokens in the row of FTS_WEIGHTS[column]   (BM25)
+    count = number of its tokens outside the id column, stop words out     (TF-IDF)
+
+Both are exact integers (the weights are whole numbers and a term has at most
+5 x 50,001 tokens in a row, ``entry.MAX_TEXT_CHARS``: < 2^24, so the float32
+BM25 weights are the same numbers in any summation order). They travel packed
+in one int64 (``wtf << 32 | count``), so the whole tier's CSC postings and their
+aligned TF-IDF counts come out of one transposition (:func:`assemble`).
+
+Speed (issue 16, first mirror build): the per-token Python work is the split
+(:func:`~tiervault.vault.tokenizer.split_many`, all rows of a chunk at once) and
+one dict look-up of the word's code in ``codes_of``, which lives for a whole
+build: only words never seen before are stemmed and given term ids. The (row,
+term) sums are one NumPy sort of 64-bit keys and a ``reduceat``, not a SciPy COO
+conversion per matrix.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,22 +37,59 @@ from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.string_table import Vocabulary
 from tiervault.vault.tokenizer import SEP, STEMMER, STOP_WORDS, split_many, split_words
 
-__all__ = ["Analysed", "analyse_rows", "TEXT_FIELDS"]
+__all__ = ["Analysed", "Assembled", "analyse_rows", "assemble", "TEXT_FIELDS"]
 
 #: FTS column order of the MirrorRow text fields.
 TEXT_FIELDS = ("id", "title", "description", "context", "tags")
-_WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.float32)
+if any(w != int(w) or w <= 0 for w in FTS_WEIGHTS):  # the packed sums need whole weights
+    raise ValueError(f"FTS_WEIGHTS {FTS_WEIGHTS} must be positive whole numbers")
+_WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.int64)
 _SEP_CODE = -2
 _NO_TERM = -1
+_UNKNOWN = -3
+_LOW = np.int64(0xFFFF_FFFF)
+# key = row << 36 | term id << 4 | column << 1 | stop word: rows of a chunk < 2^27
+_MAX_ROWS, _MAX_TERMS = 1 << 27, 1 << 32
 
 
 @dataclass(slots=True)
 class Analysed:
-    """The blocks of one chunk of rows: weighted tf, TF-IDF counts, token counts."""
+    """The rows of one chunk: canonical CSR ``indptr`` / ``tids`` with ``packed`` =
+    ``wtf << 32 | count`` per entry (module docstring), and each row's token count."""
 
-    w: sp.csr_matrix
-    c: sp.csr_matrix
-    doclen: np.ndarray
+    indptr: np.ndarray  # int64, rows + 1
+    tids: np.ndarray  # int32
+    packed: np.ndarray  # int64
+    doclen: np.ndarray  # float32
+
+    def w(self, n_terms: int) -> sp.csr_matrix:
+        """Column-weighted term frequencies (float32 CSR, rows x ``n_terms``)."""
+        return sp.csr_matrix(((self.packed >> 32).astype(np.float32), self.tids, self.indptr),
+                             shape=(self.indptr.size - 1, n_terms))
+
+    def c(self, n_terms: int) -> sp.csr_matrix:
+        """TF-IDF term counts (float32 CSR, explicit zeros left out)."""
+        return counts_csr(self.indptr, self.tids, self.packed, n_terms)
+
+
+@dataclass(slots=True)
+class Assembled:
+    """A whole base: the postings (CSC, a column per term) with each entry's TF-IDF
+    count aligned, and the TF-IDF counts by row (CSR) the model is fitted on."""
+
+    w: sp.csc_matrix  # float32, canonical
+    w_counts: np.ndarray  # unsigned, aligned with w's entries (0: none)
+    c: sp.csr_matrix  # float32, canonical, no explicit zeros
+
+
+def counts_csr(indptr: np.ndarray, tids: np.ndarray, packed: np.ndarray, n_terms: int) -> sp.csr_matrix:
+    """The count half of packed CSR entries as a float32 CSR matrix without zeros."""
+    count = packed & _LOW
+    keep = count > 0
+    kept = np.zeros(keep.size + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept[1:])  # kept[i]: entries kept before entry i
+    return sp.csr_matrix((count[keep].astype(np.float32), tids[keep], kept[indptr]),
+                         shape=(indptr.size - 1, n_terms))
 
 
 def _field_words(rows: Sequence[MirrorRow], name: str) -> list[str]:
@@ -57,57 +104,95 @@ def _field_words(rows: Sequence[MirrorRow], name: str) -> list[str]:
     return words
 
 
-def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary) -> Analysed:
-    """The blocks of ``rows``; new stems are added to ``vocab`` (the mirror's
-    vocabulary, extended in place)."""
-    n = len(rows)
-    per_field = [_field_words(rows, name) for name in TEXT_FIELDS]
-    # One pass per token: ``first_at`` maps each distinct word to the position of its
-    # first occurrence (a running token counter), and each token becomes that position;
-    # the words' codes are then computed once per distinct word and gathered with NumPy.
-    first_at: dict[str, int] = {}
-    counter = itertools.count()
-    positions = [np.fromiter(map(first_at.setdefault, words, counter), dtype=np.int64,
-                             count=len(words)) for words in per_field]
-    sep_at = first_at.pop(SEP, -1)
-    stems = STEMMER.stems(first_at)
+def _learn(words: Iterable[str], vocab: Vocabulary, codes_of: dict[str, int]) -> None:
+    """Codes of words not seen before: stemmed once; stems new to ``vocab`` get the next
+    term ids in sorted stem order (the ids, T's columns, are then a function of the
+    rows, the same in every process: the latent SVD of vault/latent.py depends on the
+    column order to the last float32 bit)."""
+    stems = STEMMER.stems(words)
     stop_words = STOP_WORDS.get()
-    # New term ids in sorted stem order, not set order: the ids (T's columns) are then a
-    # function of the rows, the same in every process (the latent SVD of vault/latent.py
-    # depends on the column order to the last float32 bit).
     wanted = sorted({s for s in stems.values() if s})
-    known = vocab.ids(wanted)  # one batched look-up per chunk
+    known = vocab.ids(wanted)  # one batched look-up
     new_ids = iter(vocab.add_many([s for s, t in zip(wanted, known) if t is None]))
     tid_of = dict(zip(wanted, [t if t is not None else next(new_ids) for t in known]))
-    tid_of[""] = -1
+    for word, stem in stems.items():
+        codes_of[word] = 2 * tid_of[stem] + (word in stop_words) if stem else _NO_TERM
+
+
+def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
+                 codes_of: dict[str, int] | None = None) -> Analysed:
+    """The CSR block of ``rows``; new stems are added to ``vocab`` (the mirror's
+    vocabulary, extended in place). ``codes_of``: word -> code, shared by the chunks
+    of one build (it must have been filled against this ``vocab`` only)."""
+    n = len(rows)
+    if n >= _MAX_ROWS:
+        raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
+    codes_of = {} if codes_of is None else codes_of
+    codes_of[SEP] = _SEP_CODE
+    per_field = [_field_words(rows, name) for name in TEXT_FIELDS]
+    unknown = itertools.repeat(_UNKNOWN)
+    field_codes = [np.fromiter(map(codes_of.get, words, unknown), dtype=np.int64, count=len(words))
+                   for words in per_field]
+    misses = [np.flatnonzero(codes == _UNKNOWN).tolist() for codes in field_codes]
+    new_words: set[str] = set()
+    for words, miss in zip(per_field, misses):
+        new_words.update([words[i] for i in miss])
+    if new_words:
+        _learn(new_words, vocab, codes_of)
+        for words, codes, miss in zip(per_field, field_codes, misses):
+            if miss:
+                codes[miss] = np.fromiter(map(codes_of.__getitem__, [words[i] for i in miss]),
+                                          dtype=np.int64, count=len(miss))
     n_terms = len(vocab)
-    # code = 2 * term id + is_stop_word (low bit: counts for BM25, not for TF-IDF);
-    # a word without a term: _NO_TERM; the text separator: _SEP_CODE.
-    seen = list(first_at)
-    tids = np.fromiter(map(tid_of.__getitem__, map(stems.__getitem__, seen)), dtype=np.int64,
-                       count=len(seen))
-    stop = np.fromiter(map(stop_words.__contains__, seen), dtype=np.int64, count=len(seen))
-    code_at = np.empty(next(counter), dtype=np.int64)
-    code_at[np.fromiter(first_at.values(), dtype=np.int64, count=len(seen))] = np.where(
-        tids >= 0, 2 * tids + stop, _NO_TERM)
-    if sep_at >= 0:
-        code_at[sep_at] = _SEP_CODE
-    codes_parts, doc_parts, col_parts = [], [], []
-    for col, pos in enumerate(positions):
-        codes = code_at[pos]
+    if n_terms > _MAX_TERMS:
+        raise ValueError(f"{n_terms} terms: at most {_MAX_TERMS}")
+    keys, doc_parts = [], []
+    for col, codes in enumerate(field_codes):
         doc = np.cumsum(codes == _SEP_CODE)  # the row of a word: separators before it
         keep = codes >= 0
-        codes_parts.append(codes[keep])
-        doc_parts.append(doc[keep])
-        col_parts.append(np.full(int(keep.sum()), col, dtype=np.int64))
-    codes = np.concatenate(codes_parts)
-    doc = np.concatenate(doc_parts)
-    col = np.concatenate(col_parts)
-    tid = codes >> 1
-    shape = (n, n_terms)
-    w = sp.csr_matrix((_WEIGHTS[col], (doc, tid)), shape=shape, dtype=np.float32)
-    counted = ((col != 0) & ((codes & 1) == 0)).astype(np.float32)
-    c = sp.csr_matrix((counted, (doc, tid)), shape=shape, dtype=np.float32)
-    c.eliminate_zeros()
-    doclen = np.bincount(doc, minlength=n).astype(np.float32)
-    return Analysed(w, c, doclen)
+        codes, doc = codes[keep], doc[keep]
+        doc_parts.append(doc)
+        # row, term id (code >> 1), column, stop-word bit (code & 1)
+        keys.append((doc << 36) | ((codes >> 1) << 4) | (col << 1) | (codes & 1))
+    key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    doclen = np.bincount(np.concatenate(doc_parts), minlength=n).astype(np.float32)
+    key.sort()
+    pair = key >> 4
+    if key.size:
+        start = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
+        column = (key >> 1) & 7
+        wtf = np.add.reduceat(_WEIGHTS[column], start)
+        counted = ((column != 0) & ((key & 1) == 0)).astype(np.int64)
+        count = np.add.reduceat(counted, start)
+        pair = pair[start]
+    else:
+        wtf = count = pair = np.zeros(0, dtype=np.int64)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pair >> 32, minlength=n), out=indptr[1:])
+    return Analysed(indptr, (pair & _LOW).astype(np.int32), (wtf << 32) | count, doclen)
+
+
+def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
+    """The blocks of a whole base, in order: one CSR, one transposition (which carries
+    the packed counts into the postings' order), then the halves unpacked."""
+    from tiervault.vault.tfidf_rows import count_dtype
+
+    n = sum(p.indptr.size - 1 for p in parts)
+    ptrs, offset = [np.zeros(1, dtype=np.int64)], 0
+    for p in parts:
+        ptrs.append(p.indptr[1:] + offset)
+        offset += int(p.indptr[-1])
+    indptr = np.concatenate(ptrs)
+    tids = np.concatenate([p.tids for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+    packed = np.concatenate([p.packed for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    c = counts_csr(indptr, tids, packed, n_terms)
+    by_row = sp.csr_matrix((packed, tids, indptr), shape=(n, n_terms))
+    del packed, tids
+    by_col = by_row.tocsc()  # canonical: rows ascending in each column
+    del by_row
+    count = by_col.data & _LOW
+    top = float(count.max()) if count.size else 0.0
+    w = sp.csc_matrix(((by_col.data >> 32).astype(np.float32), by_col.indices, by_col.indptr),
+                      shape=(n, n_terms))
+    w.has_sorted_indices = True
+    return Assembled(w, count.astype(count_dtype(top)), c)

@@ -48,11 +48,11 @@ from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import bm25_term, tfidf_rows
-from tiervault.vault.mirror_analysis import analyse_rows
+from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.slot_columns import slot_columns
 from tiervault.vault.sparse_columns import Columns
-from tiervault.vault.tfidf_rows import TfidfRows, aligned_counts, fit_tfidf
+from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
 from tiervault.vault.tfidf_query import QueryWeights, dense_scores, query_row, query_weights, scores_at
 
@@ -278,32 +278,31 @@ class Postings:
     # -- analysis ---------------------------------------------------------------------
     def _append_rows(self, rows: list[MirrorRow], *, fit: bool) -> None:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
-        w_parts: list[sp.csr_matrix] = []
-        c_parts: list[sp.csr_matrix] = []
+        parts: list[Analysed] = []
+        codes_of: dict[str, int] = {}  # word -> code, for every chunk of this call
         for start in range(0, len(rows), _CHUNK):
-            w, c = self._analyse(rows[start:start + _CHUNK])
-            w_parts.append(w)
-            c_parts.append(c)
+            chunk = rows[start:start + _CHUNK]
+            blocks = analyse_rows(chunk, self.vocab, codes_of)
+            self._register(chunk, blocks.doclen)
+            parts.append(blocks)
+        del codes_of
         n_terms = len(self.vocab)
-        for m in (*w_parts, *c_parts):
-            m.resize(m.shape[0], n_terms)
         if fit:
-            W = sp.vstack(w_parts, format="csr") if w_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
-            C = sp.vstack(c_parts, format="csr") if c_parts else sp.csr_matrix((0, n_terms), dtype=np.float32)
-            Wc = W.tocsc()
-            Wc.sort_indices()
+            base = assemble(parts, n_terms)
+            del parts
             # Each posting carries its TF-IDF count: a query's TF-IDF at its candidates is
             # read from the columns of its own terms (already read for BM25), not from
             # rows at scattered slots (issue 16: those rows were all resident at 1M).
-            self.W = Columns.from_csc(Wc, aligned_counts(Wc, C))
-            del Wc
+            self.W = Columns.from_csc(base.w, base.w_counts)
             # T by row, as counts + norms: the latent model reads it whole, a query its norms
-            self.T = self._fit(C)
+            c = base.c
+            del base
+            self.T = self._fit(c)
             self.delta_W, self.delta_T = [], []
-        elif w_parts:
-            for w, c in zip(w_parts, c_parts):
-                self.delta_W.append(w)
-                self.delta_T.append(self._transform(c))
+        else:
+            for blocks in parts:
+                self.delta_W.append(blocks.w(n_terms))
+                self.delta_T.append(self._transform(blocks.c(n_terms)))
         self._delta_csc = None
 
     def _fit(self, counts: sp.csr_matrix) -> TfidfRows:
@@ -323,12 +322,6 @@ class Postings:
         out = tfidf_rows(counts[:, : self.tfidf_terms], self.idf).astype(np.float32)
         out.resize(counts.shape[0], counts.shape[1])
         return out.tocsr()
-
-    def _analyse(self, rows: Sequence[MirrorRow]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """Rows -> (column-weighted tf, tf-idf counts) CSR blocks; registers slots."""
-        blocks = analyse_rows(rows, self.vocab)
-        self._register(rows, blocks.doclen)
-        return blocks.w, blocks.c
 
     def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray) -> None:
         """Give ``rows`` the next slots: ids, hashes, codes, dates and tag slots

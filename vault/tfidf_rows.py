@@ -30,32 +30,12 @@ import scipy.sparse as sp
 
 from tiervault.vault.checked_array import CheckedArray
 
-__all__ = ["TfidfRows", "aligned_counts", "count_dtype", "fit_tfidf", "row_norms"]
+__all__ = ["TfidfRows", "count_dtype", "fit_tfidf", "row_norms"]
 
 
 def count_dtype(top: float) -> type:
     """The smallest unsigned type holding counts up to ``top``."""
     return np.uint8 if top <= 255 else np.uint16 if top <= 65535 else np.uint32
-
-
-def aligned_counts(w: sp.csc_matrix, counts: sp.spmatrix) -> np.ndarray:
-    """The TF-IDF count at every entry of ``w`` (canonical CSC: sorted, no duplicates),
-    0 where ``counts`` has none; every entry of ``counts`` must be an entry of ``w``
-    (the mirror's TF-IDF counts are a subset of its BM25 postings)."""
-    c = sp.csc_matrix(counts)
-    c.sum_duplicates()  # canonical: sorted indices
-    c.eliminate_zeros()
-    out = np.zeros(w.nnz, dtype=count_dtype(float(c.data.max()) if c.nnz else 0.0))
-    if not c.nnz:
-        return out
-    rows = np.int64(w.shape[0])
-    key_w = np.repeat(np.arange(w.shape[1], dtype=np.int64), np.diff(w.indptr)) * rows + w.indices
-    key_c = np.repeat(np.arange(c.shape[1], dtype=np.int64), np.diff(c.indptr)) * rows + c.indices
-    at = np.searchsorted(key_w, key_c)
-    if at.size and (at.max() >= key_w.size or np.any(key_w[at] != key_c)):
-        raise ValueError("a TF-IDF count lies outside the postings")
-    out[at] = c.data
-    return out
 
 
 def row_norms(x: np.ndarray, indptr: np.ndarray) -> np.ndarray:
