@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,11 @@ def test_every_form_selects_the_same_entries(fields, args, tmp_path, pg_tier, co
         light = sqlite.light_rows([e.id for e in entries])
         by_predicate = {i for i, row in light.items() if matches(filters, row)}
         by_mask = _mask_ids(sqlite, filters)
+        # the mask at a few slots (a query's matching slots) is the full mask's there
+        p = sqlite.postings()
+        dense = p.mask(filters)
+        for at in (np.arange(len(p.ids)), np.arange(0, len(p.ids), 2), np.arange(0)):
+            assert p.mask(filters, at).tolist() == dense[at].tolist()
         counted = sqlite.lexical_count([BODY], filters, 1_000)  # every entry says "body"
     finally:
         sqlite.close()

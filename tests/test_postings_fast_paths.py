@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from tiervault.embeddings.vector_math import cosine_scores, l2_normalize
 from tiervault.vault.entry import Entry
+from tiervault.vault.filters import Filters
 from tiervault.vault.store import TierStore
 from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
@@ -45,6 +46,45 @@ def test_tfidf_at_equals_the_dense_scores_in_base_and_delta(tmp_path):
     # reopened from the cache file: the loaded columns are searched the same way
     reopened = TierStore(tmp_path / "a.db")
     _check_tfidf_at(reopened)
+
+
+def _check_bm25_at(store: TierStore) -> None:
+    from tiervault.vault.scoring import fts5_idf, top_k
+
+    m = store.postings()
+    n = m.n_alive
+    found = 0
+    for words in QUERIES:
+        stems = list(dict.fromkeys(s for s in STEMMER.stems(words).values() if s))
+        matches = m.matches(stems)
+        idf, avglen = fts5_idf(n, matches.df), m.total_len / n
+        dense = m.bm25(matches, idf, avglen)
+        at = m.union(matches)
+        assert at.tolist() == np.flatnonzero(dense > 0).tolist()
+        assert m.bm25_at(matches, idf, avglen, at).tobytes() == dense[at].tobytes()  # bit for bit
+        # the lexicon's top k over the union: the dense top k's slots and scores
+        filters = Filters(now=1_800_000_000.0, types=("pattern", "rule"))
+        mask = m.mask(filters)
+        expected = top_k(dense, 7, mask & (dense > 0))
+        hits = store.lexical_top_k(stems, store.term_stats(stems), filters, 7)
+        assert [h.id for h in hits] == m.ids.take(expected)
+        assert [h.score for h in hits] == dense[expected].tolist()
+        assert store.lexical_count(stems, filters, 10**6) == int(np.count_nonzero(mask & (dense > 0)))
+        found += len(hits)
+    assert found >= 10  # the filtered top k were not all empty
+
+
+def test_bm25_at_the_matching_slots_equals_the_dense_scores(tmp_path):
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1500))
+    _check_bm25_at(store)
+    store.capture_many(random_entries(40, seed=9, prefix="d"))  # the delta segment
+    store.capture(Entry.create(id="z", title="zyzzyva lock", description="cache zyzzyva"))
+    store.delete("e7")
+    assert store.postings().delta_W
+    _check_bm25_at(store)
+    store.close()
+    _check_bm25_at(TierStore(tmp_path / "a.db"))  # loaded from the cache file
 
 
 def test_query_tfidf_equals_the_sparse_definition(tmp_path):

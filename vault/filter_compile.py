@@ -147,41 +147,59 @@ def _member(codes: np.ndarray, values: Sequence[str], vocabulary: Sequence[str])
     return table[codes]
 
 
-def mirror_mask(filters: Filters, m: MirrorColumns) -> np.ndarray:
-    """Boolean mask of the mirror's live slots passing ``filters``."""
-    mask = m.alive.copy()
+def mirror_mask(filters: Filters, m: MirrorColumns, at: np.ndarray | None = None) -> np.ndarray:
+    """Boolean mask of the mirror's live slots passing ``filters``; with ``at`` (sorted,
+    distinct slots) the same mask at those slots only, aligned with them, so a query that
+    needs it at its matching slots reads those and not every column whole (issue 16)."""
+    def col(a: np.ndarray) -> np.ndarray:
+        return a if at is None else a[at]
+
+    mask = m.alive.copy() if at is None else m.alive[at]
     for codes, values, vocabulary in ((m.type_code, filters.types, ENTRY_TYPES),
                                       (m.severity_code, filters.severities, SEVERITIES),
                                       (m.origin_code, filters.origins, ORIGINS),
                                       (m.domain_code, filters.domains, m.domains)):
         if values:
-            mask &= _member(codes, values, vocabulary)
+            mask &= _member(col(codes), values, vocabulary)
     for codes, values, vocabulary in ((m.type_code, filters.not_types, ENTRY_TYPES),
                                       (m.domain_code, filters.not_domains, m.domains)):
         if values:
-            mask &= ~_member(codes, values, vocabulary)
+            mask &= ~_member(col(codes), values, vocabulary)
     if filters.tags:
         tagged = np.zeros(mask.size, dtype=bool)
         for tag in filters.tags:
-            tagged[m.tags.get(tag, [])] = True
+            _put(tagged, at, m.tags.get(tag, []), True)
         mask &= tagged
     for tag in filters.not_tags:
-        mask[m.tags.get(tag, [])] = False
+        _put(mask, at, m.tags.get(tag, []), False)
     for entry_id in filters.exclude_ids:
         slot = m.slot(entry_id)
         if slot is not None:
-            mask[slot] = False
+            _put(mask, at, [slot], False)
     now = filters.moment
     with np.errstate(invalid="ignore"):  # NaN = no value: fails a date bound, passes validity
         if filters.updated_after is not None:
-            mask &= m.updated_at >= filters.updated_after
+            mask &= col(m.updated_at) >= filters.updated_after
         if filters.updated_before is not None:
-            mask &= m.updated_at < filters.updated_before
+            mask &= col(m.updated_at) < filters.updated_before
         if not filters.include_expired:
-            mask &= ~(m.valid_until <= now)
+            mask &= ~(col(m.valid_until) <= now)
         if not filters.include_future:
-            mask &= ~(m.valid_from > now)
+            mask &= ~(col(m.valid_from) > now)
     return mask
+
+
+def _put(mask: np.ndarray, at: np.ndarray | None, slots: Any, value: bool) -> None:
+    """``mask[slots] = value``, where ``mask`` is aligned with ``at`` when given (slots
+    outside ``at`` are not in the mask)."""
+    if at is None:
+        mask[slots] = value
+        return
+    s = np.asarray(slots, dtype=np.int64)
+    pos = np.searchsorted(at, s)
+    inside = pos < at.size
+    inside[inside] = at[pos[inside]] == s[inside]
+    mask[pos[inside]] = value
 
 
 # -- predicates ---------------------------------------------------------------------------

@@ -349,7 +349,9 @@ class Postings:
     # -- queries ----------------------------------------------------------------------
     @property
     def n_alive(self) -> int:
-        return int(self.alive.sum())
+        # count_nonzero, not sum(): a bool sum goes through int64 (~1 ms over 1M slots), and
+        # the lexicon's cache keys read this several times a query
+        return int(np.count_nonzero(self.alive))
 
     def _delta(self) -> tuple[sp.csc_matrix, sp.csc_matrix] | None:
         if not self.delta_W:
@@ -406,6 +408,34 @@ class Postings:
                 scores[slots] += bm25_term(wtf, self.doclen[slots], avglen, float(term_idf))
         return scores
 
+    def union(self, matches: TermMatches) -> np.ndarray:
+        """Sorted distinct slots holding any of the query's terms (the only slots
+        :meth:`bm25` scores above 0): a sort of the postings when they are few, else a
+        mark over every slot (the same answer either way)."""
+        parts = [s for s in matches.slots if s.size]
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        total = sum(s.size for s in parts)
+        if total * 16 < len(self.ids):
+            return np.unique(np.concatenate(parts)).astype(np.int64, copy=False)
+        marked = np.zeros(len(self.ids), dtype=bool)
+        for s in parts:
+            marked[s] = True
+        return np.flatnonzero(marked)
+
+    def bm25_at(self, matches: TermMatches, idf: np.ndarray, avglen: float,
+                at: np.ndarray) -> np.ndarray:
+        """:meth:`bm25` at the slots ``at`` only (sorted, distinct, holding every match:
+        :meth:`union`), aligned with them. The same terms are added in the same order, so
+        the numbers are :meth:`bm25`'s bit for bit; a query at 1M rows no longer writes
+        and scans a dense array of every slot per tier (issue 16)."""
+        scores = np.zeros(at.size, dtype=np.float64)
+        for slots, wtf, term_idf in zip(matches.slots, matches.wtf, idf):
+            if slots.size:
+                scores[np.searchsorted(at, slots)] += bm25_term(wtf, self.doclen[slots], avglen,
+                                                                float(term_idf))
+        return scores
+
     def query_tfidf(self, words: Sequence[str]) -> QueryWeights | None:
         """The query's l2-normalised TF-IDF weights ``(term ids, weights)`` (fitted terms
         only, stop words out); None if no known content word (:mod:`tfidf_query`)."""
@@ -440,10 +470,11 @@ class Postings:
         return scores_at(q, slots, self.W, self.T, self.base_rows,
                          delta[1] if delta is not None else None, memo[1])
 
-    def mask(self, filters: Filters) -> np.ndarray:
+    def mask(self, filters: Filters, at: np.ndarray | None = None) -> np.ndarray:
         """Boolean mask of live slots passing ``filters`` (rules compiled by
-        :func:`~tiervault.vault.filter_compile.mirror_mask`)."""
-        return mirror_mask(filters, self)
+        :func:`~tiervault.vault.filter_compile.mirror_mask`); with ``at`` (sorted,
+        distinct slots) only at those, aligned with them."""
+        return mirror_mask(filters, self, at)
 
     # -- cache (vault/mirror_cache.py) ---------------------------------------------------
     @staticmethod
