@@ -33,7 +33,7 @@ import numpy as np
 from tiervault.vault import latent
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
-from tiervault.vault.postings import Postings, TermMatches
+from tiervault.vault.postings import SPARSE_SHARE, Postings, TermMatches
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
 from tiervault.vault.scoring import top_k
 
@@ -123,6 +123,8 @@ class MirrorLexicon:
         query when the filters name their instant (``now``): top-k, dedup and the vector
         pre-filter of one query share it. With ``now`` unset the wall clock decides, so
         nothing is kept."""
+        if at is not None and at.size * SPARSE_SHARE >= len(p.ids):
+            return self._mask(p, filters)[at]  # many slots: the dense mask, kept for the query
         if filters.now is None:
             return p.mask(filters, at)
         try:
