@@ -100,7 +100,7 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
         names.update(codes=Path(token + ".i8.npy"), bounds=Path(token + ".bounds.npy"))
     previous = _named_files(ids_path)
     n, dim = len(index), index.dim
-    ids: list[str] = []
+    ids: list[bytes] = []  # UTF-8 lines per block: no str per id kept for the whole save
     bounds: list[np.ndarray] = []
     crcs = dict.fromkeys(names, 0)
     try:
@@ -125,7 +125,7 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
                     codes, block_bounds = int8_codes(rows)
                     put("codes", codes)
                     bounds.append(block_bounds)
-                ids.extend(block_ids.tolist())
+                ids.append("\n".join(block_ids.tolist()).encode("utf-8"))
 
             # One locked pass: ids and rows taken together, so they always match.
             if index.export(sink) != n:
@@ -136,13 +136,15 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
             with atomic_write(names["bounds"], binary=True, mode=0o600) as fh:
                 np.save(fh, both)
             crcs["bounds"] = zlib.crc32(memoryview(both).cast("B"))
-        body = "\n".join(ids)
+        body = b"\n".join(ids)
+        del ids
         header = {"version": CACHE_VERSION, "model": model_key, "tier_uid": store.uid(), "gen": gen,
-                  "epoch": epoch, "n": n, "dim": dim, "ids_crc": zlib.crc32(body.encode("utf-8"))}
+                  "epoch": epoch, "n": n, "dim": dim, "ids_crc": zlib.crc32(body)}
         for key, path in names.items():
             header[key], header[f"{key}_crc"] = path.name, crcs[key]
-        with atomic_write(ids_path, mode=0o600) as fh:
-            fh.write(json.dumps(header) + "\n" + body)
+        with atomic_write(ids_path, binary=True, mode=0o600) as fh:
+            fh.write(json.dumps(header).encode("utf-8") + b"\n")
+            fh.write(body)
     except BaseException:
         for path in names.values():
             path.unlink(missing_ok=True)
