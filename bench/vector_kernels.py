@@ -62,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
 
         qh = q.astype(np.float16)[None]
         qc = codes[:1]  # any int8 row of the right width
-        buf = np.empty((1, args.rows), dtype=np.float32)
-        k["simsimd_f16"] = timed(lambda: simsimd.cdist(qh, half, metric="dot", out=buf, out_dtype="float32"),
+        # No out=: SimSIMD 6.5's cdist(out=...) returns None without its own reference
+        # (embeddings/vector_math.int8_scan).
+        k["simsimd_f16"] = timed(lambda: simsimd.cdist(qh, half, metric="dot", out_dtype="float32"),
                                  args.repeat)
-        k["simsimd_int8"] = timed(lambda: simsimd.cdist(qc, codes, metric="dot", out=buf, out_dtype="float32"),
+        k["simsimd_int8"] = timed(lambda: simsimd.cdist(qc, codes, metric="dot", out_dtype="float32"),
                                   args.repeat)
     ids = [str(i) for i in range(args.rows)]
     f32 = VectorIndex.build(ids, m, normalized=True, dtype="float32")

@@ -220,7 +220,10 @@ def int8_scan(codes: np.ndarray, bounds: np.ndarray, q: np.ndarray, threads: int
         step = (block_rows or SCAN_BLOCK_ROWS) if release is not None else max(n, 1)
         for s in range(0, n, step):
             e = min(s + step, n)
-            simd.cdist(qcodes, codes[s:e], metric="dot", out=out[:, s:e], out_dtype="float32")
+            # Not cdist(..., out=...): SimSIMD 6.5 returns None from it without a reference
+            # of its own, so every such call takes one from None and a long-running
+            # process dies in none_dealloc (tests/test_vector_delta.py checks the count).
+            out[:, s:e] = simd.cdist(qcodes, codes[s:e], metric="dot", out_dtype="float32")
             if release is not None:
                 release(s, e)
         if release is not None and n > step:
