@@ -45,6 +45,7 @@ class SqliteDb:
         self.read_only = read_only
         self.lock = threading.RLock()
         self.conn: sqlite3.Connection | None = None
+        self.writes = 0  # write transactions begun by this connection (memos compare it)
         if check_tier_path(name, self.path):  # only a regular file (or a missing one) is a tier
             self.connect(create=False)
 
@@ -100,6 +101,7 @@ class SqliteDb:
         """BEGIN IMMEDIATE ... COMMIT around the block (rolled back on any error)."""
         conn = self.writer()
         where = f"tier {self.name!r} ({self.path})"
+        self.writes += 1
         with map_errors(self.name, str(self.path), action), \
                 write_transaction(conn, self.lock, where) as gen:
             yield Txn(conn, gen)
