@@ -71,3 +71,26 @@ def test_gc_paused_restores_the_collector_as_it_was():
         assert not gc.isenabled()  # it was off: left off
     finally:
         gc.enable()
+
+
+def test_binary_tsvector_is_stored_as_the_literal_would_be(pg_tier):
+    """A binary COPY of ``tsvector_binary`` stores the same tsvector as the literal does:
+    the same lexemes in the same order (so the same bytes on disk), long stems dropped alike."""
+    from tiervault.vault.postgres.lexical import MAX_LEXEME_BYTES, tsvector_binary, tsvector_text
+    from tiervault.vault.postgres.writer import TSVECTOR_OID, copy_binary
+
+    long_word = "é" * (MAX_LEXEME_BYTES // 2 + 1)  # over the limit in bytes, not in characters
+    cases = [[], ["b"], ["zeta", "alpha", "alph", "straße", "naïve", "x9", "ünïcödé", "a"],
+             ["keep", long_word, "k" * (MAX_LEXEME_BYTES // 4 + 1)]]
+    tier = pg_tier()
+    with tier.write("test binary tsvectors") as (conn, _gen):
+        conn.execute("CREATE TEMP TABLE tsv_case (n int, v tsvector, w tsvector) ON COMMIT DROP")
+        copy_binary(conn, "tsv_case", ("n", "v"), ("int4", TSVECTOR_OID),
+                    [(i, tsvector_binary(stems)) for i, stems in enumerate(cases)])
+        conn.execute("UPDATE tsv_case SET w = l.lit::tsvector FROM unnest(%s::text[]) WITH ORDINALITY "
+                     "AS l(lit, k) WHERE k = n + 1", ([tsvector_text(sorted(stems)) for stems in cases],))
+        rows = conn.execute("SELECT n, v::text, tsvectorsend(v) = tsvectorsend(w), "
+                            "pg_column_size(v) = pg_column_size(w), length(v) FROM tsv_case ORDER BY n").fetchall()
+    assert [r[2:4] for r in rows] == [(True, True)] * len(cases)
+    assert [r[4] for r in rows] == [0, 1, 8, 2]  # both over-long stems left out
+    assert rows[2][1].startswith("'a' 'alph' 'alpha' 'naïve' 'straße' 'x9' 'zeta' 'ünïcödé'")

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import chain
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from tiervault.vault.scoring import bm25_term, fts5_idf
 from tiervault.vault.tokenizer import STEMMER, split_words
 
-__all__ = ["statistics_sql", "row_terms", "batch_terms", "query_stems", "bm25_rows", "tsquery_of", "tsvector_text"]
+__all__ = ["statistics_sql", "row_terms", "batch_terms", "query_stems", "bm25_rows", "tsquery_of", "tsvector_text",
+           "tsvector_binary", "EMPTY_TSVECTOR_BINARY"]
 
 #: Lexemes longer than this are left out of a tsvector (PostgreSQL's limit is 2,047 bytes).
 MAX_LEXEME_BYTES = 2_000
@@ -42,8 +43,33 @@ def tsvector_text(stems: Sequence[str]) -> str:
     return "'" + "' '".join(kept) + "'" if kept else ""
 
 
-def batch_terms(rows: Sequence[Sequence[str]]) -> list[tuple[str, int]]:
-    """(tsvector literal, token count) per row; the words of all rows are stemmed at once.
+#: ``tsvector_binary([])``: a count of 0 lexemes.
+EMPTY_TSVECTOR_BINARY = b"\0\0\0\0"
+
+
+def tsvector_binary(stems: Sequence[str]) -> bytes:
+    """PostgreSQL's binary form of a tsvector of distinct ``stems`` (what ``tsvectorrecv`` reads).
+
+    Layout: a big-endian uint32 count, then per lexeme its UTF-8 bytes, a NUL and a
+    uint16 count of positions (0: we store none) -- so consecutive lexemes are
+    joined by three NUL bytes. The lexemes go in tsvector order (bytes compared with
+    ``memcmp``, a prefix first: Python's ``sorted`` on ``str``, since UTF-8 keeps
+    code point order), so the server stores them as ``tsvectorin`` would from the
+    literal, with no text to parse and nothing to sort. Stems hold no NUL (letters
+    and digits only); those over :data:`MAX_LEXEME_BYTES` are left out, as in
+    :func:`tsvector_text`.
+    """
+    kept = sorted(t for t in stems if len(t) <= MAX_LEXEME_BYTES // 4 or len(t.encode()) <= MAX_LEXEME_BYTES)
+    if not kept:
+        return EMPTY_TSVECTOR_BINARY
+    return len(kept).to_bytes(4, "big") + ("\0\0\0".join(kept) + "\0\0\0").encode()
+
+
+def batch_terms(rows: Sequence[Sequence[str]], binary: bool = False) -> list[tuple[Any, int]]:
+    """(tsvector, token count) per row; the words of all rows are stemmed at once.
+
+    The tsvector is the literal (:func:`tsvector_text`, ``str``) or, with ``binary``,
+    its binary form (:func:`tsvector_binary`, ``bytes``: for a binary COPY).
 
     A row's fields are split as one text joined by newlines (a separator for
     unicode61 and for :func:`split_words` alike): one split per row, not per field.
@@ -61,7 +87,15 @@ def batch_terms(rows: Sequence[Sequence[str]]) -> list[tuple[str, int]]:
         if "" in stems:
             stems.discard("")
             count -= sum(1 for w in words if not stem_of(w))
-        if stems and max(map(len, stems)) > MAX_LEXEME_BYTES // 4:
+        if binary:
+            if stems and max(map(len, stems)) > MAX_LEXEME_BYTES // 4:
+                out.append((tsvector_binary(stems), count))
+            elif stems:  # every stem is short enough: no per-stem length check
+                kept = sorted(stems)
+                out.append((len(kept).to_bytes(4, "big") + ("\0\0\0".join(kept) + "\0\0\0").encode(), count))
+            else:
+                out.append((EMPTY_TSVECTOR_BINARY, count))
+        elif stems and max(map(len, stems)) > MAX_LEXEME_BYTES // 4:
             out.append((tsvector_text(sorted(stems)), count))
         else:  # every stem is short enough: no per-stem length check
             out.append(("'" + "' '".join(stems) + "'" if stems else "", count))

@@ -39,7 +39,8 @@ from tiervault.vault.postgres.errors import register as _register_errors
 from tiervault.vault.postgres.journal import PgJournal
 from tiervault.vault.postgres.lexical import bm25_rows, query_stems, statistics_sql, tsquery_of
 from tiervault.vault.postgres.term_workers import MIN_HELPED_BATCH, default_worker_count
-from tiervault.vault.postgres.writer import PreparedBatch, batches, direct_rows, pipelined, prepare, stage_rows
+from tiervault.vault.postgres.writer import (ENTRY_TYPES, TSVECTOR_OID, PreparedBatch, batches, copy_binary,
+                                             direct_rows, pipelined, prepare, stage_rows)
 from tiervault.vault.filter_compile import to_postgres
 from tiervault.vault.postgres.url import PgAddress, parse_address
 from tiervault.vault.scoring import FTS_WEIGHTS
@@ -59,9 +60,11 @@ _STAGE_TABLE = (
     "applies_to text, severity text, origin text, valid_from double precision, "
     "valid_until double precision, created_at double precision, updated_at double precision, "
     "content_hash text, given_created double precision, existing boolean, doclen integer, "
-    "stems text) ON COMMIT DELETE ROWS")
+    "stems tsvector) ON COMMIT DELETE ROWS")
+_STAGE_TYPES = (*ENTRY_TYPES, "float8", "bool", "int4", TSVECTOR_OID)
 #: Columns of a row COPYed straight into ``entries`` (a batch of new ids only).
 _DIRECT_COLUMNS = (*ENTRY_COLUMNS, "gen", "doclen", "terms")
+_DIRECT_TYPES = (*ENTRY_TYPES, "int8", "int4", TSVECTOR_OID)
 _SET = ", ".join(f"{c} = s.{c}" for c in ENTRY_COLUMNS if c not in ("id", "created_at"))
 _MIRROR = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, valid_until, "
            "updated_at, title, description, context, tags")
@@ -249,21 +252,17 @@ class PgEntryStore(PgJournal):
                 return 0
             updates = any(k and e.id in stored for e, k in zip(latest, keep))
             if not updates:  # only new ids (a bulk load): straight into the table, no staging pass
-                with conn.cursor().copy(f"COPY entries ({', '.join(_DIRECT_COLUMNS)}) FROM STDIN") as copy:
-                    for row in direct_rows(prepared, keep, gen, now):
-                        copy.write_row(row)
+                copy_binary(conn, "entries", _DIRECT_COLUMNS, _DIRECT_TYPES, direct_rows(prepared, keep, gen, now))
             else:
                 conn.execute(_STAGE_TABLE)
-                with conn.cursor().copy(f"COPY tv_stage ({', '.join(_STAGE_COLUMNS)}) FROM STDIN") as copy:
-                    for row in stage_rows(prepared, keep, stored, now):
-                        copy.write_row(row)
+                copy_binary(conn, "tv_stage", _STAGE_COLUMNS, _STAGE_TYPES, stage_rows(prepared, keep, stored, now))
                 conn.execute(
                     f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen, doclen, terms) "
-                    f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, stems::tsvector "
+                    f"SELECT {', '.join(ENTRY_COLUMNS)}, %s, doclen, stems "
                     "FROM tv_stage WHERE NOT existing", (gen,))
                 conn.execute(
                     f"UPDATE entries SET {_SET}, created_at = COALESCE(s.given_created, entries.created_at), "
-                    "gen = %s, doclen = s.doclen, terms = s.stems::tsvector "
+                    "gen = %s, doclen = s.doclen, terms = s.stems "
                     "FROM tv_stage s WHERE s.existing AND entries.id = s.id", (gen,))
         self._sync_postings()
         return todo

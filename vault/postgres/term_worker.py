@@ -26,7 +26,7 @@ def main() -> int:
             return 0
         try:
             with gc_paused():
-                answer = (True, lexical.batch_terms(rows))
+                answer = (True, lexical.batch_terms(rows, binary=True))
         except Exception as exc:  # answered, not swallowed: the parent raises it
             answer = (False, f"{type(exc).__name__}: {exc}")
         write_frame(out, answer)

@@ -2,7 +2,7 @@
 
 Preparing a batch for the PostgreSQL tier -- splitting the five indexed fields
 of every entry into words, stemming them (FTS5 ``porter unicode61``) and writing
-the tsvector literal (:func:`~tiervault.vault.postgres.lexical.batch_terms`) --
+the binary tsvector (:func:`~tiervault.vault.postgres.lexical.batch_terms`) --
 is ~30 us of CPU per entry in Python, and the GIL keeps it on one core: a bulk
 load ran at the pace of that one thread while the server, on the other core,
 waited (bench/README.md, "PostgreSQL ... 1M"). :class:`TermWorkers` runs that
@@ -15,7 +15,7 @@ Protocol, on each worker's stdin / stdout: frames of an 8-byte little-endian
 length and a :mod:`marshal` payload (the worker is our own code in our own
 interpreter, so marshal is safe and ~5x faster than pickle for lists of tuples
 of strings). Request: a list of (id, title, description, context, tags) rows.
-Reply: ``(True, [(tsvector literal, token count), ...])`` or ``(False, message)``.
+Reply: ``(True, [(binary tsvector, token count), ...])`` or ``(False, message)``.
 The first reply is a hello, ``(True, path of lexical.py)``: a worker that imported
 another checkout's tiervault is refused (:class:`TermWorkerError`), never trusted.
 
@@ -117,7 +117,7 @@ class _Worker:
             raise TermWorkerError(f"term worker (pid {self.proc.pid}) failed: {value}")
         return value
 
-    def _ask(self, rows: list[tuple[str, ...]]) -> list[tuple[str, int]]:
+    def _ask(self, rows: list[tuple[str, ...]]) -> list[tuple[bytes, int]]:
         assert self.proc.stdin is not None
         try:
             write_frame(self.proc.stdin, rows)
@@ -131,7 +131,7 @@ class _Worker:
         tail = os.pread(self.stderr.fileno(), 500, max(0, size - 500)).decode("utf-8", "replace").strip()
         return f"; its stderr ends: {tail}" if tail else ""
 
-    def submit(self, rows: list[tuple[str, ...]]) -> Future[list[tuple[str, int]]]:
+    def submit(self, rows: list[tuple[str, ...]]) -> Future[list[tuple[bytes, int]]]:
         return self.io.submit(self._ask, rows)
 
     def close(self) -> None:
@@ -153,11 +153,11 @@ class _Worker:
 class PendingTerms:
     """The terms of one batch being computed by the workers, part by part, in order."""
 
-    def __init__(self, parts: list[Future[list[tuple[str, int]]]]) -> None:
+    def __init__(self, parts: list[Future[list[tuple[bytes, int]]]]) -> None:
         self.parts = parts
 
-    def result(self) -> list[tuple[str, int]]:
-        out: list[tuple[str, int]] = []
+    def result(self) -> list[tuple[bytes, int]]:
+        out: list[tuple[bytes, int]] = []
         for part in self.parts:
             out.extend(part.result())
         return out
@@ -183,7 +183,7 @@ class TermWorkers:
             raise
 
     def submit(self, rows: Sequence[tuple[str, ...]]) -> PendingTerms:
-        """Start computing ``batch_terms(rows)``; the answer comes in ``rows`` order."""
+        """Start computing ``batch_terms(rows, binary=True)``; the answer comes in ``rows`` order."""
         rows = list(rows)
         size = -(-len(rows) // len(self.workers)) or 1
         return PendingTerms([w.submit(rows[i:i + size])
