@@ -246,7 +246,7 @@ def test_words_the_stemmer_skips_are_what_fts5_itself_makes_of_them():
     import random
     import sqlite3
 
-    from tiervault.vault.tokenizer import Stemmer, unchanged_by_fts5
+    from tiervault.vault.tokenizer import Stemmer, unchanged_by_fts5, unchanged_many
 
     rng = random.Random(5)
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -267,6 +267,8 @@ def test_words_the_stemmer_skips_are_what_fts5_itself_makes_of_them():
     fts5 = {ordered[doc - 1]: term for doc, term in conn.execute(
         "SELECT doc, term FROM wv WHERE offset = 0")}
     skipped = [w for w in ordered if unchanged_by_fts5(w)]
+    odd = ["", "ＡＢ1", "²3", "٣", "ab\u00b2", "AB", "aB1", "1A", "ß1", "a-1", "a_1", " 1", "x" * 65 + "A"]
+    assert unchanged_many(ordered + odd) == skipped + [w for w in odd if unchanged_by_fts5(w)]
     assert len(skipped) > 1000 and "walking" not in skipped and "Ab1" not in skipped
     assert "é1" not in skipped
     for w in skipped:

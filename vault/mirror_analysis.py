@@ -44,6 +44,7 @@ TEXT_FIELDS = ("id", "title", "description", "context", "tags")
 if any(w != int(w) or w <= 0 for w in FTS_WEIGHTS):  # the packed sums need whole weights
     raise ValueError(f"FTS_WEIGHTS {FTS_WEIGHTS} must be positive whole numbers")
 _WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.int64)
+_FIELD_AT = {name: MirrorRow._fields.index(name) for name in TEXT_FIELDS}
 _SEP_CODE = -2
 _NO_TERM = -1
 _UNKNOWN = -3
@@ -85,15 +86,15 @@ class Assembled:
 def counts_csr(indptr: np.ndarray, tids: np.ndarray, packed: np.ndarray, n_terms: int) -> sp.csr_matrix:
     """The count half of packed CSR entries as a float32 CSR matrix without zeros."""
     count = packed & _LOW
-    keep = count > 0
-    kept = np.zeros(keep.size + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept[1:])  # kept[i]: entries kept before entry i
-    return sp.csr_matrix((count[keep].astype(np.float32), tids[keep], kept[indptr]),
+    kept = np.flatnonzero(count)
+    # a row's kept entries start at the first kept entry at or after its first entry
+    ptr = np.searchsorted(kept, indptr)
+    return sp.csr_matrix((count[kept].astype(np.float32), tids[kept], ptr),
                          shape=(indptr.size - 1, n_terms))
 
 
-def _field_words(rows: Sequence[MirrorRow], name: str) -> list[str]:
-    texts = [getattr(row, name) or "" for row in rows]
+def _field_words(texts: Sequence[str | None]) -> list[str]:
+    texts = [t or "" for t in texts]
     words = split_many(texts)
     if words is None:  # a text holding NUL: split one by one, separators added here
         words = []
@@ -129,7 +130,9 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
         raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
     codes_of = {} if codes_of is None else codes_of
     codes_of[SEP] = _SEP_CODE
-    per_field = [_field_words(rows, name) for name in TEXT_FIELDS]
+    columns = list(zip(*rows)) if n else [()] * len(MirrorRow._fields)
+    per_field = [_field_words(columns[_FIELD_AT[name]]) for name in TEXT_FIELDS]
+    del columns
     unknown = itertools.repeat(_UNKNOWN)
     field_codes = [np.fromiter(map(codes_of.get, words, unknown), dtype=np.int64, count=len(words))
                    for words in per_field]

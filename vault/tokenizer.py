@@ -20,7 +20,7 @@ import threading
 from typing import Callable, Iterable
 
 __all__ = ["Stemmer", "split_words", "split_many", "SEP", "STEMMER", "STOP_WORDS",
-           "unchanged_by_fts5"]
+           "unchanged_by_fts5", "unchanged_many"]
 
 _WORD = re.compile(r"[^\W_]+")
 # ASCII fast path: every non-alphanumeric ASCII character becomes a space, so
@@ -83,6 +83,16 @@ def unchanged_by_fts5(word: str) -> bool:
     return len(word) < _PORTER_MIN or len(word) > _PORTER_MAX or word[-1].isdigit()
 
 
+def unchanged_many(words: Iterable[str]) -> list[str]:
+    """The words of ``words`` for which :func:`unchanged_by_fts5` holds, in order (one
+    comprehension of str methods instead of a call and a regular expression per word:
+    a first build meets ~1 new word per row, 1M at 1M rows). For an ASCII word,
+    ``[a-z0-9]+`` is ``isalnum()`` with no upper-case letter (``lower()`` keeps it)."""
+    return [w for w in words
+            if (len(w) < _PORTER_MIN or len(w) > _PORTER_MAX or w[-1].isdigit())
+            and w.isascii() and w.isalnum() and w.lower() == w]
+
+
 class Stemmer:
     """Maps words to FTS5 ``porter unicode61`` terms, caching every answer."""
 
@@ -122,7 +132,7 @@ class Stemmer:
     def _fill(self, missing: list[str]) -> None:
         # Words FTS5 gives back unchanged need no SQL (a first mirror build meets one
         # new number per row in ids like "name-0000042"; see :func:`unchanged_by_fts5`).
-        same = [w for w in missing if unchanged_by_fts5(w)]
+        same = unchanged_many(missing)
         with self._lock:
             if same:
                 self._cache.update(zip(same, same))

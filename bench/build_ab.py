@@ -1,0 +1,180 @@
+"""A/B of the first mirror build between two checkouts, over one set of tier files.
+
+Why: ``bench/write_ab.py`` imports the corpus again before every build (minutes at
+1,000,000 entries); the build alone needs only tier files. This writes the bench
+corpus (``bench/corpus.py``) into three tiers once (or reuses ``--tiers DIR`` from
+an earlier run), copies them once per variant, then runs checkout A, B, A, B ...
+each in a fresh process (its own ``.venv`` interpreter, so it imports its own
+``tiervault``) that deletes its copy's ``.postings.mirror`` caches and times
+``store.postings()`` of each tier (the first-ever build, cache file written):
+wall and process CPU per tier, peak RSS, load average before / after.
+
+    python bench/build_ab.py --a /path/old --b . --entries 1000000 --rounds 2 \\
+        --workdir /tmp/build-ab --json bench/results/mirror-build-ab-1m.json [--profile]
+
+``--profile``: each run also under cProfile (own-time top 15 per run; inflates
+call-heavy code, so time those runs apart from the plain ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TIERS = ("agent", "project", "team")
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def worker(tiers: Path, profile: bool) -> dict[str, Any]:
+    """One variant's run (in its own process): the first build of each tier."""
+    import sklearn.decomposition  # noqa: F401  (imported by a build: not timed)
+    import sklearn.feature_extraction.text  # noqa: F401
+
+    from tiervault.vault.manager import VaultManager
+
+    for cache in tiers.glob("*.postings.mirror"):
+        cache.unlink()
+    out: dict[str, Any] = {"load_avg_before": _load()}
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+    build: dict[str, Any] = {}
+    total_wall = total_cpu = 0.0
+    with VaultManager.at({t: str(tiers / f"{t}.db") for t in TIERS}) as manager:
+        for t in TIERS:
+            gc.collect()
+            if prof:
+                prof.enable()
+            t0, c0 = time.perf_counter(), time.process_time()
+            rows = manager.store(t).postings().base_rows
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if prof:
+                prof.disable()
+            build[t] = {"rows": rows, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+            total_wall += wall
+            total_cpu += cpu
+    out["mirror_build"] = {**build, "wall_s": round(total_wall, 3), "cpu_s": round(total_cpu, 3)}
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["load_avg_after"] = _load()
+    if prof:
+        import pstats
+
+        stats = pstats.Stats(prof)
+        total = stats.total_tt or 1e-12  # type: ignore[attr-defined]
+        rows_ = [{"function": f"{Path(f).name}:{line}({name})", "calls": nc,
+                  "tottime_s": round(tt, 3), "cumtime_s": round(ct, 3), "share": round(tt / total, 3)}
+                 for (f, line, name), (_cc, nc, tt, ct, _c) in stats.stats.items()]  # type: ignore[attr-defined]
+        out["profile"] = sorted(rows_, key=lambda r: -r["tottime_s"])[:15]
+    return out
+
+
+def make_tiers(entries: int, seed: int, dest: Path) -> None:
+    """The bench corpus stored into three fresh tiers (store-only import)."""
+    from bench.corpus import generate
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.manager import VaultManager
+
+    dest.mkdir(parents=True, exist_ok=True)
+    corpus = generate(entries, seed)
+    with VaultManager.at({t: str(dest / f"{t}.db") for t in TIERS}) as manager:
+        for t in TIERS:
+            manager.capture_many([Entry.from_dict(d) for d in corpus.tiers[t]], t)
+
+
+def _python(checkout: Path) -> str:
+    python = checkout / ".venv" / "bin" / "python"
+    return str(python) if python.exists() else sys.executable
+
+
+def _env(checkout: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
+    env["PYTHONPATH"] = str(checkout)
+    return env
+
+
+def _commit(checkout: Path) -> str | None:
+    try:
+        return subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def run(checkout: Path, tiers: Path, profile: bool) -> dict[str, Any]:
+    cmd = [_python(checkout), str(Path(__file__).resolve()), "--_worker", str(tiers),
+           "1" if profile else "0"]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=_env(checkout), timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker in {checkout} failed (exit {proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--_worker":
+        print(json.dumps(worker(Path(argv[1]), argv[2] == "1")))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--a", type=Path, required=True, help="checkout A (before)")
+    ap.add_argument("--b", type=Path, required=True, help="checkout B (after)")
+    ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--workdir", type=Path, required=True,
+                    help="scratch directory (kept: its tiers are reused by a later run)")
+    ap.add_argument("--tiers", type=Path, help="existing tier files of the corpus (default: "
+                                               "WORKDIR/tiers-N, made when missing)")
+    ap.add_argument("--profile", action="store_true", help="cProfile every run")
+    ap.add_argument("--a-commit", help="A's commit, when A is not a git checkout (git archive)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    args.a, args.b = args.a.resolve(), args.b.resolve()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    src = args.tiers or args.workdir / f"tiers-{args.entries}"
+    if not (src / "team.db").exists():
+        make_tiers(args.entries, args.seed, src)
+    copies = {}
+    for name in ("A", "B"):
+        copies[name] = args.workdir / f"copy-{name}"
+        if copies[name].exists():
+            shutil.rmtree(copies[name])
+        copies[name].mkdir(parents=True)
+        for t in TIERS:
+            shutil.copy2(src / f"{t}.db", copies[name] / f"{t}.db")
+    out: dict[str, Any] = {"entries": args.entries, "seed": args.seed, "tiers": str(src),
+                           "checkouts": {"A": {"path": str(args.a),
+                                               "commit": args.a_commit or _commit(args.a)},
+                                         "B": {"path": str(args.b), "commit": _commit(args.b)}},
+                           "cores": len(os.sched_getaffinity(0)), "profile": args.profile,
+                           "runs": []}
+    for r in range(args.rounds):
+        for name, checkout in (("A", args.a), ("B", args.b)):
+            row = {"variant": name, "round": r, **run(checkout, copies[name], args.profile)}
+            out["runs"].append(row)
+            b = row["mirror_build"]
+            print(f"round {r} {name}: build {b['wall_s']} s wall / {b['cpu_s']} s cpu, "
+                  f"rss {row['peak_rss_mb']} MB, load {row['load_avg_before'][0]} -> "
+                  f"{row['load_avg_after'][0]}", file=sys.stderr, flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(out, indent=2) + "\n")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
