@@ -142,6 +142,19 @@ def test_dedup_by_id_highest_priority_copy_wins(vault):
     assert vault.get("jwt")[1] == "agent"
 
 
+def test_a_winning_copy_outside_its_tiers_top_k_gets_its_own_evidence(vault):
+    # The agent's copy of "tok" (edited: no query word left) is not among the agent's
+    # hits but wins the team hit's dedup: its BM25 and TF-IDF are the agent copy's.
+    vault.capture(entry("tok", "Rotate JWT keys", "rotate keys often"), "team")
+    vault.capture(entry("tok", "Token lifetime", "agent says 30 days"), "agent")
+    vault.capture(entry("keys", "Rotate keys rotate keys", "rotate JWT keys"), "agent")
+    c = vault.search("rotate jwt keys")
+    assert c.ids == ["keys", "tok"] and c.tiers == ["agent", "agent"]
+    expected = vault.lexical_scores(c.query, "agent", ["tok", "keys"])
+    assert [(x, y) for x, y in zip(c.lexical, c.tfidf)] == [expected["keys"], expected["tok"]]
+    assert c.tfidf[0] > 0 and expected["tok"] == (0.0, 0.0)
+
+
 def test_dedup_by_content_hash_under_other_ids(vault):
     vault.capture(entry("team-copy", "Use connection pooling", "pool size"), "team")
     vault.capture(entry("project-copy", "Use connection pooling", "pool size"), "project")

@@ -17,7 +17,7 @@ listed in ``also_in``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -437,8 +437,9 @@ class VaultManager:
         hashes = list(dict.fromkeys(p[3].content_hash for p in pool))
         by_id: dict[str, dict[str, LexicalHit]] = {}
         by_hash: dict[str, dict[str, LexicalHit]] = {}
+        # No TF-IDF here: a kept hit is nearly always its tier's own top-k hit, which has it
         for tier, held in self._each(chosen, lambda s: s.lexical_scores(
-                lq.stems, lq.stats, ids=ids, hashes=hashes, filters=filters, words=lq.words)):
+                lq.stems, lq.stats, ids=ids, hashes=hashes, filters=filters)):
             by_id[tier.name] = {h.id: h for h in held}
             by_hash[tier.name] = {}
             for h in held:
@@ -459,7 +460,7 @@ class VaultManager:
             kept.append((-w_hit.score * winner.weight, rank, winner.name, w_hit,
                          [h.name for h, _ in holders[1:]]))
         kept.sort(key=lambda k: (k[0], k[1]))
-        kept = kept[:limit]
+        kept = self._with_tfidf(kept[:limit], pool, lq)
         weights = {t.name: t.weight for t in self.tiers.values()}
         bound = lq.bound if lq.bound > 0 else 1.0
         return Candidates(
@@ -472,6 +473,20 @@ class VaultManager:
             tfidf=np.array([k[3].tfidf for k in kept], dtype=np.float64),
             query=lq,
         )
+
+    def _with_tfidf(self, kept: list, pool: list, lq: LexicalQuery) -> list:
+        """``kept`` with each hit's TF-IDF: its tier's top-k hit's, or read for it."""
+        own = {(name, h.id): h.tfidf for _, _, name, h in pool}
+        need: dict[str, list[str]] = {}
+        for _, _, name, hit, _ in kept:
+            if (name, hit.id) not in own:
+                need.setdefault(name, []).append(hit.id)
+        for name, wanted in need.items():
+            for _, held in self._each([self.tiers[name]], lambda s: s.lexical_scores(
+                    lq.stems, lq.stats, ids=wanted, words=lq.words)):
+                own.update(((name, h.id), h.tfidf) for h in held)
+        return [(neg, rank, name, replace(hit, tfidf=own.get((name, hit.id), 0.0)), also)
+                for neg, rank, name, hit, also in kept]
 
     # -- stats ------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
