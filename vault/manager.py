@@ -17,7 +17,7 @@ listed in ``also_in``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -485,7 +485,8 @@ class VaultManager:
             for _, held in self._each([self.tiers[name]], lambda s: s.lexical_scores(
                     lq.stems, lq.stats, ids=wanted, words=lq.words)):
                 own.update(((name, h.id), h.tfidf) for h in held)
-        return [(neg, rank, name, replace(hit, tfidf=own.get((name, hit.id), 0.0)), also)
+        return [(neg, rank, name, LexicalHit(hit.id, hit.content_hash, hit.score,
+                                             own.get((name, hit.id), 0.0), hit.passes), also)
                 for neg, rank, name, hit, also in kept]
 
     # -- stats ------------------------------------------------------------------------
