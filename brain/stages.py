@@ -77,6 +77,7 @@ class ScoringContext:
     lq: Any = None  # the manager's LexicalQuery
     pool: Pool = field(default_factory=Pool)
     cosines: np.ndarray = field(default_factory=lambda: np.zeros(0))  # NaN = no vector
+    known_cosines: dict[tuple[str, str], float] = field(default_factory=dict)  # (tier, id)
     complete: bool = False  # every FTS match is in the pool
     n_fts: int = 0
     memories: MemorySignals | None = None
@@ -146,6 +147,7 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
         hits = brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
                                     ctx.filters)
         before = len(ctx.pool)
+        ctx.known_cosines = {(h[1], h[0]): h[2] for h in hits}  # the scan's exact cosines
         ctx.pool.add_external(manager, [h[0] for h in hits], "vector", ctx.lq, ctx.filters,
                               ctx.tiers, fetch)
         if ctx.expansion is not None:
@@ -213,8 +215,12 @@ def _cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     if ctx.qvec is None or n <= start:
         return out
     by_tier: dict[str, list[int]] = {}
-    for i in range(start, n):
-        by_tier.setdefault(pool.tiers[i], []).append(i)
+    for i in range(start, n):  # a vector hit's cosine is known: its row is not read again
+        known = ctx.known_cosines.get((pool.tiers[i], pool.ids[i]))
+        if known is None:
+            by_tier.setdefault(pool.tiers[i], []).append(i)
+        else:
+            out[i] = known
     for tier, idx in by_tier.items():
         out[idx] = brain.vectors.similarities(ctx.qvec, tier, [pool.ids[i] for i in idx])
     return out
@@ -410,8 +416,6 @@ def score(brain: Any, ctx: ScoringContext) -> None:
         ctx.memory_tier_factor = combine.tier_factor(ctx.memory_tier_weight, cfg.tier_strength)
         ctx.memory_score = combine.combine(m_rel, ctx.memory_prior, beta,
                                            ctx.memory_tier_factor, np.zeros(len(ms.hits)))
-
-
 
 
 def _rrf_scores(pool: Pool, cosines: np.ndarray | None, tier_w: np.ndarray) -> np.ndarray:

@@ -175,3 +175,21 @@ def test_diverse_rows_carry_relevance_and_the_mmr_score(brain):
     for k, r in enumerate(rows):  # mmr = lam * score - (1 - lam) * max(0, cos to rows above)
         above = max([0.0] + [float(vecs[k] @ vecs[j]) for j in range(k)])  # MMR starts at 0
         assert r["mmr"] == pytest.approx(lam * r["score"] - (1 - lam) * above, abs=1e-5)
+
+
+def test_a_vector_hit_keeps_the_scans_cosine_the_same_number_as_a_read(brain):
+    # gather takes a vector hit's cosine from the scan instead of reading its row again
+    from tiervault.brain.stages import ScoringContext, gather
+    from tiervault.vault.filters import Filters
+
+    ctx = ScoringContext(query="database connection pool", mode="scan", limit=10,
+                         limit_given=True, filters=Filters.build(now=NOW), tiers=None,
+                         query_tags=[], query_domain=None, include_memories=False,
+                         explain=False, fusion="signals", now=NOW, config=brain.config)
+    gather(brain, ctx)
+    pool = ctx.pool
+    reused = [i for i, key in enumerate(zip(pool.tiers, pool.ids)) if key in ctx.known_cosines]
+    assert reused  # the scan's hits are in the pool
+    for i, (tier, eid) in enumerate(zip(pool.tiers, pool.ids)):
+        read = brain.vectors.similarities(ctx.qvec, tier, [eid])
+        assert np.float64(read[0]).tobytes() == ctx.cosines[i].tobytes()
