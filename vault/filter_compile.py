@@ -195,7 +195,7 @@ def _put(mask: np.ndarray, at: np.ndarray | None, slots: Any, value: bool) -> No
     if at is None:
         mask[slots] = value
         return
-    s = np.asarray(slots, dtype=np.int64)
+    s = np.asarray(slots, dtype=at.dtype)
     pos = np.searchsorted(at, s)
     inside = pos < at.size
     inside[inside] = at[pos[inside]] == s[inside]

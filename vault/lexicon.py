@@ -39,7 +39,7 @@ from tiervault.vault.scoring import top_k
 
 __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores"]
 
-_KEEP = 8  # matches, unions, BM25 scores and masks kept (TF-IDF: at the slots asked only)
+_KEEP = 6  # matches, unions, BM25 scores and masks kept (TF-IDF: at the slots asked only)
 
 
 class SlotScores(NamedTuple):
@@ -54,6 +54,7 @@ class SlotScores(NamedTuple):
         out = np.zeros(slots.size, dtype=np.float64)
         if not self.slots.size or not slots.size:
             return out
+        slots = slots.astype(self.slots.dtype, copy=False)  # a mixed-type search copies both
         pos = np.minimum(np.searchsorted(self.slots, slots), self.slots.size - 1)
         found = self.slots[pos] == slots
         out[found] = self.scores[pos[found]]

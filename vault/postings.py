@@ -419,17 +419,17 @@ class Postings:
         mark over every slot (the same answer either way)."""
         parts = [s for s in matches.slots if s.size]
         if not parts:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int32)
         total = sum(s.size for s in parts)
         if total * SPARSE_SHARE < len(self.ids):
             # each column is sorted already: a stable sort (timsort) merges the runs in
             # near-linear time (np.unique hashes first: ~1 ms a call at 1M)
-            x = np.sort(np.concatenate(parts).astype(np.int64, copy=False), kind="stable")
+            x = np.sort(np.concatenate(parts).astype(np.int32, copy=False), kind="stable")
             return x[np.concatenate(([True], x[1:] != x[:-1]))] if x.size > 1 else x
         marked = np.zeros(len(self.ids), dtype=bool)
         for s in parts:
             marked[s] = True
-        return np.flatnonzero(marked)
+        return np.flatnonzero(marked).astype(np.int32)  # int32: kept for the query
 
     def bm25_at(self, matches: TermMatches, idf: np.ndarray, avglen: float,
                 at: np.ndarray) -> np.ndarray:
@@ -443,7 +443,7 @@ class Postings:
         scores = np.zeros(at.size, dtype=np.float64)
         for slots, wtf, term_idf in zip(matches.slots, matches.wtf, idf):
             if slots.size:
-                scores[np.searchsorted(at, slots)] += bm25_term(wtf, self.doclen[slots], avglen,
+                scores[np.searchsorted(at, slots.astype(at.dtype, copy=False))] += bm25_term(wtf, self.doclen[slots], avglen,
                                                                 float(term_idf))
         return scores
 
