@@ -59,8 +59,9 @@ def _server() -> tuple[Any, str]:
     return server, server.create_database("tv_bench")
 
 
-def import_phase(url: str, n: int) -> tuple[Any, dict[str, Any], list[Any]]:
+def import_phase(url: str, n: int, server_root: Path | None = None) -> tuple[Any, dict[str, Any], list[Any]]:
     from bench.corpus import generate
+    from bench.pg_import_ab import server_cpu_s
     from tiervault.vault.entry import Entry
     from tiervault.vault.postgres import PgTierStore
 
@@ -70,9 +71,11 @@ def import_phase(url: str, n: int) -> tuple[Any, dict[str, Any], list[Any]]:
     store = PgTierStore(url, name="team", schema="bench_team")
     load_before = [round(x, 2) for x in os.getloadavg()]
     k0 = resource.getrusage(resource.RUSAGE_CHILDREN)  # term worker processes, once waited for
+    s0 = server_cpu_s(server_root) if server_root else 0.0  # None: an external server
     t0, c0 = time.perf_counter(), time.process_time()
     written = store.capture_many(entries, batch_size=5_000)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    server_cpu = server_cpu_s(server_root) - s0 if server_root else None
     k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     helpers = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
     t0 = time.perf_counter()
@@ -82,13 +85,17 @@ def import_phase(url: str, n: int) -> tuple[Any, dict[str, Any], list[Any]]:
                    "entries_per_s": round(written / seconds),
                    "client_cpu_us_per_entry": round(cpu / max(written, 1) * 1e6, 1),
                    "helpers_cpu_us_per_entry": round(helpers / max(written, 1) * 1e6, 1),
+                   "server_cpu_us_per_entry": (round(server_cpu / max(written, 1) * 1e6, 1)
+                                               if server_cpu is not None else None),
                    "load_avg_after": [round(x, 2) for x in os.getloadavg()],
                    "note": ("capture_many, 5,000 per transaction, into an empty tier: each batch "
                             "of new ids COPYed straight into entries (since c2950d4; before: COPY "
                             "into a staging table + set-based INSERT), batch k+1 stemmed (by term "
                             "worker processes since 19afa97: helpers_cpu_us_per_entry; "
                             "client_cpu_us_per_entry is the writing process alone) while batch k "
-                            "commits, secondary indexes built once at the end (included in seconds)"),
+                            "commits, secondary indexes built once at the end (included in seconds); "
+                            "since pgimport (issue 13): binary COPY with binary tsvectors, and the "
+                            "GIN built in one connection while the B-trees are built in another"),
                    "load_avg_before": load_before,
                    "mirror_build_s": round(mirror_s, 2),
                    "bytes_on_server": store.file_size()}, entries
@@ -286,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             _say(f"import {args.entries}")
-            team, result["import"], entries = import_phase(url, args.entries)
+            team, result["import"], entries = import_phase(url, args.entries, server.root)
             sqlite = _sqlite_tiers(Path(tmp))
             _say("scan")
             result["scan"], brain = scan_phase(team, sqlite, args.queries)

@@ -18,6 +18,7 @@ import pytest
 from pg_server import start_server
 from tiervault.errors import StorageError
 from tiervault.vault.entry import Entry
+from tiervault.vault.filters import Filters
 from tiervault.vault.postgres import PgTierStore
 from tiervault.vault.postgres.schema import ENTRY_INDEXES
 from tiervault.vault.postgres.term_workers import TermWorkers
@@ -159,3 +160,38 @@ def test_a_malformed_worker_count_in_the_environment_is_warned_about(monkeypatch
     with caplog.at_level("WARNING", logger="tiervault.vault.postgres.term_workers"):
         assert default_worker_count() >= 1  # the default
     assert "TIERVAULT_PG_TERM_WORKERS='off' is not a count" in caplog.text
+
+
+def test_the_btrees_are_built_while_another_connection_builds_the_gin(pg_tier):
+    """The end of a bulk load builds the GIN in one connection and the B-trees in another:
+    each index has its own build lock, so the B-trees are not held up by a GIN build in
+    progress (here one left open in another connection's transaction; with one lock for
+    all of a tier's indexes, as before, the B-trees waited for it)."""
+    import psycopg
+
+    from tiervault.vault.postgres.schema import GIN_INDEX, build_entry_indexes, drop_entry_indexes
+
+    tier = pg_tier()
+    assert tier.capture_many(_entries(600), batch_size=200) == 600  # a bulk load: indexes rebuilt
+    schema = tier.address.schema
+    with tier.mapped("test") as conn:
+        drop_entry_indexes(conn, schema)
+    btrees = [n for n in ENTRY_INDEXES if n != GIN_INDEX]
+    gin_builder = psycopg.connect(tier.address.dsn, autocommit=False)
+    try:
+        gin_builder.execute("SELECT 1")  # a transaction stays open around the build below
+        assert build_entry_indexes(gin_builder, schema, [GIN_INDEX]) == [GIN_INDEX]
+        with tier.mapped("test") as conn:
+            conn.execute("SET lock_timeout = '5s'")  # held up by the GIN build: an error, not a hang
+            try:
+                assert build_entry_indexes(conn, schema, btrees) == btrees
+            finally:
+                conn.execute("RESET lock_timeout")
+        gin_builder.commit()
+    finally:
+        gin_builder.close()
+    with tier.mapped("test") as conn:
+        assert build_entry_indexes(conn, schema) == []  # all there
+    names = {r[0] for r in tier.query("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,))}
+    assert set(ENTRY_INDEXES) <= names
+    assert tier.search_fts(["retrying"], Filters(), 5).ids  # the GIN answers
