@@ -56,11 +56,10 @@ class BaseScan:
         self.codes: np.ndarray | None = None
         self.bounds: np.ndarray | None = None
         self.half: np.ndarray | None = None
-        self.release = None  # hands scanned rows' code pages back (mapped codes)
         self.owned = codes is None  # False: the codes are a caller's (mapped) arrays
         n = matrix.shape[0]
         if dtype == "int8" and codes is not None:
-            self.codes, self.bounds, self.release = Int8Codes(*codes)
+            self.codes, self.bounds = codes
             if self.codes.shape != matrix.shape or self.bounds.shape != (2, n):
                 raise ValidationError("codes", f"shapes {self.codes.shape} / {self.bounds.shape} do not "
                                       f"match the {matrix.shape} matrix")
@@ -123,7 +122,7 @@ class BaseScan:
         """Approximate scores of every row and bounds on their errors."""
         if self.dtype == "int8":
             assert self.codes is not None and self.bounds is not None
-            return int8_scan(self.codes, self.bounds, q, threads=self.threads, release=self.release)
+            return int8_scan(self.codes, self.bounds, q, threads=self.threads)
         assert self.half is not None
         return float16_scores(self.half, q, threads=self.threads), float16_error_bound(q)
 

@@ -42,7 +42,6 @@ import numpy as np
 from tiervault.embeddings.index import VectorIndex
 from tiervault.embeddings.vector_ids import table_of_lines
 from tiervault.embeddings.vector_math import Int8Codes, int8_codes
-from tiervault.embeddings.vector_pages import MappedRows
 from tiervault.errors import StorageError
 from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.string_table import StringTable
@@ -58,8 +57,7 @@ _DTYPES = {"matrix": np.float32, "codes": np.int8, "bounds": np.float32}
 @dataclass(frozen=True)
 class CachedVectors:
     """An opened, verified cache: ``ids[i]`` owns ``matrix[i]`` (mapped, read-only);
-    ``codes``: the mapped int8 codes and bounds of those rows, when written (the
-    codes' pages released by each scan block: :mod:`.vector_pages`)."""
+    ``codes``: the mapped int8 codes and bounds of those rows, when written."""
 
     header: dict[str, Any]
     ids: StringTable  # NumPy arrays, not a str per id (vector_ids)
@@ -201,13 +199,7 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
         arrays[key] = arr
     if ("codes" in arrays) != ("bounds" in arrays):
         raise ValueError("the header names int8 codes without bounds (or bounds without codes)")
-    codes = None
-    if "codes" in arrays:
-        # Every scan reads all codes: mapped so that each block's pages go back to the
-        # page cache once read (vector_pages), not held by this process.
-        code_file = arrays["codes"]
-        pages = MappedRows(code_file.filename, code_file.offset, code_file.dtype, code_file.shape)
-        codes = Int8Codes(pages.array, arrays["bounds"], pages.release)
+    codes = Int8Codes(arrays["codes"], arrays["bounds"]) if "codes" in arrays else None
     return CachedVectors(header, ids, arrays["matrix"], codes)
 
 

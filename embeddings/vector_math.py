@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -21,20 +20,14 @@ __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_i
 _BLOCK_ROWS = 512
 # Below this many rows per thread, a thread costs more than it saves.
 _MIN_ROWS_PER_THREAD = 32_768
-# Rows per SimSIMD call when the codes' pages are released after each block: 32,768 x 384
-# B = 12 MB resident at most; 1M x 384, one query: 13.6 ms against 13.1 ms in one call.
-SCAN_BLOCK_ROWS = 32_768
 
 
 class Int8Codes(NamedTuple):
-    """The int8 form of a base (:func:`int8_codes`): ``codes`` int8 (n, d), ``bounds``
-    float32 (2, n); ``release(start, stop)``, when given, hands the pages of rows
-    ``start..stop`` of a mapped ``codes`` back once a scan has read them
-    (:class:`~tiervault.embeddings.vector_pages.MappedRows`)."""
+    """The int8 form of a base (:func:`int8_codes`): ``codes`` int8 (n, d) and ``bounds``
+    float32 (2, n), e.g. both mapped from a vector cache file."""
 
     codes: np.ndarray
     bounds: np.ndarray
-    release: Callable[[int, int], None] | None = None
 
 
 def l2_normalize(m: np.ndarray) -> np.ndarray:
@@ -83,7 +76,7 @@ def mask_outside(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return masked
 
 
-def int8_codes(m: np.ndarray, step: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+def int8_codes(m: np.ndarray, step: int = 65536) -> Int8Codes:
     """The int8 form the index scans: ``(codes int8 (n, d), bounds float32 (2, n))`` with
     ``bounds[0] = a_i`` (:func:`quantize_int8`) and ``bounds[1] = ||a_i c_i||_1`` (for
     the per-row error bound of :func:`int8_scan`); ``step`` rows at a time, so the
@@ -94,7 +87,7 @@ def int8_codes(m: np.ndarray, step: int = 65536) -> tuple[np.ndarray, np.ndarray
         c, a = quantize_int8(m[s:s + step])
         codes[s:s + step], bounds[0, s:s + step] = c, a
         bounds[1, s:s + step] = a * np.abs(c.astype(np.int16)).sum(axis=1, dtype=np.int32)
-    return codes, bounds
+    return Int8Codes(codes, bounds)
 
 
 def quantize_int8(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,9 +180,8 @@ def simd_available() -> bool:
     return _simsimd() is not None
 
 
-def int8_scan(codes: np.ndarray, bounds: np.ndarray, q: np.ndarray, threads: int = 1, *,
-              release: Callable[[int, int], None] | None = None,
-              block_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def int8_scan(codes: np.ndarray, bounds: np.ndarray, q: np.ndarray, threads: int = 1
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Approximate cosines of unit rows stored as int8 codes, and per-row error bounds.
 
     With SimSIMD (AVX-512 VNNI / AVX2 integer dot products, ~4x faster than a
@@ -202,34 +194,19 @@ def int8_scan(codes: np.ndarray, bounds: np.ndarray, q: np.ndarray, threads: int
     * rows: ``|x_ij - a_i c_ij| <= a_i / 2``, so ``|<x_i - a_i c_i, q>| <= a_i ||q||_1 / 2``;
     * query: ``|<a_i c_i, q - b r>| <= ||a_i c_i||_1 * b / 2``;
     * plus a rounding allowance for the float32 products.
-
-    ``release``: SimSIMD scans ``block_rows`` (default :data:`SCAN_BLOCK_ROWS`) rows at a time and calls
-    ``release(start, stop)`` after each block (a mapped file's pages handed back:
-    :class:`Int8Codes`); the scores are the same numbers.
     """
     simd = _simsimd()
     scale, l1 = bounds[0], bounds[1]
     if simd is None:
         scores, qscale = int8_scores(codes, scale, q, threads=threads), 0.0
-        if release is not None:
-            release(0, codes.shape[0])
     else:
         qcodes, qs = quantize_int8(q[None, :])
-        n = codes.shape[0]
-        out = np.empty((1, n), dtype=np.float32)
-        step = (block_rows or SCAN_BLOCK_ROWS) if release is not None else max(n, 1)
-        for s in range(0, n, step):
-            e = min(s + step, n)
+        out = np.empty((1, codes.shape[0]), dtype=np.float32)
+        if codes.shape[0]:
             # Not cdist(..., out=...): SimSIMD 6.5 returns None from it without a reference
             # of its own, so every such call takes one from None and a long-running
             # process dies in none_dealloc (tests/test_vector_delta.py checks the count).
-            out[:, s:e] = simd.cdist(qcodes, codes[s:e], metric="dot", out_dtype="float32")
-            if release is not None:
-                release(s, e)
-        if release is not None and n > step:
-            # Touching a block maps the page-cache folios it overlaps (up to 2 MB here),
-            # which may reach into blocks already released: one last pass over them all.
-            release(0, n)
+            out[:] = simd.cdist(qcodes, codes, metric="dot", out_dtype="float32")
         scores, qscale = out[0], float(qs[0])
         scores *= scale
         scores *= qscale

@@ -218,50 +218,6 @@ def test_persisted_index_opens_memory_mapped_and_catches_up(vault, monkeypatch):
     assert loads == [-1]
 
 
-def test_a_cached_int8_index_scans_its_codes_in_blocks_and_hands_their_pages_back(vault, monkeypatch):
-    """The int8 codes of a cache are mapped; each scan block's pages go back to the page
-    cache once read, so no page of the codes file stays resident, and the answers are
-    the reference's."""
-    from tiervault.embeddings import vector_math
-
-    monkeypatch.setattr(vector_math, "SCAN_BLOCK_ROWS", 1000)  # 1,000 x 512 B: several blocks
-    rng = np.random.default_rng(11)
-    store = vault.store("agent")
-    vecs = {}
-    for part in range(4):  # 4,200 rows of 512 dimensions: 2 MB of codes
-        ids = [f"a{part}-{i:04d}" for i in range(1050)]
-        store.capture_many([Entry.create(id=i, title=f"title {i}", description="d", type="pattern")
-                            for i in ids])
-        m = unit(rng, len(ids), 512)
-        store.put_vectors(MODEL, [(e, "h", v) for e, v in zip(ids, m)])
-        vecs.update(zip(ids, m))
-    VectorRecall(vault, MODEL, dtype="int8").warm(["agent"])  # writes the cache
-    reopened = VectorRecall(vault, MODEL, dtype="int8")
-    ids_path, _ = cache_paths(store, MODEL)
-    codes_file = next(ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.i8.npy"))
-    for _ in range(3):
-        q = unit(rng, 1, 512)[0]
-        check_same(reopened.search(q, 10), reference(q, [("agent", 1.0, vecs)], 10))
-    assert reopened.index("agent").mapped
-    assert resident_kb(codes_file) == 0
-    # The same file mapped plainly keeps what a scan read: the check above can fail.
-    plain = np.load(codes_file, mmap_mode="r")
-    assert int(np.abs(plain[:, :8]).sum()) > 0 and resident_kb(codes_file) > 0
-
-
-def resident_kb(path) -> int:
-    """Resident KB of this process's mappings of ``path`` (/proc/self/smaps)."""
-    total, current = 0, None
-    with open("/proc/self/smaps", encoding="utf-8") as fh:
-        for line in fh:
-            head = line.split()
-            if "-" in head[0] and len(head) >= 5 and ":" in head[3]:  # a mapping's first line
-                current = head[5] if len(head) > 5 else None
-            elif head[0] == "Rss:" and current == str(path):
-                total += int(head[1])
-    return total
-
-
 def test_corrupt_cache_is_ignored_with_a_warning(vault, caplog):
     rng = np.random.default_rng(9)
     store = vault.store("agent")
