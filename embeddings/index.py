@@ -82,8 +82,11 @@ IndexDtype = Literal["float32", "float16", "int8"]
 # First pool of a compressed scan (at least k rows); exactness does not depend on it
 # (vector_base.py), only how many rows the error bounds add to it.
 DEFAULT_RESCORE_POOL = 1
-# Below this fraction of allowed rows, gathering them beats scanning everything.
+# Below this fraction of allowed rows, gathering them beats scanning everything; a
+# compressed base reads each gathered float32 row with a pread, so beyond a few hundred
+# rows its own scan of the allowed rows' codes (then exact rescoring) is cheaper.
 _GATHER_FRACTION = 0.25
+_GATHER_ROWS_COMPRESSED = 256
 # Fold bound: the delta is scanned exactly and tombstoned rows are scanned for nothing,
 # so both are kept to ~5 % of the base (<= ~5 % extra scan time and delta memory);
 # the floor keeps a small tier from rewriting its file on every few writes.
@@ -319,9 +322,11 @@ class VectorIndex:
                 count = rows.size
             if k == 0 or live == 0 or not q.any() or (allowed is not None and count == 0):
                 return np.empty(0, dtype=object), np.empty(0, dtype=np.float32)
-            if rows is not None and rows.size <= _GATHER_FRACTION * live:
-                # Few candidates: exact scores of just those rows.
-                scores = cosine_scores(self._vectors_at(rows), q)
+            if rows is not None and rows.size <= self._gather_limit(live):
+                # Few candidates: exact scores of just those rows, a block at a time
+                # (a filter allowing 100K rows would otherwise copy 150 MB of them).
+                scores = np.concatenate([cosine_scores(self._vectors_at(rows[s:s + _EXPORT_ROWS]), q)
+                                         for s in range(0, rows.size, _EXPORT_ROWS)])
                 order = top_k(scores, k)
                 return self._ids_at(rows[order]), scores[order]
             base_rows = delta_rows = None
@@ -460,6 +465,11 @@ class VectorIndex:
 
     def _ids_nbytes(self) -> int:
         return sum(a.nbytes for a in self._ids.base.arrays().values())
+
+    def _gather_limit(self, live: int) -> float:
+        """Most allowed rows scored exactly one by one (else the base scan filters)."""
+        limit = _GATHER_FRACTION * live
+        return limit if self.dtype == "float32" else min(limit, _GATHER_ROWS_COMPRESSED)
 
     def _vectors_at(self, rows: np.ndarray) -> np.ndarray:
         nb = self._base.shape[0]

@@ -71,10 +71,13 @@ MODES = ["float32", "int8", "int8-numpy", "float16"]
 
 @pytest.mark.parametrize("mode", MODES)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=OPS, fold_min=st.sampled_from([10**9, 60]), pool=st.sampled_from([1, 64]))
-def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, mode, ops, fold_min, pool) -> None:
+@given(ops=OPS, fold_min=st.sampled_from([10**9, 60]), pool=st.sampled_from([1, 64]),
+       gather=st.sampled_from([256, 0]))
+def test_base_plus_delta_equals_brute_force(base_file, monkeypatch, mode, ops, fold_min, pool, gather) -> None:
     path, m = base_file
     monkeypatch.setattr(index_module, "FOLD_MIN_ROWS", fold_min)
+    # 0: a compressed base never scores allowed rows one by one, its scan of their codes does
+    monkeypatch.setattr(index_module, "_GATHER_ROWS_COMPRESSED", gather)
     monkeypatch.setattr(vector_math, "_SIMD", False if mode == "int8-numpy" else None)
     mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(N_BASE, DIM))
     base_ids = [f"b{i}" for i in range(N_BASE)]
@@ -196,7 +199,7 @@ def test_int8_scans_keep_the_reference_count_of_none() -> None:
     assert abs(sys.getrefcount(None) - before) < 100
 
 
-def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path) -> None:
+def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path, monkeypatch) -> None:
     rng = np.random.default_rng(8)
     m = rng.standard_normal((300, DIM)).astype(np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
@@ -209,6 +212,11 @@ def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path) -> Non
     want = VectorIndex.build(ids, m, dtype="float32", normalized=True).search(q, 7)
     got = index.search(q, 7)
     assert got[0].tolist() == want[0].tolist() and np.array_equal(got[1], want[1])  # bit for bit
+    monkeypatch.setattr(index_module, "_GATHER_ROWS_COMPRESSED", 0)  # not one by one:
+    some = index.rows_for(ids[::9])  # the scan of those 34 rows' codes, then rescoring
+    got = index.search(q, 7, allowed=some)
+    want = VectorIndex.build(ids, m, dtype="float32", normalized=True).search(q, 7, allowed=some)
+    assert got[0].tolist() == want[0].tolist() and np.array_equal(got[1], want[1])
     np.testing.assert_array_equal(index.vectors_for(["r5", "r299"]), m[[5, 299]])
     snap_ids, snap = index.snapshot()
     assert snap_ids.tolist() == ids and np.array_equal(snap, m)
