@@ -64,19 +64,8 @@ from tiervault.embeddings.vector_math import (
 from tiervault.errors import ValidationError
 from tiervault.vault.string_table import StringTable
 
-__all__ = [
-    "VectorIndex",
-    "IndexDtype",
-    "l2_normalize",
-    "cosine_scores",
-    "top_k",
-    "quantize_int8",
-    "int8_scores",
-    "float16_scores",
-    "DEFAULT_RESCORE_POOL",
-    "FOLD_MIN_ROWS",
-    "FOLD_FRACTION",
-]
+__all__ = ["VectorIndex", "IndexDtype", "l2_normalize", "cosine_scores", "top_k", "quantize_int8",
+           "int8_scores", "float16_scores", "DEFAULT_RESCORE_POOL", "FOLD_MIN_ROWS", "FOLD_FRACTION"]
 
 IndexDtype = Literal["float32", "float16", "int8"]
 # First pool of a compressed scan (at least k rows); exactness does not depend on it
@@ -391,15 +380,16 @@ class VectorIndex:
         unit = l2_normalize(vecs)
         _check_finite(unit)
         with self._lock:
-            in_delta = self._ids.delta
-            base_rows = self._ids.base_rows_of(ids).tolist()  # base rows never move
+            row_ids = self._ids
+            base_rows = row_ids.base_rows_of(ids).tolist()  # base rows never move
             drows = np.empty(len(ids), dtype=np.int64)
             for pos, entry_id in enumerate(ids):
-                j = in_delta.get(entry_id)
+                j = row_ids.delta_row(entry_id)
                 if j is None:
                     if base_rows[pos] >= 0:
                         self._dead.kill(base_rows[pos])
-                    j = in_delta[entry_id] = self._delta.append(entry_id)
+                    j = self._delta.append(entry_id)
+                    row_ids.set_delta(entry_id, j)
                 drows[pos] = j
             self._delta.set_rows(drows, unit)
             self.version += 1
@@ -413,14 +403,14 @@ class VectorIndex:
         removed = 0
         ids = list(dict.fromkeys(map(str, ids)))
         with self._lock:
-            in_delta = self._ids.delta
-            base_rows = self._ids.base_rows_of(ids).tolist()  # base rows never move
+            row_ids = self._ids
+            base_rows = row_ids.base_rows_of(ids).tolist()  # base rows never move
             for entry_id, r in zip(ids, base_rows):
-                j = in_delta.pop(entry_id, None)
+                j = row_ids.drop_delta(entry_id)
                 if j is not None:  # a delta row (its base row, if any, is dead already)
                     moved = self._delta.remove(j)  # swap-remove: the last row moves into j
                     if moved is not None:
-                        in_delta[moved] = j
+                        row_ids.set_delta(moved, j)
                 elif r >= 0:
                     self._dead.kill(r)
                 else:

@@ -44,7 +44,9 @@ class RowIds:
     def __init__(self, base: StringTable, dead: Tombstones) -> None:
         self.base = base
         self.dead = dead  # the index's tombstones over the base rows
-        self.delta: dict[str, int] = {}  # id -> delta row (row n_base + j)
+        self._delta: dict[str, int] = {}  # id -> delta row (row n_base + j)
+        # The delta's ids as a table and their rows, for joins; rebuilt after a change.
+        self._delta_table: tuple[StringTable, np.ndarray] | None = None
 
     @classmethod
     def of(cls, ids: StringTable | Sequence[str] | np.ndarray, dead: Tombstones) -> RowIds:
@@ -58,6 +60,22 @@ class RowIds:
     @property
     def n_base(self) -> int:
         return len(self.base)
+
+    # -- the delta's ids (the index moves rows, this map follows) --------------------------
+    def delta_row(self, entry_id: str) -> int | None:
+        """The delta row of ``entry_id`` (None: not in the delta)."""
+        return self._delta.get(entry_id)
+
+    def set_delta(self, entry_id: str, j: int) -> None:
+        self._delta[entry_id] = j
+        self._delta_table = None
+
+    def drop_delta(self, entry_id: str) -> int | None:
+        """Forget ``entry_id``'s delta row; returns it (None: it had none)."""
+        j = self._delta.pop(entry_id, None)
+        if j is not None:
+            self._delta_table = None
+        return j
 
     def row_of(self, entry_id: str) -> int | None:
         """The current row of ``entry_id`` (None: no live vector)."""
@@ -82,8 +100,8 @@ class RowIds:
         if len(ids) > _FIND_MAX:
             return self._table_rows(StringTable.build(ids))
         out = self.base_rows_of(ids)
-        if self.delta:
-            get = self.delta.get
+        if self._delta:
+            get = self._delta.get
             for pos, entry_id in enumerate(ids):
                 j = get(entry_id)
                 if j is not None:
@@ -106,11 +124,13 @@ class RowIds:
 
     def _table_rows(self, wanted: StringTable) -> np.ndarray:
         rows = self._live(slots_in(self.base, wanted))
-        if self.delta:
-            names = list(self.delta)
-            in_delta = slots_in(StringTable.build(names), wanted)
+        if self._delta:
+            if self._delta_table is None:  # up to ~5 % of the base: built once per change
+                self._delta_table = (StringTable.build(list(self._delta)),
+                                     np.fromiter(self._delta.values(), dtype=np.int64, count=len(self._delta)))
+            table, delta_rows = self._delta_table
+            in_delta = slots_in(table, wanted)
             hit = np.flatnonzero(in_delta >= 0)
-            delta_rows = np.fromiter(self.delta.values(), dtype=np.int64, count=len(names))
             rows[hit] = self.n_base + delta_rows[in_delta[hit]]
         return rows
 
@@ -142,8 +162,8 @@ def slots_in(table: StringTable, wanted: StringTable) -> np.ndarray:
 
 def _same_strings(a: StringTable, ia: np.ndarray, b: StringTable, ib: np.ndarray) -> np.ndarray:
     """``a[ia[k]] == b[ib[k]]`` for each k, comparing bytes in chunks (bool array)."""
-    ao, bo = a.offsets.all().astype(np.int64), b.offsets.all().astype(np.int64)
-    a0, b0 = ao[ia], bo[ib]
+    ao, bo = a.offsets.all(), b.offsets.all()  # int32 where they fit: only the gathered widened
+    a0, b0 = ao[ia].astype(np.int64), bo[ib].astype(np.int64)
     lens = ao[ia + 1] - a0
     same = lens == bo[ib + 1] - b0
     ablob, bblob = a.blob.all(), b.blob.all()
