@@ -97,9 +97,9 @@ def main() -> int:
         loop_end: list[float] = []
         build = store_module.build_entry_indexes
 
-        def timed_build(conn, schema):  # noqa: ANN001, ANN202 - marks the end of the batch loop
-            loop_end.append(time.perf_counter())
-            return build(conn, schema)
+        def timed_build(conn, schema, *names):  # noqa: ANN001, ANN202 - marks the end of the batch loop
+            loop_end.append(time.perf_counter())  # the first call (of two since the overlapped builds)
+            return build(conn, schema, *names)
 
         store_module.build_entry_indexes = timed_build
         load = os.getloadavg()[0]
