@@ -54,7 +54,7 @@ def test_batch_terms_agree_with_row_terms_on_edge_rows():
 def test_gc_paused_restores_the_collector_as_it_was():
     import gc
 
-    from tiervault.vault.postgres.writer import gc_paused
+    from tiervault.vault.gc_pause import gc_paused
 
     assert gc.isenabled()
     try:

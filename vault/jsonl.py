@@ -16,6 +16,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 from tiervault.errors import TierVaultError, ValidationError
 from tiervault.vault.entry import LINK_TYPES, Entry
 from tiervault.vault.entry_bulk import validate_many
+from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.rows import CommittedBatch
 
 __all__ = ["ParsedLine", "LinkSpec", "parse_lines", "parse_record", "entry_line", "ImportReport",
@@ -76,14 +77,20 @@ def _links(value: Any) -> tuple[LinkSpec, ...]:
     return tuple(out)
 
 
-def parse_record(record: Any) -> tuple[Entry, tuple[LinkSpec, ...]]:
-    """A decoded JSON object -> (entry, links); raises ValidationError naming the field."""
+def _split(record: Any) -> tuple[dict[str, Any], tuple[LinkSpec, ...]]:
+    """A decoded line -> (its entry fields, its links), popped from ``record`` in place;
+    raises ValidationError naming the field."""
     if not isinstance(record, dict):
         raise ValidationError("entry", f"expected a JSON object, got {type(record).__name__}")
-    record = dict(record)
     links = _links(record.pop("links", None))
     record.pop("content_hash", None)  # derived, recomputed on the way in
-    return Entry.from_dict(record), links
+    return record, links
+
+
+def parse_record(record: Any) -> tuple[Entry, tuple[LinkSpec, ...]]:
+    """A decoded JSON object -> (entry, links); raises ValidationError naming the field."""
+    fields, links = _split(dict(record) if isinstance(record, dict) else record)
+    return Entry.from_dict(fields), links
 
 
 def _decoded(lines: Iterator[str]) -> Iterator[str]:
@@ -102,31 +109,46 @@ def _decoded(lines: Iterator[str]) -> Iterator[str]:
         yield text
 
 
+_TOO_DEEP = "nested too deeply to be an entry"
+
+
 def _load(text: str) -> Any:
     """json.loads, with nesting too deep for the parser as a JSONDecodeError-like error."""
     try:
         return json.loads(text)
     except RecursionError:
-        raise ValueError("nested too deeply to be an entry") from None
+        raise ValueError(_TOO_DEEP) from None
+
+
+def _bad(number: int, exc: BaseException) -> ParsedLine:
+    """Line ``number`` failed with ``exc``: the one place that words a bad line's error
+    (not JSON, nested too deeply, or the ValidationError naming the field)."""
+    if isinstance(exc, json.JSONDecodeError):
+        message = f"invalid JSON: {exc.msg} (column {exc.colno})"
+    elif isinstance(exc, RecursionError):
+        message = _TOO_DEEP
+    else:
+        message = str(exc)
+    return ParsedLine(number, None, error=message)
+
+
+#: What decoding or validating one line may raise: every one becomes that line's error.
+_LINE_ERRORS = (ValueError, RecursionError)  # JSONDecodeError and ValidationError are ValueErrors
 
 
 def _record_line(number: int, record: Any) -> ParsedLine:
     try:
         entry, links = parse_record(record)
-    except ValidationError as exc:
-        return ParsedLine(number, None, error=str(exc))
-    except RecursionError:
-        return ParsedLine(number, None, error="nested too deeply to be an entry")
+    except _LINE_ERRORS as exc:
+        return _bad(number, exc)
     return ParsedLine(number, entry, links)
 
 
 def _line(number: int, text: str) -> ParsedLine:
     try:
         record = _load(text)
-    except json.JSONDecodeError as exc:
-        return ParsedLine(number, None, error=f"invalid JSON: {exc.msg} (column {exc.colno})")
     except ValueError as exc:
-        return ParsedLine(number, None, error=str(exc))
+        return _bad(number, exc)
     return _record_line(number, record)
 
 
@@ -145,55 +167,38 @@ def _lines(numbered: Iterable[tuple[int, str]]) -> Iterator[ParsedLine]:
             group.extend(islice(it, _GROUP))
         except ValidationError as exc:
             failure = exc
-        yield from _group(group)
+        with gc_paused():
+            parsed = _group(group)
+        yield from parsed
         if failure is not None:
             raise failure
         if len(group) < _GROUP:
             return
 
 
-def _group(group: list[tuple[int, str]]) -> Iterator[ParsedLine]:
-    """The parsed lines of one group, in order."""
+def _group(group: list[tuple[int, str]]) -> list[ParsedLine]:
+    """The parsed lines of one group, in order (``_line`` of each, validated together)."""
     out: list[ParsedLine | None] = []
     pending: list[tuple[int, dict[str, Any], tuple[LinkSpec, ...]]] = []
     for number, text in group:
         if not text.strip():
             continue
-        try:
-            record = _load(text)
-        except json.JSONDecodeError as exc:
-            out.append(ParsedLine(number, None,
-                                  error=f"invalid JSON: {exc.msg} (column {exc.colno})"))
+        try:  # the decoded record is this line's own fresh dict: split in place
+            record, links = _split(_load(text))
+        except _LINE_ERRORS as exc:
+            out.append(_bad(number, exc))
             continue
-        except ValueError as exc:
-            out.append(ParsedLine(number, None, error=str(exc)))
-            continue
-        if not isinstance(record, dict):
-            out.append(_record_line(number, record))
-            continue
-        try:  # the record is this line's own fresh dict: popped in place
-            links = _links(record.pop("links", None))
-        except ValidationError as exc:
-            out.append(ParsedLine(number, None, error=str(exc)))
-            continue
-        except RecursionError:
-            out.append(ParsedLine(number, None, error="nested too deeply to be an entry"))
-            continue
-        record.pop("content_hash", None)  # derived, recomputed on the way in
         out.append(None)
         pending.append((number, record, links))
     checked = iter(zip(pending, validate_many([r for _, r, _ in pending])))
+    parsed = []
     for item in out:
-        if item is not None:
-            yield item
-            continue
-        (number, _, links), result = next(checked)
-        if isinstance(result, Entry):
-            yield ParsedLine(number, result, links)
-        elif isinstance(result, RecursionError):
-            yield ParsedLine(number, None, error="nested too deeply to be an entry")
-        else:
-            yield ParsedLine(number, None, error=str(result))
+        if item is None:
+            (number, _, links), result = next(checked)
+            item = (ParsedLine(number, result, links) if isinstance(result, Entry)
+                    else _bad(number, result))
+        parsed.append(item)
+    return parsed
 
 
 def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:

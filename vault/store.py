@@ -46,11 +46,12 @@ from tiervault.vault.sqlite_epochs import TierEpochs
 from tiervault.vault.sqlite_links import TierLinks
 from tiervault.vault.sqlite_listing import TierListing
 from tiervault.vault.entry_rows import (SELECT_ENTRY, entry_params, insert_row, rows_to_entries,
-                                       unchanged, write_in_batches)
+                                       unchanged)
 from tiervault.vault.sqlite_sql import (FTS_AUTOMERGE, FTS_DELETE, FTS_INSERT, FTS_SET_AUTOMERGE,
                                         INSERT_ENTRY, SANE_TIMES, SELECT_LIGHT, UPSERT_ENTRY,
                                         filter_sql)
 from tiervault.vault.vectors import TierVectors
+from tiervault.vault.write_pipeline import write_pipelined
 
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
@@ -192,14 +193,16 @@ class TierStore:
         A batch is all-or-nothing: after a crash every acknowledged batch is
         present and the interrupted one is absent (re-running is idempotent).
         """
-        return write_in_batches(entries, batch_size, self._write_batch, on_batch)
+        return write_pipelined(entries, batch_size, self._write_batch, on_batch)
 
-    def _write_batch(self, batch: list[Entry]) -> int:
+    def _write_batch(self, batch: list[Entry], inserted: Callable[[], None]) -> int:
         """Upsert one batch in one transaction; returns how many entries changed.
 
         The FTS index is maintained set-wise: old index rows of changed entries
         are deleted first, then every row this transaction wrote (``gen``) is
         indexed with one INSERT ... SELECT. Unchanged entries are not rewritten.
+        ``inserted()`` once the rows are in: what is left (FTS5 indexing, commit) runs
+        with the GIL released (:mod:`write_pipeline` reads the next batch meanwhile).
         """
         now = round(time.time(), 6)  # microseconds: what the ISO form writes back
         latest = list({e.id: e for e in batch}.values())  # a repeated id: the last one wins
@@ -219,23 +222,25 @@ class TierStore:
                                             if e.id not in stored])
             conn.executemany(UPSERT_ENTRY, [entry_params(e, gen, now) for e in changed])
             if todo:
-                self._index_fts(conn, gen, bulk=len(todo) >= BULK_ROWS)
+                self._index_fts(conn, gen, bulk=len(todo) >= BULK_ROWS, inserted=inserted)
         if todo:
             self._sync_mirror()
         return len(todo)
 
     @staticmethod
-    def _index_fts(conn: Any, gen: int, *, bulk: bool) -> None:
+    def _index_fts(conn: Any, gen: int, *, bulk: bool, inserted: Callable[[], None]) -> None:
         """Index the rows of generation ``gen`` in FTS5. A bulk batch switches FTS5's
         incremental merging off for its own segment (the setting is restored in the same
         transaction, so no crash can leave it off): a bulk import then merges only when
         16 segments pile up on a level (FTS5's 'crisismerge') instead of after every
         batch, ~10% of the import's CPU at 100,000 rows (bench/README.md)."""
         if not bulk:
+            inserted()
             conn.execute(FTS_INSERT, (gen,))
             return
         row = conn.execute(FTS_AUTOMERGE).fetchone()
         conn.execute(FTS_SET_AUTOMERGE, (0,))
+        inserted()
         conn.execute(FTS_INSERT, (gen,))
         conn.execute(FTS_SET_AUTOMERGE, (int(row[0]) if row else FTS5_DEFAULT_AUTOMERGE,))
 

@@ -11,17 +11,16 @@ slower side instead of their sum. Batches still commit one at a time, in order.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 from collections import deque
 from functools import cache
-from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from tiervault.vault.entry import Entry
+from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.rows import CommittedBatch
 from tiervault.vault.postgres.lexical import batch_terms
 from tiervault.vault.postgres.term_workers import PendingTerms, TermWorkerError, TermWorkers
@@ -133,27 +132,6 @@ def batches(entries: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
     stream = iter(entries)
     while batch := list(islice(stream, size)):
         yield batch
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for one batch preparation (then restore it).
-
-    Preparing a batch allocates ~20,000 short-lived containers (word lists, sets,
-    row tuples) that never form cycles; each 700 allocations the collector walked
-    the young generation anyway, and older ones with them: ~6 of ~43 us of client
-    CPU per entry at 100K (bench/README.md). Reference counting still frees every
-    one of them at once; only the cycle search waits until the collector is back
-    on. Left alone when it was already off (another import, or the application).
-    """
-    was_on = gc.isenabled()
-    if was_on:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def pipelined(chunks: Iterable[list[Entry]], write: Callable[[PreparedBatch], int],
