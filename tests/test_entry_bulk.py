@@ -220,3 +220,28 @@ def test_the_bulk_insert_row_is_the_upsert_params_in_column_order():
     for e in entries:
         params = entry_params(e, 7, 1234.5)
         assert insert_row(e, 7, 1234.5) == tuple(params[c] for c in ENTRY_COLUMNS) + (7,)
+
+
+def test_entries_built_a_column_at_a_time_are_the_entries_init_builds():
+    import dataclasses
+    import pickle
+
+    from tiervault.vault.entry import entries_from_columns
+
+    assert not hasattr(Entry, "__post_init__")  # the column build skips __init__: nothing to miss
+    built = [e for e in validate_many(list(generate(300, seed=5).entries()))]
+    columns = [[getattr(e, f.name) for e in built] for f in dataclasses.fields(Entry)]
+    by_init = list(map(Entry, *columns))
+    by_column = entries_from_columns(*columns)
+    assert by_column == by_init and len(by_column) == 300
+    for a, b in zip(by_column, by_init):
+        assert type(a) is Entry and repr(a) == repr(b) and hash(a) == hash(b)
+        assert a.to_dict() == b.to_dict() and pickle.loads(pickle.dumps(a)) == b
+        assert dataclasses.replace(a, title="changed").title == "changed"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            a.title = "no"  # type: ignore[misc]
+    assert entries_from_columns(*[[] for _ in columns]) == []
+    with pytest.raises(ValueError):
+        entries_from_columns(*columns[:-1])
+    with pytest.raises(ValueError):
+        entries_from_columns(*columns[:-1], columns[-1][:-1])

