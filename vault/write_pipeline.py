@@ -14,8 +14,8 @@ threads both running Python would hand the GIL to and fro every 5 ms (the switch
 interval) and each ``executemany`` row would wait for it (the convoy effect).
 After ``inserted()`` the writer needs the GIL back twice or thrice (after the FTS5
 statement, around the commit), waiting up to the switch interval each time while the
-caller's thread parses: ~2 us a row at 5,000-row batches. (A 1 ms switch interval
-during the load was slower: more forced switches, bench/README.md.)
+caller's thread parses: ~2 us a row at 5,000-row batches. (A 0.5-1 ms switch interval
+during the load was not conclusively better: bench/README.md.)
 
 Per batch of ``n`` entries the critical path is then ``rows + max(read, index +
 commit)`` instead of ``read + rows + index + commit`` (bench/README.md, issue 16).
