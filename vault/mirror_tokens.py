@@ -6,8 +6,7 @@ row: about a third of a 1,000,000-entry build, bench/README.md). :func:`tokenise
 does it for one chunk of rows; :func:`chunk_tokens` runs it in one helper process
 (the same interpreter and tiervault, checked by a hello) while the building process
 does the rest (stems, term ids, sparse sums, slot columns) for the chunk before, so
-the two cores overlap -- when asked (:func:`helper_wanted`: off by default, it lost
-wall-clock time on a loaded 2-core machine). The helper's answer is what :func:`tokenise` returns
+the two cores overlap. The helper's answer is what :func:`tokenise` returns
 in-process (the same function runs there), so the mirror is the same either way.
 
 Protocol on the helper's stdin / stdout: frames of an 8-byte little-endian length
@@ -41,7 +40,7 @@ __all__ = ["Tokens", "tokenise", "chunk_tokens", "HelperError", "helper_wanted",
 
 log = logging.getLogger(__name__)
 
-#: Rows from which ``auto`` starts the helper (~0.3 s of CPU to start: imports).
+#: Rows from which a build starts the helper (~0.3 s of CPU to start: imports).
 HELPED_ROWS = 100_000
 
 
@@ -116,19 +115,14 @@ def read_frame(stream: IO[bytes]) -> Any:
 
 
 def helper_wanted(rows: int) -> bool:
-    """A helper for a build of ``rows`` rows: only when ``TIERVAULT_MIRROR_HELPER`` is
-    ``1`` (any size), or ``auto`` (from :data:`HELPED_ROWS` rows on, with 2+ cores).
-
-    Off by default: on this shared 2-core machine at load 4-6 the helped 1M build
-    took 104-121 s of wall clock against 62-79 s without it, for 33 instead of 40-45 s
-    of the building process's CPU (bench/README.md, results/mirror-build-helper-1m.json):
-    two processes that wait on each other lose more to the other jobs than they gain."""
+    """A helper for a build of ``rows`` rows: from :data:`HELPED_ROWS` on, with 2+ cores;
+    ``TIERVAULT_MIRROR_HELPER=0`` turns it off (1: on for any size, for tests)."""
     env = os.environ.get("TIERVAULT_MIRROR_HELPER", "").strip()
+    if env == "0":
+        return False
     if env == "1":
         return True
-    if env == "auto":
-        return rows >= HELPED_ROWS and (os.cpu_count() or 1) >= 2
-    return False
+    return rows >= HELPED_ROWS and (os.cpu_count() or 1) >= 2
 
 
 class _Helper:

@@ -287,7 +287,7 @@ class Postings:
         parts: list[Analysed] = []
         codes_of: dict[str, int] = {}  # word -> code, for every chunk of this call
         starts = range(0, len(rows), _CHUNK)
-        # words split in a helper process a chunk ahead when asked (mirror_tokens: off by default)
+        # a large first build splits words in a helper process, a chunk ahead (mirror_tokens)
         tokens = chunk_tokens(len(starts), lambda i: text_columns(rows[starts[i]:starts[i] + _CHUNK]),
                               fit and helper_wanted(len(rows)))
         for start, chunk_tokens_ in zip(starts, tokens):
