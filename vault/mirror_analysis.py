@@ -35,11 +35,9 @@ import scipy.sparse as sp
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.string_table import Vocabulary
-from tiervault.vault.mirror_tokens import Tokens, tokenise
-from tiervault.vault.tokenizer import SEP, STEMMER, STOP_WORDS
+from tiervault.vault.tokenizer import SEP, STEMMER, STOP_WORDS, split_many, split_words
 
-__all__ = ["Analysed", "Assembled", "analyse_rows", "analyse_tokens", "assemble", "text_columns",
-           "TEXT_FIELDS"]
+__all__ = ["Analysed", "Assembled", "analyse_rows", "assemble", "TEXT_FIELDS"]
 
 #: FTS column order of the MirrorRow text fields.
 TEXT_FIELDS = ("id", "title", "description", "context", "tags")
@@ -95,10 +93,16 @@ def counts_csr(indptr: np.ndarray, tids: np.ndarray, packed: np.ndarray, n_terms
                          shape=(indptr.size - 1, n_terms))
 
 
-def text_columns(rows: Sequence[MirrorRow]) -> list[Sequence[str | None]]:
-    """The five FTS text columns of ``rows`` (one zip per chunk, no call per row)."""
-    columns = list(zip(*rows)) if rows else [()] * len(MirrorRow._fields)
-    return [columns[_FIELD_AT[name]] for name in TEXT_FIELDS]
+def _field_words(texts: Sequence[str | None]) -> list[str]:
+    texts = [t or "" for t in texts]
+    words = split_many(texts)
+    if words is None:  # a text holding NUL: split one by one, separators added here
+        words = []
+        for i, text in enumerate(texts):
+            if i:
+                words.append(SEP)
+            words.extend(w for w in split_words(text) if w != SEP)
+    return words
 
 
 def _learn(words: Iterable[str], vocab: Vocabulary, codes_of: dict[str, int]) -> None:
@@ -121,27 +125,27 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
     """The CSR block of ``rows``; new stems are added to ``vocab`` (the mirror's
     vocabulary, extended in place). ``codes_of``: word -> code, shared by the chunks
     of one build (it must have been filled against this ``vocab`` only)."""
-    return analyse_tokens(tokenise(text_columns(rows)), len(rows), vocab, codes_of)
-
-
-def analyse_tokens(tokens: Tokens, n: int, vocab: Vocabulary,
-                   codes_of: dict[str, int] | None = None) -> Analysed:
-    """:func:`analyse_rows` of ``n`` rows tokenised before (:mod:`mirror_tokens`, maybe in
-    the helper process): one code per distinct word, gathered to the tokens by NumPy."""
+    n = len(rows)
     if n >= _MAX_ROWS:
         raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
     codes_of = {} if codes_of is None else codes_of
     codes_of[SEP] = _SEP_CODE
-    words = tokens.words
-    word_codes = np.fromiter(map(codes_of.get, words, itertools.repeat(_UNKNOWN)),
-                             dtype=np.int64, count=len(words))
-    miss = np.flatnonzero(word_codes == _UNKNOWN)
-    if miss.size:
-        new_words = [words[i] for i in miss.tolist()]
+    columns = list(zip(*rows)) if n else [()] * len(MirrorRow._fields)
+    per_field = [_field_words(columns[_FIELD_AT[name]]) for name in TEXT_FIELDS]
+    del columns
+    unknown = itertools.repeat(_UNKNOWN)
+    field_codes = [np.fromiter(map(codes_of.get, words, unknown), dtype=np.int64, count=len(words))
+                   for words in per_field]
+    misses = [np.flatnonzero(codes == _UNKNOWN).tolist() for codes in field_codes]
+    new_words: set[str] = set()
+    for words, miss in zip(per_field, misses):
+        new_words.update([words[i] for i in miss])
+    if new_words:
         _learn(new_words, vocab, codes_of)
-        word_codes[miss] = np.fromiter(map(codes_of.__getitem__, new_words), dtype=np.int64,
-                                       count=len(new_words))
-    field_codes = [word_codes[p] for p in tokens.positions]
+        for words, codes, miss in zip(per_field, field_codes, misses):
+            if miss:
+                codes[miss] = np.fromiter(map(codes_of.__getitem__, [words[i] for i in miss]),
+                                          dtype=np.int64, count=len(miss))
     n_terms = len(vocab)
     if n_terms > _MAX_TERMS:
         raise ValueError(f"{n_terms} terms: at most {_MAX_TERMS}")

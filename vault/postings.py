@@ -48,8 +48,7 @@ from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import bm25_term, tfidf_rows
-from tiervault.vault.mirror_analysis import Analysed, analyse_tokens, assemble, text_columns
-from tiervault.vault.mirror_tokens import chunk_tokens, helper_wanted
+from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.slot_columns import slot_columns
 from tiervault.vault.sparse_columns import Columns
@@ -286,13 +285,9 @@ class Postings:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
         parts: list[Analysed] = []
         codes_of: dict[str, int] = {}  # word -> code, for every chunk of this call
-        starts = range(0, len(rows), _CHUNK)
-        # a large first build splits words in a helper process, a chunk ahead (mirror_tokens)
-        tokens = chunk_tokens(len(starts), lambda i: text_columns(rows[starts[i]:starts[i] + _CHUNK]),
-                              fit and helper_wanted(len(rows)))
-        for start, chunk_tokens_ in zip(starts, tokens):
+        for start in range(0, len(rows), _CHUNK):
             chunk = rows[start:start + _CHUNK]
-            blocks = analyse_tokens(chunk_tokens_, len(chunk), self.vocab, codes_of)
+            blocks = analyse_rows(chunk, self.vocab, codes_of)
             self._register(chunk, blocks.doclen)
             parts.append(blocks)
         del codes_of
