@@ -100,9 +100,10 @@ def _python(checkout: Path) -> str:
     return str(python) if python.exists() else sys.executable
 
 
-def _env(checkout: Path) -> dict[str, str]:
+def _env(checkout: Path, extra: list[str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
     env["PYTHONPATH"] = str(checkout)
+    env.update(item.split("=", 1) for item in extra)
     return env
 
 
@@ -114,10 +115,11 @@ def _commit(checkout: Path) -> str | None:
         return None
 
 
-def run(checkout: Path, tiers: Path, profile: bool) -> dict[str, Any]:
+def run(checkout: Path, tiers: Path, profile: bool, extra_env: list[str]) -> dict[str, Any]:
     cmd = [_python(checkout), str(Path(__file__).resolve()), "--_worker", str(tiers),
            "1" if profile else "0"]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=_env(checkout), timeout=3600)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=_env(checkout, extra_env),
+                          timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"worker in {checkout} failed (exit {proc.returncode})")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -139,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiers", type=Path, help="existing tier files of the corpus (default: "
                                                "WORKDIR/tiers-N, made when missing)")
     ap.add_argument("--profile", action="store_true", help="cProfile every run")
+    ap.add_argument("--a-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment of A's runs (e.g. TIERVAULT_MIRROR_HELPER=0)")
+    ap.add_argument("--b-env", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--a-commit", help="A's commit, when A is not a git checkout (git archive)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -157,13 +162,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy2(src / f"{t}.db", copies[name] / f"{t}.db")
     out: dict[str, Any] = {"entries": args.entries, "seed": args.seed, "tiers": str(src),
                            "checkouts": {"A": {"path": str(args.a),
-                                               "commit": args.a_commit or _commit(args.a)},
-                                         "B": {"path": str(args.b), "commit": _commit(args.b)}},
+                                               "commit": args.a_commit or _commit(args.a), "env": args.a_env},
+                                         "B": {"path": str(args.b), "commit": _commit(args.b), "env": args.b_env}},
                            "cores": len(os.sched_getaffinity(0)), "profile": args.profile,
                            "runs": []}
     for r in range(args.rounds):
-        for name, checkout in (("A", args.a), ("B", args.b)):
-            row = {"variant": name, "round": r, **run(checkout, copies[name], args.profile)}
+        for name, checkout, extra in (("A", args.a, args.a_env), ("B", args.b, args.b_env)):
+            row = {"variant": name, "round": r, **run(checkout, copies[name], args.profile, extra)}
             out["runs"].append(row)
             b = row["mirror_build"]
             print(f"round {r} {name}: build {b['wall_s']} s wall / {b['cpu_s']} s cpu, "

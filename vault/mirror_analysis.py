@@ -26,6 +26,7 @@ conversion per matrix.
 from __future__ import annotations
 
 import itertools
+from operator import itemgetter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -130,9 +131,8 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
         raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
     codes_of = {} if codes_of is None else codes_of
     codes_of[SEP] = _SEP_CODE
-    columns = list(zip(*rows)) if n else [()] * len(MirrorRow._fields)
-    per_field = [_field_words(columns[_FIELD_AT[name]]) for name in TEXT_FIELDS]
-    del columns
+    # a column: an itemgetter mapped in C (zip(*rows) built all 14 columns: ~50 ms a chunk)
+    per_field = [_field_words(list(map(itemgetter(_FIELD_AT[name]), rows))) for name in TEXT_FIELDS]
     unknown = itertools.repeat(_UNKNOWN)
     field_codes = [np.fromiter(map(codes_of.get, words, unknown), dtype=np.int64, count=len(words))
                    for words in per_field]
