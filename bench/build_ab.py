@@ -18,13 +18,11 @@ call-heavy code, so time those runs apart from the plain ones).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +31,9 @@ from typing import Any
 TIERS = ("agent", "project", "team")
 
 
+
 def _load() -> list[float]:
+    """The load averages (a worker runs checkout A's tree: it cannot import bench.checkouts)."""
     return [round(x, 2) for x in os.getloadavg()]
 
 
@@ -95,34 +95,11 @@ def make_tiers(entries: int, seed: int, dest: Path) -> None:
             manager.capture_many([Entry.from_dict(d) for d in corpus.tiers[t]], t)
 
 
-def _python(checkout: Path) -> str:
-    python = checkout / ".venv" / "bin" / "python"
-    return str(python) if python.exists() else sys.executable
-
-
-def _env(checkout: Path, extra: list[str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
-    env["PYTHONPATH"] = str(checkout)
-    env.update(item.split("=", 1) for item in extra)
-    return env
-
-
-def _commit(checkout: Path) -> str | None:
-    try:
-        return subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def run(checkout: Path, tiers: Path, profile: bool, extra_env: list[str]) -> dict[str, Any]:
-    cmd = [_python(checkout), str(Path(__file__).resolve()), "--_worker", str(tiers),
-           "1" if profile else "0"]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=_env(checkout, extra_env),
-                          timeout=3600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"worker in {checkout} failed (exit {proc.returncode})")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from bench.checkouts import run_worker
+
+    return run_worker(checkout, str(Path(__file__).resolve()), [str(tiers), "1" if profile else "0"],
+                      extra_env)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,12 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "--_worker":
         print(json.dumps(worker(Path(argv[1]), argv[2] == "1")))
         return 0
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--a", type=Path, required=True, help="checkout A (before)")
-    ap.add_argument("--b", type=Path, required=True, help="checkout B (after)")
-    ap.add_argument("--entries", type=int, default=100_000)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=7)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.checkouts import ab_parser, commit_of
+
+    ap = ab_parser(__doc__)
     ap.add_argument("--workdir", type=Path, required=True,
                     help="scratch directory (kept: its tiers are reused by a later run)")
     ap.add_argument("--tiers", type=Path, help="existing tier files of the corpus (default: "
@@ -144,11 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--a-env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment of A's runs (e.g. TIERVAULT_MIRROR_HELPER=0)")
     ap.add_argument("--b-env", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--a-commit", help="A's commit, when A is not a git checkout (git archive)")
-    ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     args.a, args.b = args.a.resolve(), args.b.resolve()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     src = args.tiers or args.workdir / f"tiers-{args.entries}"
     if not (src / "team.db").exists():
         make_tiers(args.entries, args.seed, src)
@@ -162,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy2(src / f"{t}.db", copies[name] / f"{t}.db")
     out: dict[str, Any] = {"entries": args.entries, "seed": args.seed, "tiers": str(src),
                            "checkouts": {"A": {"path": str(args.a),
-                                               "commit": args.a_commit or _commit(args.a), "env": args.a_env},
-                                         "B": {"path": str(args.b), "commit": _commit(args.b), "env": args.b_env}},
+                                               "commit": args.a_commit or commit_of(args.a), "env": args.a_env},
+                                         "B": {"path": str(args.b), "commit": commit_of(args.b), "env": args.b_env}},
                            "cores": len(os.sched_getaffinity(0)), "profile": args.profile,
                            "runs": []}
     for r in range(args.rounds):

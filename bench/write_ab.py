@@ -25,7 +25,6 @@ JSONL part (build only, for 1,000,000 entries). Growth: run two sizes and read
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -103,6 +102,8 @@ def worker(src: Path, workdir: Path, jsonl: bool) -> dict[str, Any]:
 def profile_build(checkout: Path, src: Path, rows: int) -> list[dict[str, Any]]:
     """cProfile (top functions by own time) of ``checkout``'s first build of ``rows``
     rows of the team tier, in a fresh process."""
+    from bench.checkouts import checkout_env, python_of
+
     code = f"""
 import json, sys
 from itertools import islice
@@ -118,42 +119,22 @@ with VaultManager.at({{"team": str(work / "team.db")}}) as m:
         m.capture_many([Entry.from_dict(json.loads(l)) for l in islice(fh, {rows})], "team")
     print(json.dumps(profile_calls(lambda st: st.postings(), [m.store("team")], top=15)))
 """
-    proc = subprocess.run([_python(checkout), "-c", code], stdout=subprocess.PIPE, text=True,
-                          env=_env(checkout), timeout=3600, check=True)
+    proc = subprocess.run([python_of(checkout), "-c", code], stdout=subprocess.PIPE, text=True,
+                          env=checkout_env(checkout), timeout=3600, check=True)
     shutil.rmtree(src / "profile", ignore_errors=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _python(checkout: Path) -> str:
-    python = checkout / ".venv" / "bin" / "python"
-    return str(python) if python.exists() else sys.executable
-
-
-def _env(checkout: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
-    env["PYTHONPATH"] = str(checkout)
-    return env
 
 
 def run(checkout: Path, src: Path, workdir: Path, jsonl: bool) -> dict[str, Any]:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    cmd = [_python(checkout), str(Path(__file__).resolve()), "--_worker", str(src), str(workdir),
-           "1" if jsonl else "0"]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=_env(checkout), timeout=3600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"worker in {checkout} failed (exit {proc.returncode})")
+    from bench.checkouts import run_worker
+
+    result = run_worker(checkout, str(Path(__file__).resolve()),
+                        [str(src), str(workdir), "1" if jsonl else "0"])
     shutil.rmtree(workdir)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _commit(checkout: Path) -> str | None:
-    try:
-        return subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,20 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "--_worker":
         print(json.dumps(worker(Path(argv[1]), Path(argv[2]), argv[3] == "1")))
         return 0
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--a", type=Path, required=True, help="checkout A (before)")
-    ap.add_argument("--b", type=Path, required=True, help="checkout B (after)")
-    ap.add_argument("--entries", type=int, default=100_000)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=7)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.checkouts import ab_parser, commit_of
+
+    ap = ab_parser(__doc__)
     ap.add_argument("--workdir", type=Path, help="scratch directory (default: a temp dir)")
     ap.add_argument("--no-jsonl", action="store_true", help="skip the JSONL end-to-end import")
     ap.add_argument("--profile-build", type=int, default=0, metavar="ROWS")
-    ap.add_argument("--a-commit", help="A's commit, when A is not a git checkout (git archive)")
-    ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     args.a, args.b = args.a.resolve(), args.b.resolve()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.corpus import generate, write_jsonl
 
     base = args.workdir or Path(tempfile.mkdtemp(prefix="tiervault-write-ab-"))
@@ -187,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     out: dict[str, Any] = {"entries": args.entries, "seed": args.seed,
                            "checkouts": {"A": {"path": str(args.a),
-                                                "commit": args.a_commit or _commit(args.a)},
-                                         "B": {"path": str(args.b), "commit": _commit(args.b)}},
+                                                "commit": args.a_commit or commit_of(args.a)},
+                                         "B": {"path": str(args.b), "commit": commit_of(args.b)}},
                            "cores": len(os.sched_getaffinity(0)), "runs": []}
     try:
         for r in range(args.rounds):
