@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tiervault.vault.connection import epoch_key
+from tiervault.vault.read_scope import current_scope
 from tiervault.vault.sqlite_db import SqliteDb
 
 __all__ = ["TierEpochs"]
@@ -29,6 +30,7 @@ class TierEpochs:
     def __init__(self, db: SqliteDb, path: Path) -> None:
         self.db = db
         self.path = path
+        self._gen_memo: tuple[object, int, int] | None = None  # (scope, db.writes, gen)
 
     def uid(self) -> str:
         """A random id the tier file gets with its first write (names its caches).
@@ -40,8 +42,17 @@ class TierEpochs:
         return rows[0][0] if rows else f"path:{self.path.absolute()}"
 
     def generation(self) -> int:
+        """``meta.gen``, read once per :func:`~tiervault.vault.read_scope.read_scope` (one
+        search: ~20 reads a query before, issue 16) until this connection writes; another
+        process's write is seen by the next scope, as on PostgreSQL."""
+        scope = current_scope()
+        memo = self._gen_memo
+        if scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes:
+            return memo[2]
         rows = self.db.query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
-        return rows[0][0] if rows else 0
+        gen = rows[0][0] if rows else 0
+        self._gen_memo = (scope, self.db.writes, gen) if scope is not None else None
+        return gen
 
     def epoch_at(self, gen: int) -> str | None:
         """The random epoch recorded for generation ``gen`` (None: not recorded, e.g.

@@ -33,7 +33,6 @@ from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
-from tiervault.vault.read_scope import current_scope
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
                                   FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
@@ -82,7 +81,6 @@ class TierStore:
         self.listing = TierListing(self.db, name, self.postings)
         self.lexicon = MirrorLexicon(self.postings)
         self._mirror: Postings | None = None
-        self._gen_memo: tuple[object, int, int] | None = None  # (scope, db.writes, gen)
 
     # -- identity and lifecycle ---------------------------------------------------------
     @property
@@ -132,17 +130,7 @@ class TierStore:
         self.epochs.pin(gen)
 
     def generation(self) -> int:
-        """``meta.gen``, read once per :func:`~tiervault.vault.read_scope.read_scope` (one
-        search: ~20 reads a query before, issue 16) until this store writes; another
-        process's write is seen by the next scope, as on PostgreSQL."""
-        scope = current_scope()
-        memo = self._gen_memo
-        if scope is not None and memo is not None and memo[0] is scope \
-                and memo[1] == self.db.writes:
-            return memo[2]
-        gen = self.epochs.generation()
-        self._gen_memo = (scope, self.db.writes, gen) if scope is not None else None
-        return gen
+        return self.epochs.generation()
 
     def snapshot(self) -> Any:
         """One read transaction on the file (SQLite only, not in the contract): a
