@@ -150,3 +150,32 @@ def test_opening_a_tier_while_another_process_creates_it(tmp_path, monkeypatch):
     creator.close()
     with TierStore(path, name="project") as store:
         assert store.integrity_problems() == [] and store.count() == 0
+
+
+def test_turning_a_new_tier_to_wal_waits_out_a_lock_longer_than_one_busy_timeout(tmp_path, monkeypatch):
+    """Switching a new file to WAL needs it to itself; another process reading it (here:
+    an open read transaction) for longer than one busy timeout must delay the open, not
+    fail it with "database is locked" (seen with 8 agents starting at once at load 5+)."""
+    import sqlite3
+    import threading
+
+    from tiervault.vault import connection
+
+    path = tmp_path / "project.db"
+    sqlite3.connect(path).close()  # an empty file in rollback-journal mode: a tier being created
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # holds a shared lock
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 50)
+    released = threading.Timer(0.6, lambda: reader.execute("COMMIT"))
+    released.start()
+    try:
+        conn = connection.open_tier_connection("project", path, read_only=False, create=False)
+    finally:
+        released.join()
+        reader.close()
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == connection.SCHEMA_VERSION
+    finally:
+        conn.close()

@@ -139,7 +139,12 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
             f"v{SCHEMA_VERSION}); upgrade tiervault to open it")
     try:
         if not read_only:
-            conn.execute("PRAGMA journal_mode = WAL")
+            # Turning a new file to WAL needs it to itself: while other processes open
+            # or create the same tier (8 agents starting at once, on a busy machine) that
+            # can take longer than one busy timeout, so it is retried as migrate is.
+            for attempt in _busy_retrying():
+                with attempt:
+                    conn.execute("PRAGMA journal_mode = WAL")
             # NORMAL is durable across process crashes in WAL mode (only an OS crash
             # can lose the last commits), and makes bulk writes several times faster.
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -157,7 +162,8 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
                     migrate(conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise TierUnavailable(name, str(path), f"cannot be opened: {exc}") from exc
+        why = _open_failure(exc) if is_busy(exc) else f"cannot be opened: {exc}"
+        raise TierUnavailable(name, str(path), why) from exc
     return conn
 
 
