@@ -101,8 +101,8 @@ def test_latent_model_over_mapped_rows_equals_the_one_over_a_copy(tmp_path, monk
 
 
 def test_a_large_tier_caches_its_latent_components_with_the_mirror(tmp_path, monkeypatch, caplog):
-    """A build of a tier of MAX_FIT_ROWS rows or more fits V_k (default k) once and saves
-    it with the mirror: a reopened tier scores without an SVD, the same numbers; a
+    """A build fits V_k (default k) once, from a sample of MAX_FIT_ROWS rows when the tier
+    is larger, and saves it with the mirror: a reopened tier scores without an SVD, the same numbers; a
     damaged V is refused on open (one warning, rebuilt)."""
     import logging
 
@@ -138,3 +138,24 @@ def test_a_large_tier_caches_its_latent_components_with_the_mirror(tmp_path, mon
     with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
         assert m.store("agent").latent_scores(words[:3], ["e1", "e7", "e1999"], k) == want
     assert sum("search cache" in r.message for r in caplog.records) == 1
+
+
+def test_a_small_tier_caches_its_latent_components_too(tmp_path, monkeypatch):
+    """Below MAX_FIT_ROWS the build fits V_k as well: a new process's first query runs no
+    SVD (it did, in every process, and was most of a 100K vault's cold open)."""
+    rng = np.random.default_rng(5)
+    words = [f"w{i}y" for i in range(120)]
+    db = tmp_path / "agent.db"
+    k = vlatent.DEFAULT_COMPONENTS
+    with VaultManager.at({"agent": str(db)}) as m:
+        m.store("agent").capture_many([
+            Entry.create(id=f"s{i}", title=" ".join(rng.choice(words, 3)),
+                         description=" ".join(rng.choice(words, 12))) for i in range(300)])
+        assert m.store("agent").postings().latent_V is not None
+        want = m.store("agent").latent_scores(words[:2], ["s0", "s299"], k)
+    fits = []
+    real = vlatent.fit_components
+    monkeypatch.setattr(vlatent, "fit_components", lambda T, k: fits.append(k) or real(T, k))
+    with VaultManager.at({"agent": str(db)}) as m:
+        assert m.store("agent").latent_scores(words[:2], ["s0", "s299"], k) == want
+    assert fits == []

@@ -17,8 +17,8 @@ LSA (Deerwester et al. 1990) gives a soft topical match from the tier's own text
 The Brain mixes it into the semantic signal (brain/latent.py, brain/combine.py).
 
 Cost: the SVD is fitted once per base matrix of the mirror (a rebuild or compaction
-makes a new one), in memory only, on at most ``MAX_FIT_ROWS`` rows sampled with a fixed
-seed (every row is then projected); rows written since (the mirror's delta) are folded
+makes a new one; a build caches V_k with the mirror), on at most ``MAX_FIT_ROWS`` rows
+sampled with a fixed seed (every row is then projected); rows written since (the mirror's delta) are folded
 in with the same V_k (standard LSA folding-in, like the TF-IDF model itself, whose idf is
 fitted on the base rows). The fit depends only on the base matrix (randomized SVD with a
 fixed ``random_state``), so two processes holding mirrors of the same rows fit the same
@@ -42,10 +42,11 @@ from tiervault.vault.tfidf_rows import TfidfRows
 __all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "fit_components",
            "model_for", "scores", "text_scores"]
 
-#: the SVD is fitted on at most this many base rows (uniform sample, seed 0); a mirror
-#: build of a tier this large fits V_k for DEFAULT_COMPONENTS once and caches it with the
-#: mirror (vault/mirror_cache.py): a search process then never runs the SVD, whose
-#: temporaries (terms x (k + 10) floats, several of them) were its peak memory at 1M rows
+#: the SVD is fitted on at most this many base rows (uniform sample, seed 0); every
+#: mirror build fits V_k for DEFAULT_COMPONENTS once and caches it with the mirror
+#: (vault/mirror_cache.py): a search process then never runs the SVD, whose temporaries
+#: (terms x (k + 10) floats, several of them) were its peak memory at 1M rows, and whose
+#: fits were most of a 100K vault's cold open when they ran at the first query
 MAX_FIT_ROWS = 50_000
 #: BrainConfig.lsa_components' default (a test pins the two together)
 DEFAULT_COMPONENTS = 16

@@ -166,8 +166,11 @@ class Postings:
         fresh.epoch = mirror_cache.tier_epoch(store, gen)
         fresh._freeze()
         k = latent.DEFAULT_COMPONENTS
-        if fresh.base_rows >= latent.MAX_FIT_ROWS and fresh.tfidf_terms and min(fresh.T.shape) > k:
-            fresh.latent_V = latent.fit_components(fresh.T, k)  # cached with the mirror
+        if fresh.tfidf_terms and min(fresh.T.shape) > k:
+            # Fitted here, once per base, and cached with the mirror: fitted lazily, every
+            # new search process refitted it (cold open + first query at 100K: 4.0 s, 3.7
+            # of them the three tiers' SVDs; bench/README.md, growth run of session 6).
+            fresh.latent_V = latent.fit_components(fresh.T, k)
         self.__dict__.update(fresh.__dict__)
         mirror_cache.save(self, store)
 
