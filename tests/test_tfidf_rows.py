@@ -159,3 +159,17 @@ def test_a_small_tier_caches_its_latent_components_too(tmp_path, monkeypatch):
     with VaultManager.at({"agent": str(db)}) as m:
         assert m.store("agent").latent_scores(words[:2], ["s0", "s299"], k) == want
     assert fits == []
+
+
+def test_fitting_rows_that_are_all_alike_warns_nothing():
+    """No variance (every row the same) makes scikit-learn's unused explained-variance
+    ratio 0 / 0: that must not reach the user as a RuntimeWarning from a mirror build."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    T = sp.csr_matrix(np.ones((40, 30), dtype=np.float32) / np.sqrt(30))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        V = vlatent.fit_components(T, 4)
+    assert V.shape == (30, 4) and np.isfinite(V).all()

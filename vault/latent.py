@@ -153,7 +153,10 @@ def fit_components(T: "sp.csr_matrix | TfidfRows", k: int) -> np.ndarray:
     else:
         fit = T[pick] if rows > MAX_FIT_ROWS else T
     svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
-    svd.fit(fit)
+    # rows that are all alike have no variance: scikit-learn's explained-variance ratio
+    # (unused here) is then 0 / 0, which would print a RuntimeWarning to the user
+    with np.errstate(invalid="ignore", divide="ignore"):
+        svd.fit(fit)
     return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
 
 
