@@ -132,8 +132,8 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
     import gc
 
     from bench.corpus import generate, write_jsonl
+    from bench.import_timing import time_jsonl_import
     from tiervault.vault.entry import Entry
-    from tiervault.vault.jsonl import import_lines
     from tiervault.vault.manager import VaultManager
 
     out: dict[str, Any] = {"entries": n}
@@ -146,18 +146,7 @@ def build_phase(n: int, seed: int, workdir: Path, *, dim: int, jsonl: bool = Tru
         src.mkdir(parents=True, exist_ok=True)
         for t in TIERS:
             write_jsonl(corpus, src / f"{t}.jsonl", t)
-        e2e = {t: workdir / "e2e" / f"{t}.db" for t in TIERS}
-        gc.collect()
-        t0, c0 = time.perf_counter(), time.process_time()
-        written = 0
-        with VaultManager.at({t: str(p) for t, p in e2e.items()}) as manager:
-            for t in TIERS:
-                with open(src / f"{t}.jsonl", encoding="utf-8") as fh:
-                    report = import_lines(manager, t, fh)
-                if report.errors:
-                    raise RuntimeError(f"JSONL import of {t}: {report.errors[:3]}")
-                written += report.written
-        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        written, dt, cpu = time_jsonl_import({t: workdir / "e2e" / f"{t}.db" for t in TIERS}, src)
         # CPU seconds of this process too: on a shared machine the wall-clock rate
         # mostly measures the other jobs.
         imp.update(jsonl_s=round(dt, 2), jsonl_rate=round(written / dt, 1),

@@ -45,24 +45,13 @@ def _load() -> list[float]:
 
 def worker(src: Path, workdir: Path, jsonl: bool) -> dict[str, Any]:
     """One variant's run (in its own process): the three timed steps."""
+    from import_timing import time_jsonl_import  # this script's folder: one harness for A and B
     from tiervault.vault.entry import Entry
-    from tiervault.vault.jsonl import import_lines
     from tiervault.vault.manager import VaultManager
 
     out: dict[str, Any] = {"load_avg_before": _load()}
     if jsonl:
-        e2e = {t: workdir / "e2e" / f"{t}.db" for t in TIERS}
-        gc.collect()
-        t0, c0 = time.perf_counter(), time.process_time()
-        written = 0
-        with VaultManager.at({t: str(p) for t, p in e2e.items()}) as manager:
-            for t in TIERS:
-                with open(src / f"{t}.jsonl", encoding="utf-8") as fh:
-                    report = import_lines(manager, t, fh)
-                if report.errors:
-                    raise RuntimeError(f"JSONL import of {t}: {report.errors[:3]}")
-                written += report.written
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        written, wall, cpu = time_jsonl_import({t: workdir / "e2e" / f"{t}.db" for t in TIERS}, src)
         out["jsonl"] = {"entries": written, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                         "rate": round(written / wall, 1), "cpu_rate": round(written / cpu, 1)}
         shutil.rmtree(workdir / "e2e")

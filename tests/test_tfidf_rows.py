@@ -100,6 +100,13 @@ def test_latent_model_over_mapped_rows_equals_the_one_over_a_copy(tmp_path, monk
     assert (mapped.tocsr() != csr).nnz == 0
 
 
+def _random_entries(rng, words, n, prefix, title_words, description_words):
+    """``n`` entries of random words (ids ``prefix0``...)."""
+    return [Entry.create(id=f"{prefix}{i}", title=" ".join(rng.choice(words, title_words)),
+                         description=" ".join(rng.choice(words, description_words)))
+            for i in range(n)]
+
+
 def test_a_large_tier_caches_its_latent_components_with_the_mirror(tmp_path, monkeypatch, caplog):
     """A build fits V_k (default k) once, from a sample of MAX_FIT_ROWS rows when the tier
     is larger, and saves it with the mirror: a reopened tier scores without an SVD, the same numbers; a
@@ -115,9 +122,7 @@ def test_a_large_tier_caches_its_latent_components_with_the_mirror(tmp_path, mon
     db = tmp_path / "agent.db"
     k = vlatent.DEFAULT_COMPONENTS
     with VaultManager.at({"agent": str(db)}) as m:
-        m.store("agent").capture_many([
-            Entry.create(id=f"e{i}", title=" ".join(rng.choice(words, 4)),
-                         description=" ".join(rng.choice(words, 20))) for i in range(2000)])
+        m.store("agent").capture_many(_random_entries(rng, words, 2000, "e", 4, 20))
         p = m.store("agent").postings()
         assert p.latent_V is not None and p.latent_V.shape == (p.tfidf_terms, k)
         want = m.store("agent").latent_scores(words[:3], ["e1", "e7", "e1999"], k)
@@ -148,9 +153,7 @@ def test_a_small_tier_caches_its_latent_components_too(tmp_path, monkeypatch):
     db = tmp_path / "agent.db"
     k = vlatent.DEFAULT_COMPONENTS
     with VaultManager.at({"agent": str(db)}) as m:
-        m.store("agent").capture_many([
-            Entry.create(id=f"s{i}", title=" ".join(rng.choice(words, 3)),
-                         description=" ".join(rng.choice(words, 12))) for i in range(300)])
+        m.store("agent").capture_many(_random_entries(rng, words, 300, "s", 3, 12))
         assert m.store("agent").postings().latent_V is not None
         want = m.store("agent").latent_scores(words[:2], ["s0", "s299"], k)
     fits = []
