@@ -26,6 +26,7 @@ from tiervault.errors import EntryNotFound, QueryError, StorageError, TierUnavai
 from tiervault.vault.backend import TierBackend
 from tiervault.vault.backoff import Backoff
 from tiervault.vault.tier_open import due_for_retry, try_open
+from tiervault.vault import dedup
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.query import query_terms
@@ -433,17 +434,8 @@ class VaultManager:
         # Dedup in priority order: the highest-priority tier holding the same id
         # (or the same content under another id) supplies the copy that is kept,
         # provided that copy passes the filters too.
-        ids = list(dict.fromkeys(p[3].id for p in pool))
-        hashes = list(dict.fromkeys(p[3].content_hash for p in pool))
-        by_id: dict[str, dict[str, LexicalHit]] = {}
-        by_hash: dict[str, dict[str, LexicalHit]] = {}
-        # No TF-IDF here: a kept hit is nearly always its tier's own top-k hit, which has it
-        for tier, held in self._each(chosen, lambda s: s.lexical_scores(
-                lq.stems, lq.stats, ids=ids, hashes=hashes, filters=filters)):
-            by_id[tier.name] = {h.id: h for h in held}
-            by_hash[tier.name] = {}
-            for h in held:
-                by_hash[tier.name].setdefault(h.content_hash, h)
+        by_id, by_hash = dedup.holders(self._each, chosen, [(p[2], p[3]) for p in pool], lq.stems,
+                                       lq.stats, filters)
         chosen = [t for t in chosen if t.name in by_id]
         kept: list[tuple[float, int, str, LexicalHit, list[str]]] = []
         taken: set[tuple[str, str]] = set()
