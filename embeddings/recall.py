@@ -71,6 +71,10 @@ class _TierState:
     # Index row of each mirror slot (-1: dead slot or no vector), cached until either changes.
     slot_rows: np.ndarray | None = None
     slot_rows_key: tuple | None = None
+    slot_has_row: np.ndarray | None = None  # slot_rows >= 0, cached with it
+    # The last few filter views' masks and the row masks made of them (read-only for
+    # searches), most recent first.
+    recent_allowed: list[tuple[np.ndarray, np.ndarray | None]] = field(default_factory=list)
 
 
 class VectorRecall:
@@ -300,6 +304,11 @@ class VectorRecall:
         return True
 
 
+# Filter views whose row masks a tier keeps (allowed_rows): the unfiltered view stays
+# among them between a few filtered queries.
+_RECENT_VIEWS = 4
+
+
 def default_dtype() -> str:
     """``"int8"`` where SimSIMD's integer kernels are installed (extra ``simd``), else
     ``"float32"`` (numpy's own int8 -> f32 conversion costs more than it saves)."""
@@ -313,22 +322,36 @@ def allowed_rows(view: IdMask, index: VectorIndex,
     The tier's filter view (``TierBackend.filter_mask``) says which entry positions
     pass; the position -> row map turns it into rows. That map is cached in
     ``state`` until the view's positions or the index change, so a query costs a
-    few vector operations, not id look-ups.
+    few vector operations, not id look-ups; so are the row masks of the last
+    ``_RECENT_VIEWS`` views (a query whose filters pass the same positions as one of
+    them -- the usual unfiltered one, whose default filters drop the expired entries --
+    costs a comparison of the masks, not a mask over every row).
+    The returned mask is shared: read it, never write it.
     """
     key = (view.version, index.version, len(index))
     if state is not None and state.slot_rows_key == key:
-        slot_rows = state.slot_rows
+        for pos, (seen, rows) in enumerate(state.recent_allowed):
+            if np.array_equal(view.mask, seen):  # a filter view seen lately: the same rows
+                state.recent_allowed.insert(0, state.recent_allowed.pop(pos))
+                return rows
+        slot_rows, has_row = state.slot_rows, state.slot_has_row
     else:
         slot_rows = index.rows_of(view.ids)
+        has_row = slot_rows >= 0
         if state is not None:
-            state.slot_rows, state.slot_rows_key = slot_rows, key
-    assert slot_rows is not None
-    rows = slot_rows[view.mask]
-    rows = rows[rows >= 0]
-    if rows.size == len(index):
-        return None  # every vector passes (the usual unfiltered query)
-    allowed = np.zeros(index.row_count, dtype=bool)
-    allowed[rows] = True
+            state.slot_rows, state.slot_has_row, state.slot_rows_key = slot_rows, has_row, key
+            state.recent_allowed.clear()
+    assert slot_rows is not None and has_row is not None
+    passing = view.mask & has_row
+    allowed: np.ndarray | None = None
+    # None when every vector passes: an id holds at most one passing position and one
+    # live row, so the count says it without building the rows.
+    if np.count_nonzero(passing) != len(index):
+        allowed = np.zeros(index.row_count, dtype=bool)
+        allowed[slot_rows[passing]] = True
+    if state is not None:
+        state.recent_allowed.insert(0, (view.mask.copy(), allowed))
+        del state.recent_allowed[_RECENT_VIEWS:]
     return allowed
 
 

@@ -10,7 +10,9 @@ Exact top k from an approximate scan: let ``a_i`` be the approximate scores and
 of highest ``a_i`` (at least k) are rescored exactly (``s_i = <x_i, q>``, float32)
 and give a k-th score ``s_k``. Any row with ``s_i >= s_k`` has ``a_i + eps_i >= s_k``,
 so the rows passing that test and not yet rescored are rescored too, and the top
-k of all rescored rows is the float32 answer (ties aside).
+k of all rescored rows is the float32 answer (ties aside). The test runs in two steps:
+one compare of every ``a_i`` with ``s_k - max eps``, then the few rows passing it
+against their own ``eps_i`` (the bound's full array is never built).
 
 The float32 rows of a compressed base that is a file mapping are read with
 ``pread`` where they are rescored (and by :meth:`BaseScan.rows`), never through
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,7 +36,9 @@ from tiervault.embeddings.vector_math import (
     float16_error_bound,
     float16_scores,
     Int8Codes,
+    int8_approx,
     int8_codes,
+    int8_error,
     int8_scan,
     mask_outside,
     top_k,
@@ -47,6 +53,9 @@ _EMPTY = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32))
 _GATHER_SHARE = 4
 # Rows gathered at a time: 16,384 x 384 B of int8 codes = 6 MB of copies.
 _GATHER_BLOCK = 16_384
+# Below ``kth - cap`` no row can reach the k-th score; the slack keeps the float32 compare
+# a superset of the per-row test (both sides carry the bound's rounding allowance too).
+_SLACK = 1e-6
 
 
 class BaseScan:
@@ -62,6 +71,7 @@ class BaseScan:
         self.bounds: np.ndarray | None = None
         self.half: np.ndarray | None = None
         self.owned = codes is None  # False: the codes are a caller's (mapped) arrays
+        self._bound_max: tuple[float, float] | None = None  # (max a_i, max l1_i), once
         n = matrix.shape[0]
         if dtype == "int8" and codes is not None:
             self.codes, self.bounds = codes
@@ -113,16 +123,20 @@ class BaseScan:
         if rows is not None and rows.size * _GATHER_SHARE < n:
             # Few allowed rows: approximate scores of just those (their codes gathered
             # block by block), positions into ``rows``.
-            approx, eps = self._approx_at(q, rows)
+            approx, bound = self._approx_at(q, rows)
         else:
-            approx, eps = self._approx_scores(q)
+            approx, bound = self._approx_scores(q)
             approx, rows = _excluded(approx, rows, dead, mask), None
         pick = top_k(approx, min(max(self.rescore_pool, k), allowed))
         pool = pick if rows is None else rows[pick]
         exact = cosine_scores(self.rows(pool), q)
-        kth = exact[top_k(exact, k)[-1]]
-        # Every row that can reach the k-th score and was not rescored yet.
-        reach = np.flatnonzero(approx + eps >= kth)
+        kth = float(exact[top_k(exact, k)[-1]])
+        # Every row that can reach the k-th score (approx + eps >= kth) and was not
+        # rescored yet: first the rows within the largest bound of kth (one compare over
+        # the scores), then each of those few against its own bound.
+        reach = np.flatnonzero(approx >= np.float32(kth - bound.cap - _SLACK))
+        if reach.size:
+            reach = reach[approx[reach] + bound.at(reach) >= kth]
         more = np.setdiff1d(reach if rows is None else rows[reach], pool, assume_unique=True)
         if more.size:
             pool = np.concatenate([pool, more])
@@ -130,26 +144,44 @@ class BaseScan:
         best = top_k(exact, k)
         return pool[best], exact[best]
 
-    def _approx_at(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
+    def _approx_at(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, _Bound]:
         """:meth:`_approx_scores` of ``rows`` only (aligned with them), gathered
         ``_GATHER_BLOCK`` rows at a time (a few MB of copies, not one per allowed row)."""
         if self.dtype == "float16":
             assert self.half is not None
             parts = [float16_scores(self.half[rows[s:s + _GATHER_BLOCK]], q)
                      for s in range(0, rows.size, _GATHER_BLOCK)]
-            return np.concatenate(parts), float16_error_bound(q)
+            return np.concatenate(parts), _Bound.flat(float16_error_bound(q))
         assert self.codes is not None and self.bounds is not None
         scored = [int8_scan(self.codes[r], self.bounds[:, r], q)
                   for r in (rows[s:s + _GATHER_BLOCK] for s in range(0, rows.size, _GATHER_BLOCK))]
-        return np.concatenate([a for a, _ in scored]), np.concatenate([e for _, e in scored])
+        eps = np.concatenate([e for _, e in scored])
+        return np.concatenate([a for a, _ in scored]), _Bound(float(eps.max(initial=0.0)), eps.__getitem__)
 
-    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
+    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, _Bound]:
         """Approximate scores of every row and bounds on their errors."""
         if self.dtype == "int8":
             assert self.codes is not None and self.bounds is not None
-            return int8_scan(self.codes, self.bounds, q, threads=self.threads)
+            scale, l1 = self.bounds[0], self.bounds[1]
+            approx, qc = int8_approx(self.codes, scale, q, threads=self.threads)
+            if self._bound_max is None:  # the base never changes: its largest a_i, l1_i once
+                self._bound_max = (float(scale.max(initial=0.0)), float(l1.max(initial=0.0)))
+            cap = float(int8_error(*self._bound_max, qc))
+            return approx, _Bound(cap, lambda at: int8_error(scale[at], l1[at], qc))
         assert self.half is not None
-        return float16_scores(self.half, q, threads=self.threads), float16_error_bound(q)
+        return float16_scores(self.half, q, threads=self.threads), _Bound.flat(float16_error_bound(q))
+
+
+class _Bound(NamedTuple):
+    """Error bounds of a compressed scan: ``cap >= eps_i`` for every row, ``at(pos)`` the
+    bounds of the rows at ``pos`` (positions into the scores)."""
+
+    cap: float
+    at: Callable[[np.ndarray], np.ndarray | float]
+
+    @classmethod
+    def flat(cls, eps: float) -> _Bound:
+        return cls(eps, lambda at: eps)
 
 
 class _RowFile:
@@ -187,8 +219,9 @@ class _RowFile:
 def _excluded(scores: np.ndarray, rows: np.ndarray | None, dead: np.ndarray | None,
               mask: np.ndarray | None = None) -> np.ndarray:
     """``scores`` with rows outside ``rows`` or ``mask`` (or the ``dead`` rows) set to -inf."""
-    if mask is not None:
-        return np.where(mask, scores, np.float32(-np.inf))
+    if mask is not None:  # in place (the scans' scores are new arrays): no second array
+        np.copyto(scores, np.float32(-np.inf), where=~mask)
+        return scores
     if rows is not None:
         return mask_outside(scores, rows)
     if dead is not None and dead.size:

@@ -135,6 +135,48 @@ def test_prefilter_matching_one_percent_still_returns_its_best_k(vault):
     assert recall.search(q, 5, filters=Filters.build(domain="absent"))[0] == []
 
 
+def test_recent_filter_views_reused_across_queries_and_writes(vault):
+    """The row masks of a tier's last few filter views are kept (allowed_rows): queries
+    cycling through more filters than it keeps, the unfiltered one in between, then a
+    delete and a capture (new view positions) -- every answer is the brute force's."""
+    rng = np.random.default_rng(21)
+    store = vault.store("agent")
+    vecs = fill(store, rng, 3000, "a", domain=lambda i: f"d{i % 7}",
+                valid_until=lambda i: "2001-01-01T00:00:00Z" if i % 13 == 0 else None)
+    domain = {f"a{i:05d}": f"d{i % 7}" for i in range(3000)}
+    live = {e: v for e, v in vecs.items() if int(e[1:]) % 13}
+    recall = VectorRecall(vault, MODEL)
+    for _ in range(2):
+        for d in [None, "d0", "d1", None, "d2", "d3", "d4", "d5", None, "d6", "d0"]:
+            q = unit(rng, 1)[0]
+            keep = (lambda t, e: True) if d is None else (lambda t, e, d=d: domain[e] == d)
+            want = reference(q, [("agent", 1.0, live)], 15, keep=keep)
+            got = recall.search(q, 15, filters=None if d is None else Filters.build(domain=d))
+            check_same(got, want)
+    gone = next(iter(live))
+    store.delete(gone)
+    del live[gone]
+    new = fill(store, rng, 1, "b", domain=lambda i: "d0")
+    live.update(new)
+    domain.update(dict.fromkeys(new, "d0"))
+    for d in [None, "d0", None]:
+        q = live[next(iter(new))] if d == "d0" else unit(rng, 1)[0]
+        keep = (lambda t, e: True) if d is None else (lambda t, e, d=d: domain[e] == d)
+        want = reference(q, [("agent", 1.0, live)], 15, keep=keep)
+        check_same(recall.search(q, 15, filters=None if d is None else Filters.build(domain=d)), want)
+    # A new vector for an entry (the index changes, the filter views do not) between a
+    # filtered and an unfiltered query: the unfiltered view's kept mask is stale now.
+    moved = next(e for e in live if domain[e] == "d1")
+    q = unit(rng, 1)[0]
+    store.put_vectors(MODEL, [(moved, "h2", q)])
+    live[moved] = q
+    check_same(recall.search(q, 15, filters=Filters.build(domain="d1")),
+               reference(q, [("agent", 1.0, live)], 15, keep=lambda t, e: domain[e] == "d1"))
+    got = recall.search(q, 15)
+    assert got[0][0] == moved
+    check_same(got, reference(q, [("agent", 1.0, live)], 15))
+
+
 def test_expired_entries_are_not_recalled(vault):
     rng = np.random.default_rng(5)
     store = vault.store("agent")

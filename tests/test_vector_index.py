@@ -14,6 +14,7 @@ from tiervault.embeddings.index import (
     quantize_int8,
     top_k,
 )
+from tiervault.embeddings import vector_math
 from tiervault.errors import ValidationError
 
 DTYPES = ["float32", "int8", "float16"]
@@ -227,3 +228,63 @@ def test_pure_functions() -> None:
     np.testing.assert_allclose(float16_scores(big.astype(np.float16), qq, threads=2), big @ qq, atol=2e-3)
     z = l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0]]))
     np.testing.assert_allclose(z, [[0.6, 0.8], [0.0, 0.0]])
+
+
+def test_top_k_of_a_long_array_cut_by_a_sample_is_exact() -> None:
+    """Arrays of 8,192+ scores are first cut at a threshold read off every 32nd score;
+    whatever their order, the answer is the partition's (or it falls back to it)."""
+    rng = np.random.default_rng(4)
+    n = 40_000
+    shuffled = rng.standard_normal(n).astype(np.float32)
+    cases = {
+        "random": shuffled,
+        "ascending": np.sort(shuffled),
+        "descending": np.sort(shuffled)[::-1].copy(),
+        # the sample sees only the small ones: fewer than k reach its threshold
+        "against the sample": np.where(np.arange(n) % 32 == 0, np.float32(-5), shuffled),
+        "mostly excluded": np.where(rng.random(n) < 0.999, np.float32(-np.inf), shuffled),
+    }
+    for name, s in cases.items():
+        for k in (1, 10, 30, 300):
+            got = top_k(s, k)
+            want = np.argsort(-s.astype(np.float64), kind="stable")[:k]
+            assert np.array_equal(s[got], s[want]), (name, k)  # the k largest, best first
+            finite = np.isfinite(s[want])
+            assert np.array_equal(got[finite], want[finite]), (name, k)  # no ties among these
+    ties = np.zeros(n, dtype=np.float32)
+    ties[[5, 17, 40_000 - 1]] = 1.0
+    assert top_k(ties, 3).tolist() == [5, 17, n - 1]
+
+
+def test_int8_bound_holds_and_is_tighter_for_sparse_queries() -> None:
+    """The query's quantization term of int8_error is the smaller of its L1 form
+    (``||a_i c_i||_1 b / 2``) and its L2 form (``(1 + a_i sqrt(d) / 2) ||q - b r||_2``):
+    every row's error stays within it, for dense and sparse (hash embedder-like) rows
+    and queries, and for sparse queries it is well below the L1-only bound."""
+    rng = np.random.default_rng(9)
+    d = 384
+
+    def sparse(n: int, nnz: int) -> np.ndarray:
+        m = np.zeros((n, d), dtype=np.float32)
+        for row in m:
+            row[rng.choice(d, nnz, replace=False)] = rng.choice([-1.0, 1.0], nnz) * rng.random(nnz)
+        return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+    for rows in (unit(rng, 3000, d).astype(np.float32), sparse(3000, 50)):
+        codes, bounds = vector_math.int8_codes(rows)
+        for q in (unit(rng, 1, d)[0].astype(np.float32), sparse(1, 12)[0]):
+            approx, qc = vector_math.int8_approx(codes, bounds[0], q)
+            eps = vector_math.int8_error(bounds[0], bounds[1], qc)
+            exact = rows.astype(np.float64) @ q.astype(np.float64)
+            assert np.all(np.abs(approx - exact) <= eps)
+            l1_only = bounds[0] * (qc.l1 / 2) + bounds[1] * (qc.b / 2) + 1e-4
+            assert np.all(eps <= l1_only + 1e-7)
+            cap = vector_math.int8_error(float(bounds[0].max()), float(bounds[1].max()), qc)
+            assert np.all(eps <= cap)  # increasing in a_i and l1_i: the largest bound all
+    q = sparse(1, 12)[0]
+    rows = sparse(3000, 50)
+    codes, bounds = vector_math.int8_codes(rows)
+    _, qc = vector_math.int8_approx(codes, bounds[0], q)
+    eps = vector_math.int8_error(bounds[0], bounds[1], qc)
+    l1_only = bounds[0] * (qc.l1 / 2) + bounds[1] * (qc.b / 2) + 1e-4
+    assert np.median(eps) < 0.75 * np.median(l1_only)
