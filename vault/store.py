@@ -28,6 +28,7 @@ import numpy as np
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
+from tiervault.vault.feedback_memo import FeedbackMemo
 from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.maintenance import Maintenance, RepairReport
@@ -78,6 +79,8 @@ class TierStore:
         self.vectors = TierVectors(self.db)
         self.links = TierLinks(self.db, name)
         self.epochs = TierEpochs(self.db, self.path)
+        self.feedback = FeedbackMemo(self.generation, self.journal.feedback_counts,
+                                     self.journal.feedback_events, self.journal.feedback_events_for)
         self.listing = TierListing(self.db, name, self.postings)
         self.lexicon = MirrorLexicon(self.postings)
         self._mirror: Postings | None = None
@@ -450,7 +453,7 @@ class TierStore:
         return self.journal.feedback_events(limit)
 
     def feedback_events_for(self, entry_ids: Sequence[str], limit: int) -> list[FeedbackEvent]:
-        return self.journal.feedback_events_for(entry_ids, limit)
+        return self.feedback.events_for(entry_ids, limit)  # per generation (feedback_memo.py)
 
     def add_weight_record(self, events: int, pairs: int, weights: str,
                           created_at: float | None = None) -> None:
@@ -460,7 +463,7 @@ class TierStore:
         return self.journal.weight_history(limit)
 
     def feedback_counts(self) -> FeedbackCounts:
-        return self.journal.feedback_counts()
+        return self.feedback.counts()
 
     def feedback_for(self, entry_ids: Sequence[str]) -> list[FeedbackRow]:
         return self.journal.feedback_for(entry_ids)
