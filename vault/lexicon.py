@@ -176,7 +176,8 @@ class MirrorLexicon:
         slots = bm25.slots[pick]
         tfidf = p.tfidf_at(words, slots).tolist() if words else [0.0] * slots.size
         best = bm25.scores[pick].tolist()
-        ids, hashes = p.ids.take(slots), p.hashes.take(slots)
+        # the ids remembered by slot: LSA and the pool look the same ids up next
+        ids, hashes = p.ids.take_distinct(slots), p.hashes.take(slots)
         return [LexicalHit(ids[i], hashes[i], best[i], tfidf[i], True) for i in range(slots.size)]
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),

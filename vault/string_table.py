@@ -210,6 +210,17 @@ class StringTable:
             return [[] for _ in strings]
         return memo_find(self._memo, strings, self._find)
 
+    def remember(self, strings: Sequence[str], slots: Sequence[int]) -> None:
+        """Seed the look-up memo: ``strings[i]`` is held at ``slots[i]`` and at no other
+        slot. Only for a table of distinct strings (a mirror base's entry ids: ``id``
+        is UNIQUE in a tier), whose strings were just read at those slots: a search
+        reads its top k's ids by slot, then looks the same ids up (LSA, the pool)."""
+        memo = self._memo
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        for st, slot in zip(strings, slots):
+            memo.setdefault(st, [slot])
+
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         if len(strings) <= 32:
             want = np.fromiter((_py_fingerprint(s.encode()) for s in strings), dtype=np.uint64,
@@ -305,6 +316,17 @@ class StringColumn(Sequence[str]):
 
     def extend(self, strings: Iterable[str]) -> None:
         self.extra.extend(strings)
+
+    def take_distinct(self, slots: np.ndarray) -> list[str]:
+        """:meth:`take`, the base strings' slots remembered for later look-ups
+        (:meth:`StringTable.remember`): for a column whose base strings are distinct."""
+        out = self.take(slots)
+        base = self.base
+        if isinstance(base, StringTable):
+            n = len(base)
+            at = slots.tolist()
+            base.remember([s for s, i in zip(out, at) if i < n], [i for i in at if i < n])
+        return out
 
     def _index(self) -> dict[str, list[int]]:
         """The appended strings' slots, brought up to date."""
