@@ -12,6 +12,11 @@ wall and process CPU per tier, peak RSS, load average before / after.
     python bench/build_ab.py --a /path/old --b . --entries 1000000 --rounds 2 \\
         --workdir /tmp/build-ab --json bench/results/mirror-build-ab-1m.json [--profile]
 
+``--first-search``: time instead the manager's first FTS search (``manager.search``),
+which builds every tier's mirror as a user's first search does -- in worker processes
+where the checkout has them (vault/mirror_workers.py): wall, this process's CPU plus
+its finished children's (``RUSAGE_CHILDREN``), and the children's peak RSS.
+
 ``--profile``: each run also under cProfile (own-time top 15 per run; inflates
 call-heavy code, so time those runs apart from the plain ones).
 """
@@ -35,6 +40,35 @@ TIERS = ("agent", "project", "team")
 def _load() -> list[float]:
     """The load averages (a worker runs checkout A's tree: it cannot import bench.checkouts)."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def first_search(tiers: Path) -> dict[str, Any]:
+    """One variant's run (in its own process): the manager's first search builds every
+    mirror; CPU counts this process and its finished children (the build workers)."""
+    import sklearn.decomposition  # noqa: F401  (imported by a build: not timed)
+    import sklearn.feature_extraction.text  # noqa: F401
+
+    from tiervault.vault.manager import VaultManager
+
+    for cache in tiers.glob("*.postings.mirror"):
+        cache.unlink()
+    out: dict[str, Any] = {"load_avg_before": _load()}
+    gc.collect()
+    me, kids = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
+    cpu = lambda who: resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime  # noqa: E731
+    t0, c0, k0 = time.perf_counter(), cpu(me), cpu(kids)
+    with VaultManager.at({t: str(tiers / f"{t}.db") for t in TIERS}) as manager:
+        hits = len(manager.search("error handling retry", limit=10).ids)
+        wall = time.perf_counter() - t0
+        own, children = cpu(me) - c0, cpu(kids) - k0
+        rows = {t: manager.store(t).postings().base_rows for t in TIERS}
+    out["mirror_build"] = {"via": "first search", "hits": hits, "rows": rows, "wall_s": round(wall, 3),
+                           "cpu_s": round(own + children, 3), "own_cpu_s": round(own, 3),
+                           "children_cpu_s": round(children, 3)}
+    out["peak_rss_mb"] = round(resource.getrusage(me).ru_maxrss / 1024, 1)
+    out["children_peak_rss_mb"] = round(resource.getrusage(kids).ru_maxrss / 1024, 1)
+    out["load_avg_after"] = _load()
+    return out
 
 
 def worker(tiers: Path, profile: bool) -> dict[str, Any]:
@@ -95,17 +129,20 @@ def make_tiers(entries: int, seed: int, dest: Path) -> None:
             manager.capture_many([Entry.from_dict(d) for d in corpus.tiers[t]], t)
 
 
-def run(checkout: Path, tiers: Path, profile: bool, extra_env: list[str]) -> dict[str, Any]:
+def run(checkout: Path, tiers: Path, mode: str, extra_env: list[str]) -> dict[str, Any]:
+    """``mode``: "search" (--first-search), "1" (per tier, profiled) or "0" (per tier)."""
     from bench.checkouts import run_worker
 
-    return run_worker(checkout, str(Path(__file__).resolve()), [str(tiers), "1" if profile else "0"],
-                      extra_env)
+    return run_worker(checkout, str(Path(__file__).resolve()), [str(tiers), mode], extra_env)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--_worker":
-        print(json.dumps(worker(Path(argv[1]), argv[2] == "1")))
+        if argv[2] == "search":
+            print(json.dumps(first_search(Path(argv[1]))))
+        else:
+            print(json.dumps(worker(Path(argv[1]), argv[2] == "1")))
         return 0
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.checkouts import ab_parser, commit_of
@@ -116,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiers", type=Path, help="existing tier files of the corpus (default: "
                                                "WORKDIR/tiers-N, made when missing)")
     ap.add_argument("--profile", action="store_true", help="cProfile every run")
+    ap.add_argument("--first-search", action="store_true",
+                    help="time the manager's first search (all tiers' builds, workers included)")
     ap.add_argument("--a-env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment of A's runs (e.g. TIERVAULT_MIRROR_HELPER=0)")
     ap.add_argument("--b-env", action="append", default=[], metavar="KEY=VALUE")
@@ -137,10 +176,12 @@ def main(argv: list[str] | None = None) -> int:
                                                "commit": args.a_commit or commit_of(args.a), "env": args.a_env},
                                          "B": {"path": str(args.b), "commit": commit_of(args.b), "env": args.b_env}},
                            "cores": len(os.sched_getaffinity(0)), "profile": args.profile,
+                           "first_search": args.first_search,
                            "runs": []}
     for r in range(args.rounds):
         for name, checkout, extra in (("A", args.a, args.a_env), ("B", args.b, args.b_env)):
-            row = {"variant": name, "round": r, **run(checkout, copies[name], args.profile, extra)}
+            mode = "search" if args.first_search else ("1" if args.profile else "0")
+            row = {"variant": name, "round": r, **run(checkout, copies[name], mode, extra)}
             out["runs"].append(row)
             b = row["mirror_build"]
             print(f"round {r} {name}: build {b['wall_s']} s wall / {b['cpu_s']} s cpu, "

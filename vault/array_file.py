@@ -40,7 +40,7 @@ import numpy as np
 from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.checked_array import CheckedArray, block_crcs, block_step
 
-__all__ = ["ArrayFile", "read", "write"]
+__all__ = ["ArrayFile", "read", "read_meta", "write"]
 
 MAGIC = b"TVARRAYS"
 LAYOUT = 1
@@ -138,19 +138,15 @@ class ArrayFile:
         return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds, reader)
 
 
-def read(path: Path) -> ArrayFile:
-    """Open and verify the header and the eagerly checked arrays (module docstring);
-    any inconsistency raises ValueError."""
-    fh = open(path, "rb", buffering=0)
-    try:
-        return _read(path, fh)
-    except BaseException:
-        fh.close()
-        raise
+def read_meta(path: Path) -> dict[str, Any]:
+    """Only the header's ``meta`` (magic, layout, CRC and file size checked; no array
+    read or mapped): what a caller needs to tell whether the file is worth opening."""
+    with open(path, "rb", buffering=0) as fh:
+        return _header(fh, os.fstat(fh.fileno()).st_size).get("meta", {})
 
 
-def _read(path: Path, fh: BinaryIO) -> ArrayFile:
-    size = os.fstat(fh.fileno()).st_size
+def _header(fh: BinaryIO, size: int) -> dict[str, Any]:
+    """The verified header document of an opened file of ``size`` bytes."""
     prefix = fh.read(_PREFIX.size)
     if len(prefix) != _PREFIX.size:
         raise ValueError("file shorter than its header")
@@ -165,6 +161,25 @@ def _read(path: Path, fh: BinaryIO) -> ArrayFile:
     doc = json.loads(header)
     if doc.get("size") != size:
         raise ValueError(f"file is {size} bytes, its header says {doc.get('size')}")
+    doc["_length"] = length
+    return doc
+
+
+def read(path: Path) -> ArrayFile:
+    """Open and verify the header and the eagerly checked arrays (module docstring);
+    any inconsistency raises ValueError."""
+    fh = open(path, "rb", buffering=0)
+    try:
+        return _read(path, fh)
+    except BaseException:
+        fh.close()
+        raise
+
+
+def _read(path: Path, fh: BinaryIO) -> ArrayFile:
+    size = os.fstat(fh.fileno()).st_size
+    doc = _header(fh, size)
+    length = doc.pop("_length")
     mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     if hasattr(mm, "madvise") and hasattr(mmap, "MADV_RANDOM"):
         # Queries read scattered columns: no read-ahead around each page they touch

@@ -29,6 +29,7 @@ from tiervault.vault.tier_open import due_for_retry, try_open
 from tiervault.vault import dedup
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
+from tiervault.vault.mirror_workers import build_missing
 from tiervault.vault.query import query_terms
 from tiervault.vault.read_scope import read_scope
 from tiervault.vault.patch import UpdateResult, apply_patch
@@ -376,7 +377,10 @@ class VaultManager:
         words = query_terms(query)
         stem_of = STEMMER.stems(words)
         stems = list(dict.fromkeys(stem_of[w] for w in words if stem_of[w]))
-        answered = self._each(self.ordered(tiers), lambda s: s.term_stats(stems))
+        chosen = self.ordered(tiers)
+        # tiers without a mirror or a cache that fits: built at once in worker processes
+        build_missing(t.store for t in chosen)
+        answered = self._each(chosen, lambda s: s.term_stats(stems))
         stats = sum((st for _, st in answered), TermStats.empty(len(stems)))
         bound = bm25_upper_bound(stats.idf()) if stems else 0.0
         return LexicalQuery(query, words, stems, bound, stats, [t.name for t, _ in answered])

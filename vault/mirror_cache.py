@@ -50,7 +50,7 @@ from tiervault.vault.tokenizer import STOP_WORDS
 if TYPE_CHECKING:
     from tiervault.vault.postings import Postings
 
-__all__ = ["CACHE_VERSION", "StoreFailure", "cache_path", "load", "save", "tier_epoch"]
+__all__ = ["CACHE_VERSION", "StoreFailure", "cache_path", "fits", "load", "save", "tier_epoch"]
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,41 @@ def save(m: "Postings", store: Any) -> None:
         log.warning("could not cache the search mirror of tier %r at %s: %s", store.name, path, exc)
 
 
+def _epoch_if_ours(meta: dict[str, Any], store: Any) -> "str | None | bool":
+    """The tier's epoch at the cache's generation when the cache belongs to this tier's
+    history (this version, this tier, a generation it had, the same epoch), else False."""
+    if meta.get("version") != CACHE_VERSION:
+        return False
+    gen = int(meta["gen"])
+    try:
+        uid, current = store.uid(), store.generation()
+        epoch = tier_epoch(store, gen)
+    except TierVaultError as exc:  # the tier itself fails: not the cache's fault
+        raise StoreFailure(exc) from exc
+    if meta["tier_uid"] != uid or gen > current:
+        return False  # another tier's cache, or the tier was replaced by an older copy
+    if meta["epoch"] != (epoch or ""):
+        return False  # same generation number, another history: a restored copy
+    return epoch
+
+
+def fits(store: Any) -> bool:
+    """True when ``store`` has a cache file whose header says it belongs to the tier's
+    history (:func:`load` may still find it damaged, or :meth:`Postings.catch_up` too
+    far behind: both rebuild). Reads the header only, not the arrays."""
+    path = cache_path(store)
+    if path is None or not path.exists():
+        return False
+    try:
+        meta = array_file.read_meta(path)
+    except (OSError, ValueError):
+        return False  # unreadable or damaged: a build replaces it
+    try:
+        return _epoch_if_ours(meta, store) is not False
+    except (KeyError, TypeError, ValueError):
+        return False  # a header without the fields of this version: a build replaces it
+
+
 def _string_table(f: array_file.ArrayFile, prefix: str) -> "StringTable | HashTable":
     if f"{prefix}_raw" in f.names():  # hex digests as raw bytes (vault/hash_table.py)
         n = f.array_size(f"{prefix}_keys")
@@ -160,18 +195,10 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
         return None
     f = array_file.read(path)
     meta = f.meta
-    if meta.get("version") != CACHE_VERSION:
+    epoch = _epoch_if_ours(meta, store)
+    if epoch is False:
         return None
     gen, base_rows, tfidf_terms = int(meta["gen"]), int(meta["base_rows"]), int(meta["tfidf_terms"])
-    try:
-        uid, current = store.uid(), store.generation()
-        epoch = tier_epoch(store, gen)
-    except TierVaultError as exc:  # the tier itself fails: not the cache's fault
-        raise StoreFailure(exc) from exc
-    if meta["tier_uid"] != uid or gen > current:
-        return None  # another tier's cache, or the tier was replaced by an older copy
-    if meta["epoch"] != (epoch or ""):
-        return None  # same generation number, another history: a restored copy
     m = cls()
     m.gen, m.epoch, m.base_rows, m.tfidf_terms = gen, epoch, base_rows, tfidf_terms
     m.domains = [str(d) for d in meta["domains"]]

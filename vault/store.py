@@ -32,6 +32,7 @@ from tiervault.vault.feedback_memo import FeedbackMemo
 from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.maintenance import Maintenance, RepairReport
+from tiervault.vault.mirror_workers import MirrorJob, job_of
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
@@ -357,6 +358,12 @@ class TierStore:
             else:
                 self._mirror.catch_up(self)
             return self._mirror
+
+    def mirror_job(self) -> MirrorJob | None:
+        """A worker process's build of this tier's mirror and cache file, while this
+        process holds no mirror (:func:`mirror_workers.job_of`: None when not needed)."""
+        with self.db.lock:
+            return job_of(self) if self._mirror is None else None
 
     def _sync_mirror(self) -> None:
         if self._mirror is not None:

@@ -1,0 +1,170 @@
+"""First mirror builds in worker processes (vault/mirror_workers.py): real tier files,
+real child processes. The cache files they write are byte for byte the ones an
+in-process build writes, a first search through them answers the same, and a worker
+that fails (a program that exits 1, an interpreter importing another tiervault) costs
+a warning naming the tier and an in-process build, never a missing answer."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiervault.vault import mirror_workers
+from tiervault.vault.entry import Entry
+from tiervault.vault.manager import VaultManager
+from tiervault.vault.mirror_workers import MirrorJob, build_missing, plan, run_jobs
+
+TIERS = ("agent", "project", "team")
+WORDS = [f"w{i:03d}x" for i in range(300)] + ["retry", "timeout", "cache", "error", "the"]
+QUERIES = ("retry timeout", "w007x cache", "error the w123x", "w250x", "nothing-matches-this")
+
+
+def entries(n: int, tier: str) -> list[Entry]:
+    rng = np.random.default_rng(len(tier) * 7919 + n)
+    out = []
+    for i in range(n):
+        words = " ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 14))
+        out.append(Entry.create(id=f"{tier}-{i}", title=f"{tier} {words[:30]}", description=words,
+                                tags=[f"t{i % 3}"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiers(tmp_path_factory) -> Path:
+    """Three tiers of 1,500 / 2,000 / 2,500 entries without any cache file."""
+    d = tmp_path_factory.mktemp("tiers")
+    with VaultManager.at({t: str(d / f"{t}.db") for t in TIERS}) as m:
+        for n, t in zip((1500, 2000, 2500), TIERS):
+            m.capture_many(entries(n, t), t)
+    assert not list(d.glob("*.mirror"))
+    return d
+
+
+def copy_of(tiers: Path, dest: Path) -> Path:
+    dest.mkdir()
+    for f in tiers.iterdir():
+        shutil.copy(f, dest / f.name)
+    return dest
+
+
+def manager(d: Path) -> VaultManager:
+    return VaultManager.at({t: str(d / f"{t}.db") for t in TIERS})
+
+
+def answers(m: VaultManager) -> list[tuple[list[str], list[float]]]:
+    return [(c.ids, c.lexical.tolist()) for c in (m.search(q, limit=15) for q in QUERIES)]
+
+
+@pytest.fixture
+def workers_on(monkeypatch):
+    """Two workers and no size floor, so that these small tiers use them."""
+    monkeypatch.setenv("TIERVAULT_MIRROR_WORKERS", "2")
+    monkeypatch.setattr(mirror_workers, "MIN_BYTES", 0)
+
+
+def test_worker_built_caches_equal_in_process_ones_byte_for_byte(tiers, tmp_path, workers_on):
+    inproc, workers = copy_of(tiers, tmp_path / "inproc"), copy_of(tiers, tmp_path / "workers")
+    with manager(inproc) as m:
+        for t in TIERS:
+            m.store(t).postings()  # the ordinary in-process build
+    with manager(workers) as m:
+        outcomes = build_missing(m.store(t) for t in TIERS)
+        assert sorted(o.name for o in outcomes if o.ok) == sorted(TIERS), outcomes
+        assert {o.name: o.rows for o in outcomes} == {"agent": 1500, "project": 2000, "team": 2500}
+        assert build_missing(m.store(t) for t in TIERS) == []  # every cache fits now
+    for t in TIERS:
+        a = (inproc / f"{t}.db.postings.mirror").read_bytes()
+        b = (workers / f"{t}.db.postings.mirror").read_bytes()
+        assert a == b, t
+
+
+def test_a_first_search_builds_in_workers_and_answers_as_in_process(tiers, tmp_path, workers_on,
+                                                                     caplog, monkeypatch):
+    workers = copy_of(tiers, tmp_path / "workers")
+    with caplog.at_level(logging.INFO, logger="tiervault"), manager(workers) as m:
+        got = answers(m)
+        mirrors = {t: m.store(t).postings() for t in TIERS}
+    assert "built the search mirrors of tiers team, project, agent in 2 worker processes" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    # the searching process mapped the workers' files: postings read through checked blocks
+    assert all(type(p.W.indices).__name__ == "CheckedArray" for p in mirrors.values())
+    monkeypatch.setenv("TIERVAULT_MIRROR_WORKERS", "0")
+    inproc = copy_of(tiers, tmp_path / "inproc")
+    with manager(inproc) as m:
+        assert answers(m) == got
+        assert got[0][0]  # the queries do match
+
+
+def test_a_failing_worker_is_logged_and_the_tier_built_in_process(tiers, tmp_path, workers_on,
+                                                                  caplog, monkeypatch):
+    d = copy_of(tiers, tmp_path / "failing")
+    monkeypatch.setattr(sys, "executable", shutil.which("false"))  # a real program that exits 1
+    with caplog.at_level(logging.WARNING), manager(d) as m:
+        got = answers(m)
+    failed = [r.message for r in caplog.records if "the worker process failed" in r.message]
+    assert len(failed) == 3, caplog.text
+    assert all("exit status 1" in msg and "building it in this process" in msg for msg in failed)
+    assert {t for t in TIERS if any(f"tier {t!r}" in msg for msg in failed)} == set(TIERS)
+    assert all((d / f"{t}.db.postings.mirror").exists() for t in TIERS)  # built here, cached
+    monkeypatch.setenv("TIERVAULT_MIRROR_WORKERS", "0")
+    with manager(copy_of(tiers, tmp_path / "inproc")) as m:
+        assert answers(m) == got
+
+
+def test_a_worker_importing_another_tiervault_refuses_before_building(tiers, tmp_path):
+    d = copy_of(tiers, tmp_path / "other")
+    proc = subprocess.run([sys.executable, "-c", mirror_workers._WORKER_CODE,
+                           str(tmp_path / "elsewhere" / "postings.py"), str(d / "team.db"), "team"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "not building a cache the caller could not use" in proc.stderr
+    assert not (d / "team.db.postings.mirror").exists()
+
+
+def test_run_jobs_reports_a_worker_that_cannot_start(tiers):
+    jobs = [MirrorJob(t, str(tiers / f"{t}.db"), 1) for t in TIERS]
+    outcomes = run_jobs(jobs, 2, python=str(tiers / "no-such-python"))
+    assert sorted(o.name for o in outcomes) == sorted(TIERS)
+    assert all(not o.ok and "could not start" in o.error for o in outcomes)
+
+
+def test_no_workers_for_one_tier_small_tiers_or_when_turned_off(tiers, tmp_path, monkeypatch):
+    d = copy_of(tiers, tmp_path / "one")
+    monkeypatch.setenv("TIERVAULT_MIRROR_WORKERS", "2")
+    with manager(d) as m:
+        stores = [m.store(t) for t in TIERS]
+        assert build_missing(stores) == []  # under MIN_BYTES: cheaper in-process
+        monkeypatch.setattr(mirror_workers, "MIN_BYTES", 0)
+        monkeypatch.setenv("TIERVAULT_MIRROR_WORKERS", "1")
+        assert build_missing(stores) == []
+        monkeypatch.setenv("TIERVAULT_MIRROR_WORKERS", "2")
+        stores[0].postings()
+        stores[1].postings()
+        assert build_missing(stores) == []  # one tier left to build: in this process
+    assert not (d / "team.db.postings.mirror").exists()
+
+
+def test_a_read_only_tier_gets_no_job(tiers, tmp_path):
+    from tiervault.vault.store import TierStore
+
+    d = copy_of(tiers, tmp_path / "ro")
+    with TierStore(d / "team.db", name="team", read_only=True) as ro, \
+            TierStore(d / "agent.db", name="agent") as rw:
+        assert ro.mirror_job() is None
+        job = rw.mirror_job()
+        assert job is not None and job.name == "agent" and job.size > 0
+        rw.postings()
+        assert rw.mirror_job() is None  # in memory (and cached) now
+
+
+def test_plan_puts_the_largest_tier_first_on_the_least_loaded_worker():
+    jobs = [MirrorJob(n, n, s) for n, s in (("agent", 191), ("project", 280), ("team", 457))]
+    assert [[j.name for j in w] for w in plan(jobs, 2)] == [["team"], ["project", "agent"]]
+    assert [[j.name for j in w] for w in plan(jobs, 8)] == [["team"], ["project"], ["agent"]]
+    assert [[j.name for j in w] for w in plan(jobs, 1)] == [["team", "project", "agent"]]

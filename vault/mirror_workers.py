@@ -1,0 +1,252 @@
+"""First builds of several tiers' search mirrors at once, in worker processes.
+
+Why: a manager's first FTS search builds the mirror (:mod:`postings`) of every tier
+that has no usable cache file, one after another, before it can answer (three tiers
+of 1,000,000 entries: ~35 s of CPU in one process, bench/README.md). The builds are
+independent and each one's product is a file (``<tier>.postings.mirror``, written
+atomically by :mod:`mirror_cache`), so ``min(cores, tiers)`` child processes build
+them and the searching process then maps the files, as it maps any cache; it never
+holds a build's intermediate arrays (2.9 GB at 1M when it built all three itself).
+A process start and its imports cost ~1.5 s of CPU, so there is one process per
+core, not per tier (:func:`plan`: largest tier file first, each to the least loaded
+worker), and only when the tier files to build add up to ``MIN_BYTES``.
+
+A worker is ``python -c <worker_main> MODULE PATH NAME [PATH NAME ...]`` (this
+interpreter, this environment), not a multiprocessing child: spawn and forkserver
+import the caller's ``__main__`` again in each child (a script without a main guard
+would run twice), and fork copies a process that may hold threads and open SQLite
+connections. It opens each tier by itself, builds and saves its mirror
+(:meth:`TierStore.postings`: the same code as in-process, so the same file) and
+prints one JSON line per tier. ``MODULE`` is the path of the caller's
+:mod:`postings`: a worker that imports another tiervault refuses before building.
+
+Failure: a tier whose worker fails (exit status, no answer, another tiervault, no
+fitting cache file afterwards) is logged as a warning naming the tier and why, and
+is then built in this process by the ordinary path, as without workers. A worker
+killed halfway leaves the old cache or none (the write is a rename), at most a
+``.tv-tmp`` file beside the tier. Writes made during a build are caught up by the
+searching process (:meth:`Postings.catch_up`), as after any cache load.
+
+``TIERVAULT_MIRROR_WORKERS``: the most worker processes (default: the cores this
+process may run on); 0 or 1 builds every tier in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from tiervault.vault import mirror_cache
+
+__all__ = ["MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs", "worker_count", "worker_main"]
+
+log = logging.getLogger(__name__)
+
+_ENV = "TIERVAULT_MIRROR_WORKERS"
+_LOCK = threading.Lock()  # one set of workers at a time: a second first search waits, then maps
+#: Workers only when the tier files to build hold this many bytes: below, the ~1.5 s of
+#: CPU a worker's start costs is not won back (bench corpus: ~930 bytes a row, a build
+#: ~5 s of CPU per 100,000 rows; 30,000 entries in 3 tiers: 1.7 s in-process, 3.9 s
+#: with 2 workers, bench/README.md).
+MIN_BYTES = 64 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorJob:
+    """What a worker needs to build one tier's mirror: the tier file and its name."""
+
+    name: str
+    path: str
+    size: int  # bytes of the tier file: the order of the jobs (largest first)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOutcome:
+    """One worker's end: its answer (``rows``, seconds) or why it failed (``error``)."""
+
+    name: str
+    ok: bool
+    error: str = ""
+    rows: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+def worker_count() -> int:
+    """``TIERVAULT_MIRROR_WORKERS`` if set, else the cores this process may run on."""
+    raw = os.environ.get(_ENV, "").strip()
+    if raw:
+        try:
+            return max(0, int(raw))
+        except ValueError:
+            log.warning("%s=%r is not a whole number; building mirrors in this process", _ENV, raw)
+            return 0
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def build_missing(stores: Iterable[Any]) -> list[WorkerOutcome]:
+    """Build the mirror caches of ``stores`` that need a first build in worker
+    processes, when two or more do and two or more workers are allowed; returns the
+    workers' outcomes (empty: nothing done here, every tier builds in-process)."""
+    stores = list(stores)
+    workers = worker_count()
+    if workers < 2 or len(stores) < 2:
+        return []
+    with _LOCK:
+        jobs = [j for j in (_job_of(s) for s in stores) if j is not None]
+        if len(jobs) < 2 or sum(j.size for j in jobs) < MIN_BYTES:
+            return []
+        outcomes = run_jobs(jobs, min(workers, len(jobs)))
+    by_name = {s.name: s for s in stores}
+    log.info("built the search mirrors of tiers %s in %d worker processes (%s)",
+             ", ".join(o.name for o in outcomes), min(workers, len(jobs)),
+             "; ".join(f"{o.name}: {o.rows} rows, {o.wall_s:.1f} s wall, {o.cpu_s:.1f} s CPU"
+                       if o.ok else f"{o.name}: failed" for o in outcomes))
+    checked = []
+    for o in outcomes:
+        if o.ok and not mirror_cache.fits(by_name[o.name]):
+            o = WorkerOutcome(o.name, False, "the worker ended but left no cache file that fits the tier")
+        if not o.ok:
+            log.warning("search mirror of tier %r: the worker process failed (%s); building it "
+                        "in this process", o.name, o.error)
+        checked.append(o)
+    return checked
+
+
+def _job_of(store: Any) -> MirrorJob | None:
+    job = getattr(store, "mirror_job", None)  # SQLite tiers only (a file another process opens)
+    return job() if job is not None else None
+
+
+def job_of(store: Any) -> MirrorJob | None:
+    """The job building ``store``'s mirror cache (an SQLite tier without a mirror in
+    memory), or None when its cache file fits already or could not be written
+    (read-only, missing tier file, folder not writable) or the tier fails to answer
+    (the ordinary path then raises its own error)."""
+    if store.read_only or not store.exists or not os.access(store.path.parent, os.W_OK):
+        return None
+    try:
+        if mirror_cache.fits(store):
+            return None
+    except mirror_cache.StoreFailure:
+        return None
+    return MirrorJob(store.name, str(store.path), store.file_size())
+
+
+def plan(jobs: Sequence[MirrorJob], workers: int) -> list[list[MirrorJob]]:
+    """The jobs of each worker process: largest tier file first, each to the worker with
+    the fewest bytes so far (a process start and its imports cost ~1.5 s of CPU: one
+    process per core, not per tier)."""
+    loads = [[0, i, []] for i in range(max(1, min(workers, len(jobs))))]
+    for job in sorted(jobs, key=lambda j: -j.size):
+        least = min(loads, key=lambda w: (w[0], w[1]))
+        least[0] += job.size
+        least[2].append(job)
+    return [w[2] for w in loads if w[2]]
+
+
+def run_jobs(jobs: Sequence[MirrorJob], workers: int, *,
+             python: str | None = None) -> list[WorkerOutcome]:
+    """Build ``jobs`` in at most ``workers`` processes at once (:func:`plan`), each
+    process its tiers one after another; ``python``: the interpreter (default: this
+    one). Interrupted (e.g. Ctrl-C), it kills the workers it started and re-raises."""
+    from tiervault.vault import postings  # the module a worker must import too
+
+    python = python or sys.executable
+    env = {**os.environ, _ENV: "0"}  # a worker builds in its own process: no workers of its own
+    running: list[tuple[list[MirrorJob], subprocess.Popen, Any, Any]] = []
+    outcomes: list[WorkerOutcome] = []
+    try:
+        for share in plan(jobs, workers):
+            out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # no pipe to fill
+            args = [a for j in share for a in (j.path, j.name)]
+            try:
+                proc = subprocess.Popen([python, "-c", _WORKER_CODE, str(postings.__file__), *args],
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+            except OSError as exc:
+                out.close()
+                err.close()
+                outcomes += [WorkerOutcome(j.name, False, f"could not start {python}: {exc}")
+                             for j in share]
+                continue
+            running.append((share, proc, out, err))
+        for share, proc, out, err in running:
+            proc.wait()
+        outcomes += [o for item in running for o in _outcomes(*item)]
+        running = []
+    finally:
+        for _share, proc, out, err in running:  # only when interrupted
+            proc.kill()
+            proc.wait()
+            out.close()
+            err.close()
+    return outcomes
+
+
+def _outcomes(share: list[MirrorJob], proc: subprocess.Popen, out: Any,
+              err: Any) -> list[WorkerOutcome]:
+    """Each job's answer (a JSON line on the worker's stdout) or why there is none; the
+    worker's stderr is relayed as warnings (e.g. "ignoring the search cache ...")."""
+    try:
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        stderr = err.read().decode("utf-8", "replace").strip()
+    finally:
+        out.close()
+        err.close()
+    answers: dict[str, dict[str, Any]] = {}
+    for line in stdout.splitlines():
+        try:
+            answer = json.loads(line)
+            answers[str(answer["name"])] = answer
+        except (KeyError, TypeError, ValueError):
+            continue  # not an answer (a library printed something)
+    if proc.returncode == 0:
+        for line in stderr.splitlines():
+            log.warning("search mirror worker (tiers %s): %s", ", ".join(j.name for j in share), line)
+    why = (f"exit status {proc.returncode}: {stderr.splitlines()[-1] if stderr else 'no message'}"
+           if proc.returncode != 0 else "no answer on its stdout")
+    outcomes = []
+    for job in share:
+        a = answers.get(job.name)
+        if a is None:
+            outcomes.append(WorkerOutcome(job.name, False, why))
+            continue
+        outcomes.append(WorkerOutcome(job.name, True, rows=int(a["rows"]), wall_s=float(a["wall_s"]),
+                                      cpu_s=float(a["cpu_s"])))
+    return outcomes
+
+
+# Run with -c, not -m: ``python -m`` of a module its own package imports warns (runpy)
+_WORKER_CODE = "import sys; from tiervault.vault.mirror_workers import worker_main; " \
+               "sys.exit(worker_main(sys.argv[1:]))"
+
+
+def worker_main(argv: Sequence[str]) -> int:
+    """A worker: ``MODULE PATH NAME [PATH NAME ...]``; builds and saves each tier's mirror
+    in turn and prints one JSON line per tier built."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    from tiervault.vault import postings
+    from tiervault.vault.store import TierStore
+
+    module, pairs = argv[0], argv[1:]
+    if os.path.realpath(str(postings.__file__)) != os.path.realpath(module):
+        print(f"this interpreter imports {postings.__file__}, the caller {module}: "
+              "not building a cache the caller could not use", file=sys.stderr)
+        return 3
+    for path, name in zip(pairs[0::2], pairs[1::2]):
+        t0, c0 = time.perf_counter(), time.process_time()
+        with TierStore(path, name=name) as store:
+            rows = store.postings().base_rows
+        print(json.dumps({"name": name, "rows": rows, "wall_s": round(time.perf_counter() - t0, 3),
+                          "cpu_s": round(time.process_time() - c0, 3)}), flush=True)
+    return 0
