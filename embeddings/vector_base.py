@@ -74,7 +74,9 @@ class BaseScan:
         self._bound_max: tuple[float, float] | None = None  # (max a_i, max l1_i), once
         n = matrix.shape[0]
         if dtype == "int8" and codes is not None:
-            self.codes, self.bounds = codes
+            # Plain ndarray views of mapped codes: every slice of an np.memmap makes a
+            # new memmap object (~10 us each, a dozen a search); same pages, no copy.
+            self.codes, self.bounds = np.asarray(codes[0]), np.asarray(codes[1])
             if self.codes.shape != matrix.shape or self.bounds.shape != (2, n):
                 raise ValidationError("codes", f"shapes {self.codes.shape} / {self.bounds.shape} do not "
                                       f"match the {matrix.shape} matrix")
@@ -134,10 +136,11 @@ class BaseScan:
         # Every row that can reach the k-th score (approx + eps >= kth) and was not
         # rescored yet: first the rows within the largest bound of kth (one compare over
         # the scores), then each of those few against its own bound.
+        approx[pick] = -np.inf  # rescored already (approx is this search's own array)
         reach = np.flatnonzero(approx >= np.float32(kth - bound.cap - _SLACK))
         if reach.size:
             reach = reach[approx[reach] + bound.at(reach) >= kth]
-        more = np.setdiff1d(reach if rows is None else rows[reach], pool, assume_unique=True)
+        more = reach if rows is None else rows[reach]
         if more.size:
             pool = np.concatenate([pool, more])
             exact = np.concatenate([exact, cosine_scores(self.rows(more), q)])
@@ -219,8 +222,8 @@ class _RowFile:
 def _excluded(scores: np.ndarray, rows: np.ndarray | None, dead: np.ndarray | None,
               mask: np.ndarray | None = None) -> np.ndarray:
     """``scores`` with rows outside ``rows`` or ``mask`` (or the ``dead`` rows) set to -inf."""
-    if mask is not None:  # in place (the scans' scores are new arrays): no second array
-        np.copyto(scores, np.float32(-np.inf), where=~mask)
+    if mask is not None:  # in place (the scans' scores are new arrays): a scatter to the few
+        scores[np.flatnonzero(~mask)] = -np.inf  # rows out, ~3x faster than a masked copy
         return scores
     if rows is not None:
         return mask_outside(scores, rows)
