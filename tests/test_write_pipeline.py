@@ -7,6 +7,9 @@ after each commit (the batch visible to another connection, the next one not yet
 in order, with the running total; a failing input, a failing callback and a failing
 write each stop the load with exactly the batches before them committed. (SIGKILL
 mid-import: tests/test_crash.py, whose 500- and 1,000-row batches take this path.)
+Whether the thread writes a batch is chosen per batch by the spare cores measured
+(vault/spare_cores.py): these tests pin the choice (always the thread, or alternating)
+so each path is covered whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -25,6 +28,22 @@ from tiervault.vault.store import TierStore
 
 BATCH = 500
 assert BATCH >= write_pipeline.MIN_PIPELINED_BATCH
+
+
+class Pinned:
+    """A chooser that answers from a fixed cycle (``[True]``: always the writer thread)."""
+
+    def __init__(self, cycle: list[bool]) -> None:
+        self.cycle, self.calls = cycle, 0
+
+    def threaded(self) -> bool:
+        self.calls += 1
+        return self.cycle[(self.calls - 1) % len(self.cycle)]
+
+
+@pytest.fixture(autouse=True)
+def always_threaded(monkeypatch):
+    monkeypatch.setattr(write_pipeline, "new_chooser", lambda: Pinned([True]))
 
 
 def record(i: int, version: int = 0) -> dict:
@@ -85,6 +104,44 @@ def test_pipelined_load_writes_the_rows_a_serial_load_writes(tmp_path, monkeypat
     assert tier_rows(tmp_path / "piped.db") == tier_rows(tmp_path / "serial.db")
     rows, hits = tier_rows(tmp_path / "piped.db")
     assert len(rows) == 3_300 and len(hits) > 1_000
+
+
+def test_batches_alternating_between_the_threads_write_what_a_serial_load_writes(
+        tmp_path, monkeypatch):
+    plan = [entries(2_300), entries(1_700, version=1, start=1_000)]
+    seen: list[tuple[str, int]] = []
+    seen_by = lambda b: seen.append((threading.current_thread().name, b.total))  # noqa: E731
+    monkeypatch.setattr(write_pipeline, "new_chooser", lambda: Pinned([False, True, True, False]))
+    with TierStore(tmp_path / "mixed.db", name="agent") as store:
+        mixed = [store.capture_many(items, batch_size=BATCH, on_batch=seen_by) for items in plan]
+    monkeypatch.setattr(write_pipeline, "MIN_PIPELINED_BATCH", 10**9)
+    serial = load(tmp_path / "serial.db", plan)
+    assert mixed == [2_300, 1_700] and sum(s[1] for s in serial) == 4_000
+    caller = threading.current_thread().name
+    assert seen == [(caller, t) for t in (500, 1_000, 1_500, 2_000, 2_300,
+                                         500, 1_000, 1_500, 1_700)]  # in order, caller's thread
+    assert tier_rows(tmp_path / "mixed.db") == tier_rows(tmp_path / "serial.db")
+
+
+def test_a_failing_write_of_the_callers_thread_stops_the_load_as_the_writers_does(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(write_pipeline, "new_chooser", lambda: Pinned([True, False]))
+    path = tmp_path / "t.db"
+    with TierStore(path, name="agent") as store:
+        store.create()
+    conn = sqlite3.connect(path)  # the 4th batch (written by the caller's thread) fails
+    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON entries WHEN new.id = 'pipe-01734' "
+                 "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END")
+    conn.commit()
+    conn.close()
+    seen = []
+    with TierStore(path, name="agent") as store:
+        with pytest.raises(TierVaultError, match="refused by a trigger"):
+            store.capture_many(entries(3_000), batch_size=BATCH,
+                               on_batch=lambda b: seen.append(b.total))
+        assert seen == [500, 1_000, 1_500]
+        assert store.count() == 1_500
+        assert store.integrity_problems() == []
 
 
 def test_on_batch_runs_after_its_commit_and_before_the_next(tmp_path):

@@ -42,6 +42,7 @@ from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, Embe
                                   TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
                                   WeightRecord)
 from tiervault.vault.scoring import FTS_WEIGHTS
+from tiervault.vault.sqlite_bulk import BulkSettings
 from tiervault.vault.sqlite_db import SqliteDb
 from tiervault.vault.sqlite_epochs import TierEpochs
 from tiervault.vault.sqlite_links import TierLinks
@@ -185,14 +186,23 @@ class TierStore:
         A batch is all-or-nothing: after a crash every acknowledged batch is
         present and the interrupted one is absent (re-running is idempotent).
         """
-        return write_pipelined(entries, batch_size, self._write_batch, on_batch)
+        bulk = BulkSettings(self.db.lock)  # a load of bulk batches: bigger cache, fewer checkpoints
+        try:
+            return write_pipelined(entries, batch_size,
+                                   lambda batch, inserted: self._write_batch(batch, inserted, bulk),
+                                   on_batch)
+        finally:
+            bulk.restore()
 
-    def _write_batch(self, batch: list[Entry], inserted: Callable[[], None]) -> int:
+    def _write_batch(self, batch: list[Entry], inserted: Callable[[], None],
+                     bulk: BulkSettings | None = None) -> int:
         """Upsert one batch in one transaction; returns how many entries changed.
 
         The FTS index is maintained set-wise: old index rows of changed entries
         are deleted first, then every row this transaction wrote (``gen``) is
         indexed with one INSERT ... SELECT. Unchanged entries are not rewritten.
+        A batch of BULK_ROWS or more switches the connection to ``bulk``'s settings
+        for the rest of the load (:mod:`sqlite_bulk`).
         ``inserted()`` once the rows are in: what is left (FTS5 indexing, commit) runs
         with the GIL released (:mod:`write_pipeline` reads the next batch meanwhile).
         """
@@ -200,6 +210,8 @@ class TierStore:
         latest = list({e.id: e for e in batch}.values())  # a repeated id: the last one wins
         with self.db.write("write entries") as txn:
             conn, gen = txn.conn, txn.gen
+            if bulk is not None and len(batch) >= BULK_ROWS:
+                bulk.apply(conn)
             ids = json.dumps([e.id for e in latest])
             stored = {r[0]: r[1:] for r in conn.execute(
                 "SELECT id, content_hash, origin, valid_from, valid_until, created_at, "
