@@ -248,6 +248,21 @@ class Brain:
                 out[f"{tier}\0{eid}"] = entry
         return out
 
+    def field_texts(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
+        """The FTS5 fields (``id``, ``title``, ``description``, ``context``, ``tags``) of
+        pool candidates ``idx``, keyed ``tier\0id``: a backend's optional
+        ``field_texts`` (SQLite: five columns, no Entry built), else its full entries."""
+        by_tier: dict[str, list[str]] = {}
+        for i in idx:
+            by_tier.setdefault(pool.tiers[i], []).append(pool.ids[i])
+        out: dict[str, Any] = {}
+        for tier, ids in by_tier.items():
+            store = self.manager.store(tier)
+            read = getattr(store, "field_texts", None) or store.get_many
+            for eid, row in read(ids).items():
+                out[f"{tier}\0{eid}"] = row
+        return out
+
     # -- second pass, feedback, stats ---------------------------------------------------
     def load_entries(self, ids: Sequence[str]) -> list[LoadedRow]:
         """Complete entries in the order asked, each from the highest-priority tier

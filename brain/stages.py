@@ -246,8 +246,8 @@ def _proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
         best = start + np.argsort(-lex[start:], kind="stable")[:depth]
         idx = sorted(int(i) for i in best if lex[i] > 0)
     if idx:
-        full = brain.full_entries(pool, idx)
-        docs = [full.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
+        texts = brain.field_texts(pool, idx)
+        docs = [texts.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
         out[idx] = proximities(docs, ctx.pairs, ctx.config.proximity_window)
     return out
 

@@ -94,6 +94,33 @@ def test_proximity_is_on_for_hybrid_and_opt_in_for_fts_only(manager):
     assert on["adjacent"]["score"] > on["scattered"]["score"]
 
 
+def test_field_texts_give_the_proximity_of_the_full_entries(manager):
+    """Term proximity reads the five FTS5 fields of a SQLite tier (``field_texts``)
+    instead of full entries: the same texts (tags as stored), the same proximity."""
+    entries = [
+        E(id="conn-pool", title="Connection pool", description="Pool connection reuse.",
+          context="A connection  pool per worker; the pool is shared.", tags=["pool", "db-connection"]),
+        E(id="naive-cafe", title="Café connection pool", description="Connexión pool, café crème.",
+          tags=["café"]),
+        E(id="none", title="Nothing here", description="Unrelated words only."),
+    ]
+    manager.capture_many(entries)
+    store = manager.store("agent")
+    ids = [e.id for e in entries] + ["absent"]
+    texts, full = store.field_texts(ids), store.get_many(ids)
+    assert set(texts) == set(full) == {e.id for e in entries}
+    for eid, entry in full.items():
+        row = texts[eid]
+        assert (row.id, row.title, row.description, row.context) == (
+            entry.id, entry.title, entry.description, entry.context)
+        assert row.tags.split() == list(entry.tags)
+        for q in ("connection pool", "pool connection reuse", "cafe connection pool", "db connection"):
+            pairs = query_pairs(q)
+            assert entry_proximity(row, pairs, 8) == entry_proximity(entry, pairs, 8)
+    assert entry_proximity(texts["conn-pool"], query_pairs("db connection"), 8) == 1.0  # tags field
+    assert store.field_texts([]) == {}
+
+
 def test_every_ascii_word_of_the_packs_starts_with_its_stems_prefix():
     # brain/proximity.py stems only words that start like a wanted stem: this must hold
     from tiervault.brain.proximity import stem_prefix

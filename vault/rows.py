@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CommittedBatch",
+    "FieldTexts",
     "LightRow",
     "MirrorRow",
     "Changes",
@@ -56,6 +57,17 @@ class CommittedBatch(NamedTuple):
     entries: list[Entry]
     written: int
     total: int
+
+
+class FieldTexts(NamedTuple):
+    """The text fields of an entry its FTS5 row indexes, in index order (``tags``: the
+    space-separated tag text as stored): what term proximity reads (brain/proximity.py)."""
+
+    id: str
+    title: str
+    description: str
+    context: str
+    tags: str
 
 
 class LightRow(NamedTuple):

@@ -45,6 +45,9 @@ SELECT_LIGHT = (
     "length(e.title) + length(e.description) + length(e.context) + length(e.example) "
     "+ length(e.counter_example) + length(e.why), e.origin")
 
+#: The FTS5 fields of an entry (vault/rows.FieldTexts), for ``TierStore.field_texts``.
+SELECT_FIELD_TEXTS = "e.id, e.title, e.description, e.context, e.tags"
+
 
 def filter_sql(filters: Filters, alias: str = "e") -> tuple[str, list[Any]]:
     """Filters -> (" AND ..." SQL fragment, parameters); compiled by

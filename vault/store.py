@@ -37,7 +37,7 @@ from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
-                                  FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
+                                  FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
                                   LightPage, LightRow, Link, Memory, MemoryHit, MirrorRow, TermStats,
                                   TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
                                   WeightRecord)
@@ -50,7 +50,7 @@ from tiervault.vault.sqlite_listing import TierListing
 from tiervault.vault.entry_rows import (SELECT_ENTRY, entry_params, insert_row, rows_to_entries,
                                        unchanged)
 from tiervault.vault.sqlite_sql import (FTS_AUTOMERGE, FTS_DELETE, FTS_INSERT, FTS_SET_AUTOMERGE,
-                                        INSERT_ENTRY, SANE_TIMES, SELECT_LIGHT, UPSERT_ENTRY,
+                                        INSERT_ENTRY, SANE_TIMES, SELECT_FIELD_TEXTS, SELECT_LIGHT, UPSERT_ENTRY,
                                         filter_sql)
 from tiervault.vault.vectors import TierVectors
 from tiervault.vault.write_pipeline import write_pipelined
@@ -261,6 +261,13 @@ class TierStore:
             f"SELECT {SELECT_ENTRY} FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(ids)),))
         return {e.id: e for e in rows_to_entries(rows, self.name)}
+
+    def field_texts(self, ids: Sequence[str]) -> dict[str, FieldTexts]:
+        """{id: FieldTexts}: the five FTS5 fields only (no Entry built: ~4x cheaper than
+        :meth:`get_many` for term proximity's 30 entries). An optional capability."""
+        rows = self.db.query(f"SELECT {SELECT_FIELD_TEXTS} FROM entries e WHERE e.id IN "
+                             "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),)) if ids else []
+        return {row[0]: FieldTexts._make(row) for row in rows}
 
     def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, LightRow]:
         """{id: LightRow}: scoring fields, the first ``snippet_chars`` of the description
