@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -38,6 +39,43 @@ def _fill(path: Path, n: int) -> TierStore:
     return store
 
 
+def _entry_indexes(pg_server, schema: str) -> dict[str, int]:
+    """{index name: oid} of ``schema``.entries, read without opening the tier (which
+    would re-create missing indexes)."""
+    import psycopg
+
+    with psycopg.connect(pg_server.url("tiervault_test"), autocommit=True) as conn:
+        return dict(conn.execute("SELECT c.relname, c.oid::bigint FROM pg_index x JOIN pg_class c "
+                                 "ON c.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+                                 "JOIN pg_namespace n ON n.oid = t.relnamespace "
+                                 "WHERE n.nspname = %s AND t.relname = 'entries'", (schema,)).fetchall())
+
+
+def test_migrate_into_an_empty_postgres_tier_takes_the_bulk_path(tmp_path, pg_server):
+    """All pages go to ONE capture_many call: into an empty tier of several batches the
+    store drops the secondary indexes of entries and builds them once at the end (new
+    index objects), and every batch's links and vectors still arrive."""
+    from tiervault.vault.postgres import PgTierStore
+    from tiervault.vault.postgres.schema import ENTRY_INDEXES
+
+    _fill(tmp_path / "team.db", 1_200).close()
+    schema = "t_migrate_bulk"
+    pg_server.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE", "tiervault_test")
+    PgTierStore(pg_server.url("tiervault_test"), name="team", schema=schema).close()  # empty, indexed
+    before = _entry_indexes(pg_server, schema)
+    assert set(ENTRY_INDEXES) <= set(before)
+    done = _cli("migrate", "--from", str(tmp_path / "team.db"), "--to", pg_server.url("tiervault_test"),
+                "--schema", schema, "--batch", "250", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["copied"]["entries"] == 1_200
+    assert report["copied"]["vectors (hash-8)"] == 1_200 and report["copied"]["links"] == 1_200 // 7 + 2
+    after = _entry_indexes(pg_server, schema)
+    assert all(after[name] != before[name] for name in ENTRY_INDEXES)  # dropped and built again
+    assert after["entries_id_key"] == before["entries_id_key"]  # the unique key is never dropped
+    pg_server.execute(f"DROP SCHEMA {schema} CASCADE", "tiervault_test")
+
+
 def test_migrate_round_trip_with_kill_and_resume(tmp_path, pg_server):
     src = _fill(tmp_path / "team.db", 3_000)
     src.close()
@@ -57,9 +95,14 @@ def test_migrate_round_trip_with_kill_and_resume(tmp_path, pg_server):
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     from tiervault.vault.postgres import PgTierStore
+    from tiervault.vault.postgres.schema import ENTRY_INDEXES
 
+    # Killed inside the bulk path: the secondary indexes of entries were dropped for the
+    # load (into an empty tier) and not built yet ...
+    assert not set(ENTRY_INDEXES) & set(_entry_indexes(pg_server, "t_migrate"))
     partial = PgTierStore(pg_server.url("tiervault_test"), name="team", schema="t_migrate")
     assert partial.count() >= 600  # the killed run had committed batches: this is a resume
+    assert set(ENTRY_INDEXES) <= set(_entry_indexes(pg_server, "t_migrate"))  # ... opening rebuilt them
     partial.close()
 
     done = _cli("migrate", "--from", str(tmp_path / "team.db"), "--to", url, "--schema",

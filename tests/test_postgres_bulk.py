@@ -44,11 +44,44 @@ def test_bulk_load_and_staged_upsert_store_the_same_rows(pg_tier):
 
 
 def test_batch_terms_agree_with_row_terms_on_edge_rows():
-    rows = [("a", "", "", "", ""), ("b", "---", "", "", ""), ("c", "Running runs RAN", "ünïcödé", "", "x")]
-    for fields, (tsv, count) in zip(rows, batch_terms(rows)):
-        stems, n = row_terms(fields)
-        assert count == n
-        assert sorted(t.strip("'") for t in tsv.split(" ") if t) == stems
+    from tiervault.vault.postgres.lexical import MAX_LEXEME_BYTES, tsvector_binary
+
+    long_word = "k" * (MAX_LEXEME_BYTES + 1)  # left out of the tsvector, counted in doclen
+    rows = [("a", "", "", "", ""), ("b", "---", "", "", ""), ("c", "Running runs RAN", "ünïcödé", "", "x"),
+            ("d", f"keep {long_word}", "", "", ""), ("e", "x " * 400 + "Runs", "", "", ""), ("g", "é" * 600, "", "", "")]
+    for batch in (rows, rows[:2] + rows[3:-1]):  # with and without non-ASCII rows (split text by text / at once)
+        for fields, (tsv, count), (raw, raw_count) in zip(batch, batch_terms(batch), batch_terms(batch, binary=True)):
+            stems, n = row_terms(fields)
+            assert count == raw_count == n
+            kept = [s for s in stems if s != long_word]
+            assert sorted(t.strip("'") for t in tsv.split(" ") if t) == kept
+            assert raw == tsvector_binary(stems)
+    with_none = [("f", None, "Running", None, "")]  # a missing field counts as empty
+    assert batch_terms(with_none, binary=True) == batch_terms([("f", "", "Running", "", "")], binary=True)
+
+
+def test_a_batch_of_new_and_changed_ids_stores_what_separate_writes_store(pg_tier):
+    """New ids are COPYed straight in and only the changed stored entries are staged and
+    updated: the same rows as writing the updates and the new ids in separate batches."""
+    data = _entries(120)
+    changed = [Entry.from_dict({**e.to_dict(), "title": e.title + " revised", "tags": ["moved"]})
+               for e in data[10:20]]
+    mixed, apart = pg_tier(), pg_tier()
+    for tier in (mixed, apart):
+        assert tier.capture_many(data[:40], batch_size=100) == 40
+    # One batch: 10 changed stored entries, 10 unchanged stored ones, 80 new ids.
+    assert mixed.capture_many(changed + data[20:120], batch_size=200) == 90
+    assert apart.capture_many(changed, batch_size=200) == 10
+    assert apart.capture_many(data[40:120], batch_size=200) == 80
+    rows = mixed.query(_ROW)
+    assert rows == apart.query(_ROW)
+    assert len(rows) == 120
+    by_id = {r[0]: r for r in rows}
+    for e in changed:
+        stems, count = row_terms((e.id, e.title, e.description, e.context, e.tag_text))
+        assert by_id[e.id][3] == e.title and by_id[e.id][6] == "moved"
+        assert (by_id[e.id][-2], sorted(t.strip("'") for t in by_id[e.id][-1].split(" "))) == (count, stems)
+    assert mixed.term_stats(["revis"]).df[0] == 10  # the mirror sees the updated terms
 
 
 def test_gc_paused_restores_the_collector_as_it_was():

@@ -305,3 +305,15 @@ def test_tag_slots_of_a_build_equal_a_loop_over_rows(tmp_path):
     assert list(m.tags) == list(expected)
     assert all(m.tags[t].tolist() == s for t, s in expected.items())
     assert m.tags["dup"].tolist().count(m.slot("e3")) == 2
+
+
+def test_split_each_equals_split_words_one_by_one():
+    """One translate over a whole batch (ASCII) or text by text (non-ASCII, a NUL):
+    the same words per text either way."""
+    from tiervault.vault.tokenizer import split_each, split_words
+
+    ascii_texts = ["Retry with back-off", "", "  ", "c++ & node.js", "x_y", "tab\tand\nnewline", "", "x",
+                   "MiXeD CaSe 42abc ABC-0007"]
+    for chunk in (ascii_texts, ascii_texts[:1], [""], [], ascii_texts + ["ÉCOLE d'été: naïve café", "ΟΔΟΣ Σ"],
+                  ["a\x00b", "c"]):
+        assert split_each(chunk) == [split_words(t) for t in chunk], chunk

@@ -1,9 +1,10 @@
 """Copy a whole tier to another backend (SQLite <-> PostgreSQL), resumably, and verify it.
 
 What is copied, in batches of ``batch`` entries (one transaction per batch on
-the destination): entries (content, timestamps, content hash), the links whose
-source is in the batch (with note and creation time), and the vectors of every
-embedding model with their input hashes; then memories and feedback.
+the destination, all of them through one ``capture_many`` call: the destination's
+bulk path, see :func:`_copy_entries`): entries (content, timestamps, content hash),
+the links whose source is in the batch (with note and creation time), and the
+vectors of every embedding model with their input hashes; then memories and feedback.
 
 Resumable: every write is idempotent -- unchanged entries are skipped by the
 content-hash check, links and vectors are upserts (a vector whose input hash
@@ -26,9 +27,10 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from tiervault.vault.rows import VectorRow
+from tiervault.vault.entry import Entry
+from tiervault.vault.rows import CommittedBatch, VectorRow
 from tiervault.vault.transfer import TierTransfer, transfer_for
 
 __all__ = ["MigrationReport", "migrate_tier", "content_digest"]
@@ -108,11 +110,28 @@ def migrate_tier(src: Any, dst: Any, *, batch: int = 2_000,
 
 def _copy_entries(src: Any, dst: Any, td: TierTransfer, models: list[str], batch: int,
                   report: MigrationReport, say: Callable[[str], None]) -> None:
-    """Entries in id order, page by page, each with its links and vectors."""
-    after, seen = "", 0
-    while page := src.entries_after(after, batch):
-        report.copied["entries"] += dst.capture_many(page, batch_size=len(page))
-        ids = [e.id for e in page]
+    """Entries in id order, handed to the destination in ONE ``capture_many`` call, each
+    committed batch followed by its links and vectors.
+
+    One call, so the destination takes its bulk path as ``tiervault import`` does (into
+    an empty PostgreSQL tier: batches stemmed ahead by helper processes, the secondary
+    indexes of ``entries`` dropped and built once at the end); before, one call per page
+    made every page a one-batch load that maintained every index row by row. A batch's
+    links and vectors are written from ``on_batch``, after the batch committed (they
+    reference its entries) and before the next commits, so a kill leaves committed
+    batches with or without theirs, and the re-run re-sends what is missing (idempotent).
+    """
+    seen = 0
+
+    def source() -> Iterator[Entry]:
+        after = ""
+        while page := src.entries_after(after, batch):
+            yield from page
+            after = page[-1].id
+
+    def committed(done: CommittedBatch) -> None:
+        nonlocal seen
+        ids = [e.id for e in done.entries]
         held = set(ids)
         links = [link for link in src.links_touching(ids) if link.source_id in held]
         report.copied["links"] += td.put_links(links)
@@ -125,6 +144,7 @@ def _copy_entries(src: Any, dst: Any, td: TierTransfer, models: list[str], batch
             todo = [VectorRow(i, wanted[i], v) for i, v in vectors.items() if present.get(i) != wanted[i]]
             if todo:
                 report.copied[f"vectors ({model})"] += dst.put_vectors(model, todo)
-        seen += len(page)
-        after = page[-1].id
-        say(f"entries: {seen} read, {report.copied['entries']} written")
+        seen += len(ids)
+        say(f"entries: {seen} read, {done.total} written")
+
+    report.copied["entries"] += dst.capture_many(source(), batch_size=batch, on_batch=committed)

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from typing import Callable, Iterable
 
-__all__ = ["Stemmer", "split_words", "split_many", "SEP", "STEMMER", "STOP_WORDS",
+__all__ = ["Stemmer", "split_words", "split_many", "split_each", "SEP", "STEMMER", "STOP_WORDS",
            "unchanged_by_fts5", "unchanged_many"]
 
 _WORD = re.compile(r"[^\W_]+")
@@ -61,6 +61,24 @@ def split_many(texts: list[str]) -> list[str] | None:
     if big.isascii():
         return big.encode("ascii").translate(_ASCII_BYTES).decode("ascii").split()
     return _WORD_OR_SEP.findall(big.lower())
+
+
+def split_each(texts: list[str]) -> list[list[str]]:
+    """``[split_words(t) for t in texts]``, with one lower-case / separator pass over all.
+
+    ASCII texts are joined by NUL (validation keeps it out of every text field),
+    mapped by one ``bytes.translate`` over a 256-byte table (NUL kept, letters
+    lowered, every other character a space), cut back at the NULs and split:
+    no Python code per text (a bulk load's batch: 4.5-5 -> ~3.4 us a row at 1M,
+    bench/README.md). Otherwise (a NUL or a non-ASCII character somewhere) each
+    text is split on its own, as before.
+    """
+    if not texts:
+        return []
+    big = SEP.join(texts)
+    if big.isascii() and big.count(SEP) == max(len(texts) - 1, 0):
+        return list(map(str.split, big.encode("ascii").translate(_ASCII_BYTES).decode("ascii").split(SEP)))
+    return [split_words(t) for t in texts]
 
 
 _ASCII_LOWER_ALNUM = re.compile(r"[a-z0-9]+")
@@ -121,9 +139,9 @@ class Stemmer:
         new): the cache's own ``__getitem__``, so mapping it over many words runs no
         Python code per word (:meth:`stems` builds a dict of the answers instead)."""
         cache = self._cache
-        missing = [w for w in set(words) if w not in cache]
+        missing = set(words).difference(cache)  # one C loop over the distinct words
         if missing:
-            self._fill(missing)
+            self._fill(list(missing))
         return cache.__getitem__
 
     def stem(self, word: str) -> str:

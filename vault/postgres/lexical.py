@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.vault.scoring import bm25_term, fts5_idf
-from tiervault.vault.tokenizer import STEMMER, split_words
+from tiervault.vault.tokenizer import STEMMER, split_each, split_words
 
 __all__ = ["statistics_sql", "row_terms", "batch_terms", "query_stems", "bm25_rows", "tsquery_of", "tsvector_text",
            "tsvector_binary", "EMPTY_TSVECTOR_BINARY"]
@@ -72,33 +72,38 @@ def batch_terms(rows: Sequence[Sequence[str]], binary: bool = False) -> list[tup
     its binary form (:func:`tsvector_binary`, ``bytes``: for a binary COPY).
 
     A row's fields are split as one text joined by newlines (a separator for
-    unicode61 and for :func:`split_words` alike): one split per row, not per field.
-    Words map to stems through the stemmer cache's own ``__getitem__``, so a row's
-    distinct stems are ``set(map(stem, words))`` minus '' (a word FTS5 finds no
-    token in) with no Python code run per word; the token count is len(words)
-    minus the words whose stem is '' (rare: counted only when there are some).
+    unicode61 and for :func:`split_words` alike), all rows in one pass
+    (:func:`~tiervault.vault.tokenizer.split_each`). Words map to stems through
+    the stemmer cache's own ``__getitem__``, so a row's distinct stems are
+    ``set(map(stem, words))`` minus '' (a word FTS5 finds no token in) with no
+    Python code run per word; the token count is len(words) minus the words whose
+    stem is '' (rare: counted only when there are some). Only a row whose text is
+    longer than ``MAX_LEXEME_BYTES // 4`` characters can hold a stem that long (a
+    stem is never longer than its word), so only such rows are checked for one.
     """
-    words_of = [split_words("\n".join([f or "" for f in fields])) for fields in rows]
+    try:
+        texts = list(map("\n".join, rows))
+    except TypeError:  # a None field: as an empty one
+        texts = ["\n".join([f or "" for f in fields]) for fields in rows]
+    words_of = split_each(texts)
     stem_of = STEMMER.lookup(chain.from_iterable(words_of))
+    limit = MAX_LEXEME_BYTES // 4
     out = []
-    for words in words_of:
+    for words, text in zip(words_of, texts):
         stems = set(map(stem_of, words))
         count = len(words)
         if "" in stems:
             stems.discard("")
             count -= sum(1 for w in words if not stem_of(w))
-        if binary:
-            if stems and max(map(len, stems)) > MAX_LEXEME_BYTES // 4:
-                out.append((tsvector_binary(stems), count))
-            elif stems:  # every stem is short enough: no per-stem length check
-                kept = sorted(stems)
-                out.append((len(kept).to_bytes(4, "big") + ("\0\0\0".join(kept) + "\0\0\0").encode(), count))
-            else:
-                out.append((EMPTY_TSVECTOR_BINARY, count))
-        elif stems and max(map(len, stems)) > MAX_LEXEME_BYTES // 4:
-            out.append((tsvector_text(sorted(stems)), count))
-        else:  # every stem is short enough: no per-stem length check
-            out.append(("'" + "' '".join(stems) + "'" if stems else "", count))
+        if not stems:
+            out.append((EMPTY_TSVECTOR_BINARY if binary else "", count))
+        elif len(text) > limit and max(map(len, stems)) > limit:
+            out.append((tsvector_binary(stems) if binary else tsvector_text(sorted(stems)), count))
+        elif binary:  # every stem is short enough: no per-stem length check
+            kept = sorted(stems)
+            out.append((len(kept).to_bytes(4, "big") + ("\0\0\0".join(kept) + "\0\0\0").encode(), count))
+        else:
+            out.append(("'" + "' '".join(stems) + "'", count))
     return out
 
 

@@ -2,8 +2,9 @@
 
 A batch is *prepared* in Python (the FTS5 terms of every entry, stemmed at
 once, as binary tsvectors, and the rows) and *written* by the server in one
-transaction (a binary COPY, :func:`copy_binary`, straight into ``entries`` or into a
-staging table, then set-based INSERT / UPDATE: see :meth:`PgEntryStore.capture_many`). :func:`pipelined` overlaps the two: while
+transaction (a binary COPY, :func:`copy_binary`, of the new ids straight into ``entries``
+and of the changed ones into a staging table applied by one UPDATE: see
+:meth:`PgEntryStore._write_batch`). :func:`pipelined` overlaps the two: while
 the server writes batch k in a worker thread (psycopg releases the GIL while it
 waits), this thread prepares batch k+1, so the import runs at the pace of the
 slower side instead of their sum. Batches still commit one at a time, in order.
@@ -76,12 +77,13 @@ def _entry_fields(e: Entry, now: float) -> tuple:
             e.content_hash or e.compute_hash())
 
 
-def stage_rows(prepared: PreparedBatch, keep: Sequence[bool], stored: Any, now: float) -> Iterator[tuple]:
-    """Staging rows (the store's ``_STAGE_COLUMNS``) of the entries flagged in ``keep``."""
+def stage_rows(prepared: PreparedBatch, keep: Sequence[bool], now: float) -> Iterator[tuple]:
+    """Staging rows (the store's ``_STAGE_COLUMNS``: the columns, the creation time as
+    given, doclen, terms) of the stored entries flagged in ``keep``, to be updated."""
     for e, (tsv, doclen), wanted in zip(prepared.entries, prepared.terms, keep):
         if not wanted:
             continue
-        yield (*_entry_fields(e, now), e.created_at, e.id in stored, doclen, tsv)
+        yield (*_entry_fields(e, now), e.created_at, doclen, tsv)
 
 
 def direct_rows(prepared: PreparedBatch, keep: Sequence[bool], gen: int, now: float) -> Iterator[tuple]:
