@@ -5,7 +5,8 @@ Why: ``bench/write_ab.py`` imports the corpus again before every build (minutes 
 corpus (``bench/corpus.py``) into three tiers once (or reuses ``--tiers DIR`` from
 an earlier run), copies them once per variant, then runs checkout A, B, A, B ...
 each in a fresh process (its own ``.venv`` interpreter, so it imports its own
-``tiervault``) that deletes its copy's ``.postings.mirror`` caches and times
+``tiervault``: a checkout without a ``.venv`` runs this interpreter, whose editable
+install maps ``tiervault.vault`` to *its* tree whatever ``PYTHONPATH`` says) that deletes its copy's ``.postings.mirror`` caches and times
 ``store.postings()`` of each tier (the first-ever build, cache file written):
 wall and process CPU per tier, peak RSS, load average before / after.
 
@@ -15,7 +16,8 @@ wall and process CPU per tier, peak RSS, load average before / after.
 ``--first-search``: time instead the manager's first FTS search (``manager.search``),
 which builds every tier's mirror as a user's first search does -- in worker processes
 where the checkout has them (vault/mirror_workers.py): wall, this process's CPU plus
-its finished children's (``RUSAGE_CHILDREN``), and the children's peak RSS.
+its finished children's (``RUSAGE_CHILDREN``), and the children's peak RSS; the
+workers' own report per tier (rows, wall, CPU) where the checkout has them.
 
 ``--profile``: each run also under cProfile (own-time top 15 per run; inflates
 call-heavy code, so time those runs apart from the plain ones).
@@ -58,13 +60,21 @@ def first_search(tiers: Path) -> dict[str, Any]:
     cpu = lambda who: resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime  # noqa: E731
     t0, c0, k0 = time.perf_counter(), cpu(me), cpu(kids)
     with VaultManager.at({t: str(tiers / f"{t}.db") for t in TIERS}) as manager:
+        try:  # what a first search starts with where the checkout has workers: their report
+            from tiervault.vault.mirror_workers import build_missing
+        except ImportError:
+            workers = None
+        else:
+            workers = [{"tier": o.name, "ok": o.ok, "error": o.error, "rows": o.rows,
+                        "wall_s": o.wall_s, "cpu_s": o.cpu_s}
+                       for o in build_missing(manager.store(t) for t in TIERS)]
         hits = len(manager.search("error handling retry", limit=10).ids)
         wall = time.perf_counter() - t0
         own, children = cpu(me) - c0, cpu(kids) - k0
         rows = {t: manager.store(t).postings().base_rows for t in TIERS}
     out["mirror_build"] = {"via": "first search", "hits": hits, "rows": rows, "wall_s": round(wall, 3),
                            "cpu_s": round(own + children, 3), "own_cpu_s": round(own, 3),
-                           "children_cpu_s": round(children, 3)}
+                           "children_cpu_s": round(children, 3), "workers": workers}
     out["peak_rss_mb"] = round(resource.getrusage(me).ru_maxrss / 1024, 1)
     out["children_peak_rss_mb"] = round(resource.getrusage(kids).ru_maxrss / 1024, 1)
     out["load_avg_after"] = _load()
@@ -174,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"entries": args.entries, "seed": args.seed, "tiers": str(src),
                            "checkouts": {"A": {"path": str(args.a),
                                                "commit": args.a_commit or commit_of(args.a), "env": args.a_env},
-                                         "B": {"path": str(args.b), "commit": commit_of(args.b), "env": args.b_env}},
+                                         "B": {"path": str(args.b), "commit": args.b_commit or commit_of(args.b),
+                                                 "env": args.b_env}},
                            "cores": len(os.sched_getaffinity(0)), "profile": args.profile,
                            "first_search": args.first_search,
                            "runs": []}

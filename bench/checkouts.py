@@ -65,7 +65,7 @@ def run_worker(checkout: Path, script: str, args: Sequence[str],
 
 def ab_parser(doc: str) -> argparse.ArgumentParser:
     """The options every A/B script takes: ``--a``/``--b`` (checkouts), ``--entries``
-    (100,000), ``--rounds`` (2), ``--seed`` (7), ``--a-commit``, ``--json``; the
+    (100,000), ``--rounds`` (2), ``--seed`` (7), ``--a-commit``, ``--b-commit``, ``--json``; the
     description is ``doc``'s first line."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--a", type=Path, required=True, help="checkout A (before)")
@@ -74,5 +74,6 @@ def ab_parser(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--a-commit", help="A's commit, when A is not a git checkout (git archive)")
+    ap.add_argument("--b-commit", help="B's commit, when B is not a git checkout")
     ap.add_argument("--json", type=Path)
     return ap

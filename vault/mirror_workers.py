@@ -7,7 +7,7 @@ independent and each one's product is a file (``<tier>.postings.mirror``, writte
 atomically by :mod:`mirror_cache`), so ``min(cores, tiers)`` child processes build
 them and the searching process then maps the files, as it maps any cache; it never
 holds a build's intermediate arrays (2.9 GB at 1M when it built all three itself).
-A process start and its imports cost ~1.5 s of CPU, so there is one process per
+A process start and its imports cost ~1.3 s of CPU, so there is one process per
 core, not per tier (:func:`plan`: largest tier file first, each to the least loaded
 worker), and only when the tier files to build add up to ``MIN_BYTES``.
 
@@ -52,11 +52,12 @@ log = logging.getLogger(__name__)
 
 _ENV = "TIERVAULT_MIRROR_WORKERS"
 _LOCK = threading.Lock()  # one set of workers at a time: a second first search waits, then maps
-#: Workers only when the tier files to build hold this many bytes: below, the ~1.5 s of
-#: CPU a worker's start costs is not won back (bench corpus: ~930 bytes a row, a build
-#: ~5 s of CPU per 100,000 rows; 30,000 entries in 3 tiers: 1.7 s in-process, 3.9 s
-#: with 2 workers, bench/README.md).
-MIN_BYTES = 64 << 20
+#: Workers only when the tier files to build hold this many bytes: a worker's start and
+#: imports cost ~1.3 s of CPU, won back only by larger builds. Bench corpus (~930 bytes a
+#: row), quiet machine (load ~1.5), first search, in-process -> 2 workers: 100,000 entries
+#: (95 MB) 4.0-4.2 -> 3.8-4.0 s wall for 4.7-4.9 -> 7.4-7.6 s CPU (not worth it); 1,000,000
+#: (930 MB) 28.7-33.6 -> 17.3-17.4 s wall, CPU 30-32 -> 33 s (bench/README.md).
+MIN_BYTES = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,7 @@ def job_of(store: Any) -> MirrorJob | None:
 
 def plan(jobs: Sequence[MirrorJob], workers: int) -> list[list[MirrorJob]]:
     """The jobs of each worker process: largest tier file first, each to the worker with
-    the fewest bytes so far (a process start and its imports cost ~1.5 s of CPU: one
+    the fewest bytes so far (a process start and its imports cost ~1.3 s of CPU: one
     process per core, not per tier)."""
     loads = [[0, i, []] for i in range(max(1, min(workers, len(jobs))))]
     for job in sorted(jobs, key=lambda j: -j.size):
