@@ -35,7 +35,7 @@ UPPER_DIRS = ("tiervault", "brain", "embeddings", "config")
 SQLITE_BACKEND = {"vault/store.py", "vault/journal.py", "vault/vectors.py", "vault/connection.py",
                   "vault/schema.py", "vault/sqlite_db.py", "vault/sqlite_sql.py",
                   "vault/sqlite_errors.py", "vault/maintenance.py", "vault/sqlite_links.py",
-                  "vault/sqlite_epochs.py", "vault/sqlite_listing.py"}
+                  "vault/sqlite_epochs.py", "vault/sqlite_listing.py", "vault/sqlite_bulk.py"}
 # The tokenizer asks FTS5 itself (in-memory, no tier file) what a term is.
 # The SQL surface runs agents' read-only SELECTs on a private in-memory copy it fills
 # through the tier contract (no tier file is ever opened there).

@@ -5,7 +5,7 @@ The SQLite backend is these modules: ``store`` (entries, links, generations),
 ``journal`` (memories, feedback), ``vectors`` (vectors, embedding state),
 ``sqlite_links`` (links), ``sqlite_listing`` (listing and browsing), ``sqlite_epochs`` (the file's uid, generations and epochs),
 ``maintenance`` (integrity checks and repairs),
-``sqlite_db`` (connection, transactions), ``sqlite_sql`` (SQL text and row
+``sqlite_db`` (connection, transactions), ``sqlite_bulk`` (a bulk load's settings), ``sqlite_sql`` (SQL text and row
 conversion), ``sqlite_errors`` (sqlite3 -> tiervault errors), ``connection`` and
 ``schema`` (opening, migrations). Nothing else imports ``sqlite3``.
 
