@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # after PYTHONPATH: a worker imports its own checkout's tiervault
 
 from bench.checkouts import checkout_env, load_avg, python_of  # noqa: E402
 

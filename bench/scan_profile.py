@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH (A/B: a checkout's own tiervault)
 
 from bench.corpus import queries  # noqa: E402
 from bench.phases import query_kwargs, write_config  # noqa: E402
