@@ -6,9 +6,10 @@ corpus (``bench/corpus.py``) into three tiers once (or reuses ``--tiers DIR`` fr
 an earlier run), copies them once per variant, then runs checkout A, B, A, B ...
 each in a fresh process (its own ``.venv`` interpreter, so it imports its own
 ``tiervault``: a checkout without a ``.venv`` runs this interpreter, whose editable
-install maps ``tiervault.vault`` to *its* tree whatever ``PYTHONPATH`` says) that deletes its copy's ``.postings.mirror`` caches and times
-``store.postings()`` of each tier (the first-ever build, cache file written):
-wall and process CPU per tier, peak RSS, load average before / after.
+install maps ``tiervault.vault`` to *its* tree whatever ``PYTHONPATH`` says) that
+deletes its copy's ``.postings.mirror`` caches and times ``store.postings()`` of each
+tier (the first-ever build, cache file written): wall and process CPU per tier, peak
+RSS, load average before / after.
 
     python bench/build_ab.py --a /path/old --b . --entries 1000000 --rounds 2 \\
         --workdir /tmp/build-ab --json bench/results/mirror-build-ab-1m.json [--profile]

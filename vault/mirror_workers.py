@@ -46,7 +46,8 @@ from typing import Any, Iterable, Sequence
 
 from tiervault.vault import mirror_cache
 
-__all__ = ["MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs", "worker_count", "worker_main"]
+__all__ = ["MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs",
+           "worker_count", "worker_main"]
 
 log = logging.getLogger(__name__)
 
