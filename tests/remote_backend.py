@@ -17,6 +17,7 @@ from pathlib import Path
 from serve_process import ServeProcess
 from tiervault.server.tokens import TokenStore
 from tiervault.vault.remote import RemoteTier
+from tiervault.vault.remote_transport import RemoteOptions
 
 __all__ = ["remote_backend"]
 
@@ -41,4 +42,7 @@ def remote_backend(*args: object, name: str = "agent", read_only: bool = False) 
     srv, tokens = _shared_server()
     agent = "t" + hashlib.sha256(f"{where}\0{name}".encode()).hexdigest()[:24]
     token, _ = tokens.create(agent, {"agent": "r" if read_only else "rw"})
-    return RemoteTier(name, f"{srv.url}/tiers/agent", token, read_only=read_only)
+    # The contract is not about timeouts (tests/test_remote_tier.py is): the default 5 s
+    # read timeout failed a contract test on a machine at load 7.
+    return RemoteTier(name, f"{srv.url}/tiers/agent", token, read_only=read_only,
+                      options=RemoteOptions(read_timeout=60.0))
