@@ -429,12 +429,16 @@ def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
     out.update(time_interleaved({"scan_hybrid": search("scan"), "full_hybrid": search("full")},
                                 qs, warm))
     out["rss_mb"] = peak_rss_mb()  # before the NumPy baseline's matrix exists
-    # The NumPy baseline, paired query by query with another pass of hybrid scans.
+    # The one-thread NumPy baseline, paired query by query with another pass of hybrid
+    # scans. The multi-threaded BLAS baseline runs in a pass of its own: timed between
+    # them, OpenBLAS's threads kept spinning after each M @ q, and that spin was counted
+    # in the next call's process CPU (the one-thread baseline's CPU was ~8.8 ms against
+    # its 4.95 ms alone at 100K: a CPU ratio of 0.9-1.0 that was 1.6-1.8 by wall).
     paired = time_interleaved({"scan_hybrid": search("scan"),
-                               "baseline_numpy_topk": numpy_topk(entries, dim, seed),
                                "baseline_numpy_topk_1t": numpy_topk(entries, dim, seed,
                                                                     kernel="einsum")}, qs, warm)
-    out["baseline_numpy_topk"] = {**paired["baseline_numpy_topk"], "dim": dim, "note": NUMPY_NOTE}
+    blas = time_interleaved({"baseline_numpy_topk": numpy_topk(entries, dim, seed)}, qs, warm)
+    out["baseline_numpy_topk"] = {**blas["baseline_numpy_topk"], "dim": dim, "note": NUMPY_NOTE}
     out["baseline_numpy_topk_1t"] = {**paired["baseline_numpy_topk_1t"], "dim": dim,
                                      "note": NUMPY_1T_NOTE}
     out["scan_hybrid_paired"] = paired["scan_hybrid"]
