@@ -73,6 +73,19 @@ def tier_rows(path) -> tuple[list[tuple], list[tuple]]:
         conn.close()
 
 
+def tier_refusing(path, entry_id: str):
+    """An empty tier at ``path`` whose insert of ``entry_id`` fails inside its batch's
+    transaction (a real SQLite error, raised by a trigger)."""
+    with TierStore(path, name="agent") as store:
+        store.create()
+    conn = sqlite3.connect(path)
+    conn.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON entries WHEN new.id = '{entry_id}' "
+                 "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END")
+    conn.commit()
+    conn.close()
+    return path
+
+
 def load(path, batches: list[list[Entry]]) -> list[tuple[int, int, int]]:
     """Write each list in one capture_many call; the (len, written, total) of every batch."""
     seen = []
@@ -126,14 +139,7 @@ def test_batches_alternating_between_the_threads_write_what_a_serial_load_writes
 def test_a_failing_write_of_the_callers_thread_stops_the_load_as_the_writers_does(
         tmp_path, monkeypatch):
     monkeypatch.setattr(write_pipeline, "new_chooser", lambda: Pinned([True, False]))
-    path = tmp_path / "t.db"
-    with TierStore(path, name="agent") as store:
-        store.create()
-    conn = sqlite3.connect(path)  # the 4th batch (written by the caller's thread) fails
-    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON entries WHEN new.id = 'pipe-01734' "
-                 "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END")
-    conn.commit()
-    conn.close()
+    path = tier_refusing(tmp_path / "t.db", "pipe-01734")  # the 4th batch (caller's thread)
     seen = []
     with TierStore(path, name="agent") as store:
         with pytest.raises(TierVaultError, match="refused by a trigger"):
@@ -195,14 +201,7 @@ def test_a_failing_callback_stops_the_load_after_its_batch(tmp_path):
 
 
 def test_a_failing_write_stops_the_load_with_the_batches_before_it(tmp_path):
-    path = tmp_path / "t.db"
-    with TierStore(path, name="agent") as store:
-        store.create()
-    conn = sqlite3.connect(path)  # a real SQLite error inside the third batch's transaction
-    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON entries WHEN new.id = 'pipe-01234' "
-                 "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END")
-    conn.commit()
-    conn.close()
+    path = tier_refusing(tmp_path / "t.db", "pipe-01234")  # inside the third batch
     seen = []
     with TierStore(path, name="agent") as store:
         with pytest.raises(TierVaultError, match="refused by a trigger"):
