@@ -5,7 +5,7 @@ The SQLite backend is these modules: ``store`` (entries, links, generations),
 ``journal`` (memories, feedback), ``vectors`` (vectors, embedding state),
 ``sqlite_links`` (links), ``sqlite_listing`` (listing and browsing), ``sqlite_epochs`` (the file's uid, generations and epochs),
 ``maintenance`` (integrity checks and repairs),
-``sqlite_db`` (connection, transactions), ``sqlite_bulk`` (a bulk load's settings), ``sqlite_sql`` (SQL text and row
+``sqlite_db`` (connection, transactions), ``sqlite_writer`` (batches of entries), ``sqlite_bulk`` (a bulk load's settings), ``sqlite_sql`` (SQL text and row
 conversion), ``sqlite_errors`` (sqlite3 -> tiervault errors), ``connection`` and
 ``schema`` (opening, migrations). Nothing else imports ``sqlite3``.
 
@@ -18,14 +18,12 @@ the durable index and the definition of the lexical score (tests compare them).
 from __future__ import annotations
 
 import json
-import time
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tiervault.errors import ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.feedback_memo import FeedbackMemo
@@ -47,19 +45,14 @@ from tiervault.vault.sqlite_db import SqliteDb
 from tiervault.vault.sqlite_epochs import TierEpochs
 from tiervault.vault.sqlite_links import TierLinks
 from tiervault.vault.sqlite_listing import TierListing
-from tiervault.vault.entry_rows import (SELECT_ENTRY, entry_params, insert_row, rows_to_entries,
-                                       unchanged)
-from tiervault.vault.sqlite_sql import (FTS_AUTOMERGE, FTS_DELETE, FTS_INSERT, FTS_SET_AUTOMERGE,
-                                        INSERT_ENTRY, SANE_TIMES, SELECT_FIELD_TEXTS, SELECT_LIGHT, UPSERT_ENTRY,
-                                        filter_sql)
+from tiervault.vault.sqlite_writer import BULK_ROWS, EntryWriter  # noqa: F401  (BULK_ROWS: tests)
+from tiervault.vault.entry_rows import SELECT_ENTRY, rows_to_entries
+from tiervault.vault.sqlite_sql import SANE_TIMES, SELECT_FIELD_TEXTS, SELECT_LIGHT, filter_sql
 from tiervault.vault.vectors import TierVectors
 from tiervault.vault.write_pipeline import write_pipelined
 
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
-#: A write of at least this many changed rows is a bulk one (see TierStore._index_fts).
-BULK_ROWS = 1_000
-FTS5_DEFAULT_AUTOMERGE = 4
 
 _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
                    "valid_until, updated_at, title, description, context, tags")
@@ -77,6 +70,7 @@ class TierStore:
         self.path = Path(path).expanduser()
         self.db = SqliteDb(self.path, name=name, read_only=read_only)
         self.journal = Journal(self.db)
+        self.writer = EntryWriter(self.db)
         self.maintenance = Maintenance(self.db)
         self.vectors = TierVectors(self.db)
         self.links = TierLinks(self.db, name)
@@ -196,57 +190,11 @@ class TierStore:
 
     def _write_batch(self, batch: list[Entry], inserted: Callable[[], None],
                      bulk: BulkSettings | None = None) -> int:
-        """Upsert one batch in one transaction; returns how many entries changed.
-
-        The FTS index is maintained set-wise: old index rows of changed entries
-        are deleted first, then every row this transaction wrote (``gen``) is
-        indexed with one INSERT ... SELECT. Unchanged entries are not rewritten.
-        A batch of BULK_ROWS or more switches the connection to ``bulk``'s settings
-        for the rest of the load (:mod:`sqlite_bulk`).
-        ``inserted()`` once the rows are in: what is left (FTS5 indexing, commit) runs
-        with the GIL released (:mod:`write_pipeline` reads the next batch meanwhile).
-        """
-        now = round(time.time(), 6)  # microseconds: what the ISO form writes back
-        latest = list({e.id: e for e in batch}.values())  # a repeated id: the last one wins
-        with self.db.write("write entries") as txn:
-            conn, gen = txn.conn, txn.gen
-            if bulk is not None and len(batch) >= BULK_ROWS:
-                bulk.apply(conn)
-            ids = json.dumps([e.id for e in latest])
-            stored = {r[0]: r[1:] for r in conn.execute(
-                "SELECT id, content_hash, origin, valid_from, valid_until, created_at, "
-                "updated_at FROM entries WHERE id IN (SELECT value FROM json_each(?))", (ids,))}
-            todo = [e for e in latest if e.id not in stored or not unchanged(e, stored[e.id])]
-            changed = [e for e in todo if e.id in stored]
-            if changed:
-                conn.execute(FTS_DELETE, (json.dumps([e.id for e in changed]),))
-            # New ids (this transaction holds the write lock: none can appear meanwhile)
-            # by plain INSERT, in batch order, so they get the rowids an UPSERT would give.
-            conn.executemany(INSERT_ENTRY, [insert_row(e, gen, now) for e in todo
-                                            if e.id not in stored])
-            conn.executemany(UPSERT_ENTRY, [entry_params(e, gen, now) for e in changed])
-            if todo:
-                self._index_fts(conn, gen, bulk=len(todo) >= BULK_ROWS, inserted=inserted)
-        if todo:
+        """One batch's transaction (:meth:`EntryWriter.write_batch`), then the mirror's catch-up."""
+        written = self.writer.write_batch(batch, inserted, bulk)
+        if written:
             self._sync_mirror()
-        return len(todo)
-
-    @staticmethod
-    def _index_fts(conn: Any, gen: int, *, bulk: bool, inserted: Callable[[], None]) -> None:
-        """Index the rows of generation ``gen`` in FTS5. A bulk batch switches FTS5's
-        incremental merging off for its own segment (the setting is restored in the same
-        transaction, so no crash can leave it off): a bulk import then merges only when
-        16 segments pile up on a level (FTS5's 'crisismerge') instead of after every
-        batch, ~10% of the import's CPU at 100,000 rows (bench/README.md)."""
-        if not bulk:
-            inserted()
-            conn.execute(FTS_INSERT, (gen,))
-            return
-        row = conn.execute(FTS_AUTOMERGE).fetchone()
-        conn.execute(FTS_SET_AUTOMERGE, (0,))
-        inserted()
-        conn.execute(FTS_INSERT, (gen,))
-        conn.execute(FTS_SET_AUTOMERGE, (int(row[0]) if row else FTS5_DEFAULT_AUTOMERGE,))
+        return written
 
     def get(self, entry_id: str) -> Entry | None:
         rows = self.db.query(f"SELECT {SELECT_ENTRY} FROM entries e WHERE e.id = ?", (entry_id,))
