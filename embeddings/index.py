@@ -18,9 +18,9 @@ Rows: base rows are ``0..n_base-1``, delta rows ``n_base + j``; ``row_count`` is
 most one live row: upserting an id of the base tombstones its base row and
 writes the vector into the delta.
 
-A query is ``s = B q`` over the base (tombstoned and filtered-out rows set to
-``-inf``) and ``s' = D q`` over the delta, each reduced to its own top k
-(``argpartition``), then the two candidate lists merged into one top k. When
+A query scans the base (tombstoned and filtered-out rows set to ``-inf``;
+:meth:`VectorIndex.scan`, rescored by :mod:`.tier_scan`) and ``s' = D q`` over the
+delta, each reduced to its own top k, then merged into one top k. When
 ``delta rows + tombstones > max(FOLD_MIN_ROWS, FOLD_FRACTION * n_base)``
 (:attr:`VectorIndex.needs_fold`) the owner folds the live rows into a new base:
 :meth:`VectorIndex.fold` in memory, or -- where the index is persisted -- by
@@ -49,6 +49,7 @@ from typing import Literal
 
 import numpy as np
 
+from tiervault.embeddings.tier_scan import TierScan
 from tiervault.embeddings.vector_base import BaseScan
 from tiervault.embeddings.vector_delta import Tombstones, VectorDelta
 from tiervault.embeddings.vector_ids import RowIds
@@ -294,6 +295,17 @@ class VectorIndex:
         allowed live rows compete, so a filter matching 1 % of the rows still
         returns its best k. A zero query has no direction and returns nothing.
         """
+        with self._lock:  # rows are read as ids before an update moves them
+            scan = self.scan(query_vec, k, allowed=allowed)
+            scan.complete()
+            rows, scores = scan.best()
+            return self._ids_at(rows), scores
+
+    def scan(self, query_vec: np.ndarray, k: int, *, allowed: np.ndarray | None = None) -> TierScan:
+        """:meth:`search` stopped before the rescoring of a compressed base
+        (:mod:`.tier_scan`): finish it with ``complete()`` or with other indexes'
+        scans (``rescore_federated``), then :meth:`ids_at` of its ``best()`` rows, the
+        index unchanged meanwhile (the caller holds what serialises its updates)."""
         q = self._query(query_vec)
         if k < 0:
             raise ValidationError("k", f"must be >= 0, got {k}")
@@ -310,30 +322,33 @@ class VectorIndex:
                 rows = self._dead.live_rows(allowed, self.row_count)
                 count = rows.size
             if k == 0 or live == 0 or not q.any() or (allowed is not None and count == 0):
-                return np.empty(0, dtype=object), np.empty(0, dtype=np.float32)
+                return TierScan(0)
             if rows is not None and rows.size <= self._gather_limit(live):
                 # Few candidates: exact scores of just those rows, a block at a time
                 # (a filter allowing 100K rows would otherwise copy 150 MB of them).
                 scores = np.concatenate([cosine_scores(self._vectors_at(rows[s:s + _EXPORT_ROWS]), q)
                                          for s in range(0, rows.size, _EXPORT_ROWS)])
-                order = top_k(scores, k)
-                return self._ids_at(rows[order]), scores[order]
+                return TierScan(k, base_rows=rows, base_scores=scores)
             base_rows = delta_rows = None
             if rows is not None:
                 cut = int(np.searchsorted(rows, nb))
                 base_rows, delta_rows = rows[:cut], rows[cut:] - nb
             elif mask is not None:
                 delta_rows = np.flatnonzero(mask[nb:])
-            cand_rows, cand_scores = self._scan.search(q, k, rows=base_rows, dead=self._dead.rows(),
-                                                       mask=None if mask is None else mask[:nb])
+            scan = self._scan.scan(q, k, rows=base_rows, dead=self._dead.rows(),
+                                   mask=None if mask is None else mask[:nb])
+            scan.k = k
             if self._delta.n and (delta_rows is None or delta_rows.size):
                 drows = np.arange(self._delta.n) if delta_rows is None else delta_rows
                 ds = cosine_scores(self._delta.matrix[drows], q)
                 pick = top_k(ds, k)
-                cand_rows = np.concatenate([cand_rows, drows[pick] + nb])
-                cand_scores = np.concatenate([cand_scores, ds[pick]])
-            best = top_k(cand_scores, k)  # base candidates first: ties keep row order
-            return self._ids_at(cand_rows[best]), cand_scores[best]
+                scan.add_tail(drows[pick] + nb, ds[pick])  # after the base's: ties keep row order
+            return scan
+
+    def ids_at(self, rows: np.ndarray) -> np.ndarray:
+        """The ids of ``rows`` (an object array of ``str``)."""
+        with self._lock:
+            return self._ids_at(rows)
 
     def scores_for(self, ids_or_rows: Sequence[str] | np.ndarray, query_vec: np.ndarray) -> np.ndarray:
         """Exact cosine of ``query_vec`` with each given id (or row number).

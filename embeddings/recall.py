@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
+from tiervault.embeddings.tier_scan import TierScan, rescore_federated
 from tiervault.embeddings.vector_cache import CACHE_VERSION, cache_paths, read_cache, tier_epoch, write_cache
 from tiervault.embeddings.vector_math import Int8Codes, simd_available
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
@@ -101,12 +103,13 @@ class VectorRecall:
             raise ValidationError("k", f"must be an integer >= 0, got {k!r}")
         q = _query(query_vec)
         filters = filters if filters is not None else Filters()
-        hits: list[tuple[float, int, str, str, float]] = []
-        for rank, tier in enumerate(self.manager.ordered(tiers)):
-            if k == 0:
-                break
-            state = self._state(tier.name)
-            with state.lock:  # rows move on updates: map ids to rows and search in one go
+        scans: list[tuple[int, Any, VectorIndex, TierScan]] = []
+        with ExitStack() as held:  # every tier's rows stay put until its ids are read
+            for rank, tier in enumerate(self.manager.ordered(tiers)):
+                if k == 0:
+                    break
+                state = self._state(tier.name)
+                held.enter_context(state.lock)  # priority order, as every search: no deadlock
                 # The filter view first: it catches the tier's mirror up, so the index,
                 # refreshed next, is never older than the view.
                 view = tier.store.filter_mask(filters)
@@ -114,15 +117,15 @@ class VectorRecall:
                 if index is None or len(index) == 0:
                     continue
                 _check_dim(index, q)
-                allowed = allowed_rows(view, index, state)
-                ids, cos = index.search(q, k, allowed=allowed)
-            hits.extend((-float(c) * tier.weight, rank, str(i), tier.name, float(c)) for i, c in zip(ids, cos))
-        hits.sort(key=lambda h: (h[0], h[1]))
-        best: dict[str, tuple[float, int, str, str, float]] = {}
-        for h in hits:  # an id in several tiers: the highest-priority tier's copy
-            if h[2] not in best or h[1] < best[h[2]][1]:
-                best[h[2]] = h
-        kept = sorted(best.values(), key=lambda h: (h[0], h[1]))[:k]
+                scans.append((rank, tier, index, index.scan(q, k, allowed=allowed_rows(view, index, state))))
+            hits = None
+            if rescore_federated([(tier.weight, scan) for _, tier, _, scan in scans], k):
+                hits = _hits(scans)
+            if hits is None or _shadowed(hits[:k], scans):
+                for *_, scan in scans:  # each tier's own top k, as a higher tier's copy may decide
+                    scan.complete()
+                hits = _hits(scans)
+            kept = _dedup(hits, k)
         return ([h[2] for h in kept], [h[3] for h in kept],
                 np.array([h[4] for h in kept], dtype=np.float32))
 
@@ -368,3 +371,42 @@ def _check_dim(index: VectorIndex, q: np.ndarray) -> None:
     if q.shape[0] != index.dim:
         raise ValidationError("query_vec", f"has dimension {q.shape[0]} but the vectors of "
                               f"{index.model} in tier {index.tier!r} have {index.dim}")
+
+
+_Hit = tuple[float, int, str, str, float]  # (-cosine * weight, tier rank, id, tier, cosine)
+
+
+def _hits(scans: list[tuple[int, Any, VectorIndex, TierScan]]) -> list[_Hit]:
+    """The tiers' answers ranked by ``cosine * tier weight`` (ties: the higher-priority tier)."""
+    hits: list[_Hit] = []
+    for rank, tier, index, scan in scans:
+        rows, cos = scan.best()
+        hits.extend((-float(c) * tier.weight, rank, str(i), tier.name, float(c))
+                    for i, c in zip(index.ids_at(rows), cos))
+    hits.sort(key=lambda h: (h[0], h[1]))
+    return hits
+
+
+def _dedup(hits: list[_Hit], k: int) -> list[_Hit]:
+    """The top ``k`` of ranked ``hits``, an id in several tiers kept from the
+    highest-priority one."""
+    best: dict[str, _Hit] = {}
+    for h in hits:
+        if h[2] not in best or h[1] < best[h[2]][1]:
+            best[h[2]] = h
+    return sorted(best.values(), key=lambda h: (h[0], h[1]))[:k]
+
+
+def _shadowed(top: list[_Hit], scans: list[tuple[int, Any, VectorIndex, TierScan]]) -> bool:
+    """Whether an id of ``top``, the k best hits of the tiers' partial answers
+    (:func:`~tiervault.embeddings.tier_scan.rescore_federated`; before the ids are made
+    unique), is also held by a higher-priority tier searched. Only then can a tier's own
+    top k change the answer: that tier's copy shadows this one when it is in it. Rows
+    filtered out count too (a needless completion, never a wrong answer)."""
+    for rank, _, index, _ in scans:
+        lower = [h[2] for h in top if h[1] > rank]
+        if not lower:
+            break
+        if (index.rows_of(lower) >= 0).any():
+            return True
+    return False

@@ -10,7 +10,9 @@ Exact top k from an approximate scan: let ``a_i`` be the approximate scores and
 of highest ``a_i`` (at least k) are rescored exactly (``s_i = <x_i, q>``, float32)
 and give a k-th score ``s_k``. Any row with ``s_i >= s_k`` has ``a_i + eps_i >= s_k``,
 so the rows passing that test and not yet rescored are rescored too, and the top
-k of all rescored rows is the float32 answer (ties aside). The test runs in two steps:
+k of all rescored rows is the float32 answer (ties aside). That rescoring is
+:class:`~tiervault.embeddings.tier_scan.TierScan`'s (:meth:`BaseScan.scan` stops before
+it, so a federated search rescores several tiers' scans at once). The test runs in two steps:
 one compare of every ``a_i`` with ``s_k - max eps``, then the few rows passing it
 against their own ``eps_i`` (the bound's full array is never built).
 
@@ -26,11 +28,10 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
+from tiervault.embeddings.tier_scan import Bound, TierScan
 from tiervault.embeddings.vector_math import (
     cosine_scores,
     float16_error_bound,
@@ -47,15 +48,11 @@ from tiervault.errors import ValidationError
 
 __all__ = ["BaseScan"]
 
-_EMPTY = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32))
 # A compressed scan restricted to ``rows`` scores only those when they are under 1/4 of
 # the base (gathering codes costs more per row than a scan of them in place).
 _GATHER_SHARE = 4
 # Rows gathered at a time: 16,384 x 384 B of int8 codes = 6 MB of copies.
 _GATHER_BLOCK = 16_384
-# Below ``kth - cap`` no row can reach the k-th score; the slack keeps the float32 compare
-# a superset of the per-row test (both sides carry the bound's rounding allowance too).
-_SLACK = 1e-6
 
 
 class BaseScan:
@@ -110,6 +107,14 @@ class BaseScan:
         """Top ``k`` rows by exact cosine: among ``rows`` (sorted, live) or the rows set
         in ``mask`` (live) when given, else among all rows but ``dead``. Returns
         (rows, float32 scores), best first."""
+        scan = self.scan(q, k, rows=rows, dead=dead, mask=mask)
+        scan.complete()
+        return scan.best()
+
+    def scan(self, q: np.ndarray, k: int, *, rows: np.ndarray | None = None,
+             dead: np.ndarray | None = None, mask: np.ndarray | None = None) -> TierScan:
+        """:meth:`search` stopped before its rescoring (:class:`TierScan`: a float32
+        base's exact top k, or a compressed base's approximate scores and bounds)."""
         n = self.matrix.shape[0]
         if mask is not None:
             allowed = int(np.count_nonzero(mask))
@@ -117,11 +122,11 @@ class BaseScan:
             allowed = n - (0 if dead is None else dead.size) if rows is None else rows.size
         k = min(k, allowed)
         if k <= 0:
-            return _EMPTY
+            return TierScan(0)
         if self.dtype == "float32":
             scores = _excluded(cosine_scores(self.matrix, q), rows, dead, mask)
             pick = top_k(scores, k)
-            return pick, scores[pick]
+            return TierScan(k, base_rows=pick, base_scores=scores[pick])
         if rows is not None and rows.size * _GATHER_SHARE < n:
             # Few allowed rows: approximate scores of just those (their codes gathered
             # block by block), positions into ``rows``.
@@ -129,39 +134,24 @@ class BaseScan:
         else:
             approx, bound = self._approx_scores(q)
             approx, rows = _excluded(approx, rows, dead, mask), None
-        pick = top_k(approx, min(max(self.rescore_pool, k), allowed))
-        pool = pick if rows is None else rows[pick]
-        exact = cosine_scores(self.rows(pool), q)
-        kth = float(exact[top_k(exact, k)[-1]])
-        # Every row that can reach the k-th score (approx + eps >= kth) and was not
-        # rescored yet: first the rows within the largest bound of kth (one compare over
-        # the scores), then each of those few against its own bound.
-        approx[pick] = -np.inf  # rescored already (approx is this search's own array)
-        reach = np.flatnonzero(approx >= np.float32(kth - bound.cap - _SLACK))
-        if reach.size:
-            reach = reach[approx[reach] + bound.at(reach) >= kth]
-        more = reach if rows is None else rows[reach]
-        if more.size:
-            pool = np.concatenate([pool, more])
-            exact = np.concatenate([exact, cosine_scores(self.rows(more), q)])
-        best = top_k(exact, k)
-        return pool[best], exact[best]
+        return TierScan(k, approx=approx, bound=bound, pos_rows=rows, base_k=k, allowed=allowed,
+                        exact_of=lambda at: cosine_scores(self.rows(at), q), pool=self.rescore_pool)
 
-    def _approx_at(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, _Bound]:
+    def _approx_at(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, Bound]:
         """:meth:`_approx_scores` of ``rows`` only (aligned with them), gathered
         ``_GATHER_BLOCK`` rows at a time (a few MB of copies, not one per allowed row)."""
         if self.dtype == "float16":
             assert self.half is not None
             parts = [float16_scores(self.half[rows[s:s + _GATHER_BLOCK]], q)
                      for s in range(0, rows.size, _GATHER_BLOCK)]
-            return np.concatenate(parts), _Bound.flat(float16_error_bound(q))
+            return np.concatenate(parts), Bound.flat(float16_error_bound(q))
         assert self.codes is not None and self.bounds is not None
         scored = [int8_scan(self.codes[r], self.bounds[:, r], q)
                   for r in (rows[s:s + _GATHER_BLOCK] for s in range(0, rows.size, _GATHER_BLOCK))]
         eps = np.concatenate([e for _, e in scored])
-        return np.concatenate([a for a, _ in scored]), _Bound(float(eps.max(initial=0.0)), eps.__getitem__)
+        return np.concatenate([a for a, _ in scored]), Bound(float(eps.max(initial=0.0)), eps.__getitem__)
 
-    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, _Bound]:
+    def _approx_scores(self, q: np.ndarray) -> tuple[np.ndarray, Bound]:
         """Approximate scores of every row and bounds on their errors."""
         if self.dtype == "int8":
             assert self.codes is not None and self.bounds is not None
@@ -170,21 +160,9 @@ class BaseScan:
             if self._bound_max is None:  # the base never changes: its largest a_i, l1_i once
                 self._bound_max = (float(scale.max(initial=0.0)), float(l1.max(initial=0.0)))
             cap = float(int8_error(*self._bound_max, qc))
-            return approx, _Bound(cap, lambda at: int8_error(scale[at], l1[at], qc))
+            return approx, Bound(cap, lambda at: int8_error(scale[at], l1[at], qc))
         assert self.half is not None
-        return float16_scores(self.half, q, threads=self.threads), _Bound.flat(float16_error_bound(q))
-
-
-class _Bound(NamedTuple):
-    """Error bounds of a compressed scan: ``cap >= eps_i`` for every row, ``at(pos)`` the
-    bounds of the rows at ``pos`` (positions into the scores)."""
-
-    cap: float
-    at: Callable[[np.ndarray], np.ndarray | float]
-
-    @classmethod
-    def flat(cls, eps: float) -> _Bound:
-        return cls(eps, lambda at: eps)
+        return float16_scores(self.half, q, threads=self.threads), Bound.flat(float16_error_bound(q))
 
 
 class _RowFile:
