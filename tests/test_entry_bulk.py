@@ -245,3 +245,94 @@ def test_entries_built_a_column_at_a_time_are_the_entries_init_builds():
         entries_from_columns(*columns[:-1])
     with pytest.raises(ValueError):
         entries_from_columns(*columns[:-1], columns[-1][:-1])
+
+
+def _hash_records(rng: random.Random, odd: bool) -> list[dict]:
+    """Valid records whose content folds in every way a hash can (``odd``): spaces at
+    the ends of fields, runs of spaces, tabs and other whitespace str.split folds,
+    non-ASCII letters and spaces, the batch's entry mark; else plain ASCII with upper
+    case, empty fields, tags and applies_to unsorted."""
+    texts = ["plain words", "Mixed CASE Words", "ok", "A-b_c.d (e) [f]", ""]
+    items = ["b", "A", "c", "z", "Py3", "node", "Go"]
+    if odd:
+        texts += [" lead", "trail ", "two  spaces", "tab\there", "new\nline", "unit\x1fsep",
+                  "nb\u00a0sp", "Straße", "ÉCOLE", "x\x01y", "a \x01 b"]
+        items += ["é", "ß", "K"]
+    out = []
+    for i in range(300):
+        out.append({"id": f"h{i}", "title": rng.choice(texts[:-1]) + "t",
+                    "description": rng.choice(texts[:-1]) + "d",
+                    "context": rng.choice(texts), "example": rng.choice(texts),
+                    "why": rng.choice(texts), "domain": rng.choice(["db", "Infra"]),
+                    "tags": rng.sample(items, rng.randint(0, 3)),
+                    "applies_to": rng.sample(items, rng.randint(0, 2))})
+    return out
+
+
+def test_hashes_in_bulk_are_the_hashes_of_one_entry_at_a_time(monkeypatch):
+    """The batch hash (one string per batch, ASCII text already folded) gives the
+    hashes ``Entry.from_dict`` gives, and hands any text that needs folding to
+    ``content_hashes``; plain batches never reach it."""
+    import tiervault.vault.entry_bulk as bulk
+    from tiervault.vault.entry import content_hashes
+
+    calls = []
+
+    def counted(rows):
+        calls.append(1)
+        return content_hashes(rows)
+
+    monkeypatch.setattr(bulk, "content_hashes", counted)
+    rng = random.Random(3)
+    records = _hash_records(rng, odd=True)
+    for size in (1, 3, 20, 300):
+        for start in range(0, len(records), size):
+            batch = records[start:start + size]
+            _same(validate_many(batch), [_reference(r) for r in batch])
+    assert calls  # odd text went the slow way
+    calls.clear()
+    plain = _hash_records(rng, odd=False)
+    for size in (1, 7, 300):
+        for start in range(0, len(plain), size):
+            batch = plain[start:start + size]
+            _same(validate_many(batch), [_reference(r) for r in batch])
+    corpus = list(generate(400, seed=8).entries())
+    _same(validate_many(corpus), [_reference(r) for r in corpus])
+    assert not calls  # folded ASCII text: the batch hash only
+
+
+def test_lines_decode_as_json_loads_decodes_them():
+    """The scanner shortcut of the JSONL reader accepts exactly what json.loads accepts
+    on a line, and every other line gets json.loads's error."""
+    good = json.dumps({"id": "a1", "title": "t", "description": "d"})
+    lines = [good, good + "\n", good + "\r\n", good + "  ", good + " \n", good + "\t",
+             good + " x", good + good, " " + good, "\ufeff" + good, good[:-1], "{",
+             "{}", '{"id": "n", "title": "t", "description": "d", "why": NaN}',
+             '{"id": "d", "title": "t", "description": "d", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+             '{"id": "k", "title": "t", "description": "d", "id": "k2"}', "\n", "", "[1]",
+             '{"id": "s", "title": "\\ud800", "description": "d"}']
+    parsed = list(parse_lines(lines))
+    expected = []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            expected.append((number, f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except RecursionError:
+            expected.append((number, "nested too deeply to be an entry"))
+            continue
+        if not isinstance(record, dict):
+            expected.append((number, f"entry: expected a JSON object, got {type(record).__name__}"))
+            continue
+        ref = _reference(record)
+        expected.append((number, ref if isinstance(ref, Entry) else str(ref)))
+    assert [p.line for p in parsed] == [n for n, _ in expected]
+    for p, (_, want) in zip(parsed, expected):
+        if isinstance(want, Entry):
+            assert p.error is None and p.entry == want
+        else:
+            assert p.entry is None and p.error == want, (p.line, p.error, want)
+    assert sum(p.entry is not None for p in parsed) >= 6

@@ -30,8 +30,10 @@ of ``Entry.from_dict`` (a test compares both on random and hostile records).
 from __future__ import annotations
 
 import re
-from itertools import chain
-from typing import Any, Callable, Mapping, Sequence
+from hashlib import sha256
+from itertools import chain, repeat
+from operator import methodcaller
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -47,9 +49,14 @@ _IDS = re.compile(r"(?:[a-z0-9_.-]{1,128}\n)*")
 # What export writes; year 0000 (refused by datetime, not by NumPy) is left to the slow path.
 _ISO = re.compile(r"(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
                   r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{6})?Z")
+#: A column of such values, each ended by a newline (one match for the whole column).
+_ISO_COLUMN = re.compile(rf"(?:{_ISO.pattern}\n)*")
 _EXACT = 2 ** 53
 _TEXTS = (("context", MAX_TEXT_CHARS), ("example", MAX_TEXT_CHARS),
           ("counter_example", MAX_TEXT_CHARS), ("why", MAX_TEXT_CHARS))
+
+
+_hexdigest = methodcaller("hexdigest")
 
 
 class _NotSure(Exception):
@@ -165,7 +172,35 @@ def _lists(values: list[Any], lower: bool) -> list[tuple[str, ...]]:
 
 
 def _times(values: list[Any], name: str) -> list[float | None]:
-    """The column as ``parse_timestamp`` makes it; ISO 8601 UTC strings in one NumPy call."""
+    """The column as ``parse_timestamp`` makes it: when every present value has the
+    export form, the whole column in one regular expression and one NumPy call;
+    otherwise value by value (:func:`_times_each`)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return [None] * len(values)
+    joined = "\n".join(present) + "\n" if set(map(type, present)) == {str} else ""
+    if not _ISO_COLUMN.fullmatch(joined) or not joined:
+        return _times_each(values, name)
+    # Each value ends in "Z\n": drop the last two characters, split on the others.
+    seconds = _seconds(joined[:-2].split("Z\n"))
+    if len(present) == len(values):
+        return seconds
+    it = iter(seconds)
+    return [None if v is None else next(it) for v in values]
+
+
+def _seconds(iso: list[str]) -> list[float]:
+    """Unix seconds of ISO 8601 UTC values without their "Z" (module docstring: the
+    same doubles as ``round(datetime.timestamp(), 6)``)."""
+    us = np.array(iso, dtype="datetime64[us]").astype(np.int64)
+    if np.abs(us).max() >= _EXACT:
+        raise _NotSure
+    return (us / 1e6).tolist()
+
+
+def _times_each(values: list[Any], name: str) -> list[float | None]:
+    """:func:`_times` value by value: ISO values together, anything else through
+    ``parse_timestamp``."""
     out: list[float | None] = [None] * len(values)
     iso_at: list[int] = []
     iso: list[str] = []
@@ -181,11 +216,8 @@ def _times(values: list[Any], name: str) -> list[float | None]:
             except ValidationError:
                 raise _NotSure from None
     if iso:
-        us = np.array(iso, dtype="datetime64[us]").astype(np.int64)
-        if np.abs(us).max() >= _EXACT:
-            raise _NotSure
-        for i, ts in zip(iso_at, (us / 1e6).tolist()):
-            out[i] = round(ts, 6)  # a no-op (module docstring); _checked does it too
+        for i, ts in zip(iso_at, _seconds(iso)):
+            out[i] = ts
     return out
 
 
@@ -193,6 +225,54 @@ def _ids(values: list[Any]) -> list[str]:
     if set(map(type, values)) != {str} or not _IDS.fullmatch("\n".join(values) + "\n"):
         raise _NotSure  # a missing id (slug of the title) or a bad one: record by record
     return values
+
+
+#: Whitespace ``str.split`` folds in ASCII text, but for the space.
+_ODD_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"
+_SEP = " \x00 "
+
+
+def _hashes(*columns: list[Any]) -> list[str]:
+    """``content_hashes`` of the columns (content fields in ``_CONTENT_FIELDS`` order,
+    tags / applies_to as tuples), for ASCII text already folded, in a few C-level calls.
+
+    ``content_hashes`` folds each entry's text ``T = " \\x00 ".join(fields)`` as
+    ``" ".join(T.split()).casefold()``. When no field has a space at either end, two
+    spaces in a row or any other whitespace (and none is a list item: tags and
+    applies_to items hold no whitespace, by validation), the fold of ``T`` is ``f1``
+    then, per further field, ``" \\x00"`` plus ``" " + f`` if ``f`` is not empty; a
+    list's ``"\\x1e"``-joined casefolded sorted items fold to the same items joined by
+    one space; and ``casefold`` is ``lower`` on ASCII. So the batch is one string of
+    those pieces with ``"\\x01"`` after each entry, checked once for the conditions
+    above (an empty field cannot make two spaces here, so two spaces mean a field
+    that needs folding), lower-cased once and split. Anything else: ``content_hashes``.
+    """
+    n = len(columns[0])
+    etypes, *rest = columns
+    *plain, tags, applies, severities = rest
+    lists = [list(map(" ".join, map(sorted, tags)))]  # tags are lower-case already (_lists)
+    if any(applies):
+        lists.append([" ".join(sorted(map(str.lower, a))) for a in applies])
+    else:
+        lists.append([""] * n)
+    text = "".join(chain.from_iterable(zip(
+        etypes, *map(_pieces, (*plain, *lists, severities)), repeat("\x01", n))))
+    if (not text.isascii() or "  " in text or text.count("\x01") != n
+            or any(c in text for c in _ODD_SPACES)):
+        return content_hashes(zip(*columns))
+    parts = text.lower().split("\x01")
+    parts.pop()  # after the last entry's mark
+    return list(map(_hexdigest, map(sha256, map(str.encode, parts))))
+
+
+def _pieces(column: list[str]) -> Iterable[str]:
+    """Each field as it follows the previous one in a folded text: ``" \\x00 " + f``,
+    or ``" \\x00"`` for an empty one."""
+    if not any(column):
+        return repeat(" \x00", len(column))
+    if all(column):
+        return map(_SEP.__add__, column)
+    return [_SEP + f if f else " \x00" for f in column]
 
 
 def _fast(records: Sequence[Mapping[str, Any]]) -> list[Entry]:
@@ -215,8 +295,8 @@ def _fast(records: Sequence[Mapping[str, Any]]) -> list[Entry]:
     for vf, vu in zip(valid_from, valid_until):
         if vf is not None and vu is not None and vu <= vf:
             raise _NotSure
-    hashes = content_hashes(zip(types, domains, titles, descriptions, context, example, counter,
-                                why, tags, applies, severities))
+    hashes = _hashes(types, domains, titles, descriptions, context, example, counter, why, tags,
+                     applies, severities)
     return entries_from_columns(ids, titles, descriptions, types, domains, context, example,
                                 counter, why, tags, applies, severities, origins, valid_from,
                                 valid_until, created, updated, hashes)
