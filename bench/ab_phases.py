@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 SUMMARY_KEYS = ("cold", "rss_mb", "scan_fts", "full_fts", "baseline_fts5", "scan_hybrid",
-                "full_hybrid", "baseline_numpy_topk_1t")
+                "full_hybrid", "baseline_numpy_topk_1t", "capture")
 
 
 def run(checkout: Path, workdir: Path, phase: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,17 @@
 """vault/sqlite_bulk.py: a bulk load runs with a bigger page cache and fewer WAL
-checkpoints, and the connection's own settings are back after it, whatever the outcome."""
+checkpoints, and the connection's own settings are back after it, whatever the outcome.
+Outside a bulk load a tier connection's page cache stays small (connection.TIER_CACHE_KIB)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
+from tiervault.vault.connection import TIER_CACHE_KIB
 from tiervault.vault.entry import Entry
 from tiervault.vault.sqlite_bulk import BULK_CACHE_KIB, BULK_WAL_PAGES
 from tiervault.vault.store import BULK_ROWS, TierStore
@@ -28,7 +35,7 @@ def test_a_bulk_load_runs_with_the_bulk_settings_and_restores_the_connections(tm
     with TierStore(tmp_path / "t.db", name="agent") as store:
         store.capture_many(entries(10))  # a small write: the tier exists, settings untouched
         own = settings(store)
-        assert own == (-65_536, 1_000)
+        assert own == (-TIER_CACHE_KIB, 1_000)
         store.capture_many(entries(3 * BULK_ROWS, start=100), batch_size=BULK_ROWS,
                            on_batch=lambda b: during.append(settings(store)))
         assert during == [(-BULK_CACHE_KIB, BULK_WAL_PAGES)] * 3
@@ -53,3 +60,40 @@ def test_a_failing_bulk_load_restores_the_settings_too(tmp_path):
             store.capture_many(failing(), batch_size=BULK_ROWS)
         assert settings(store) == own
         assert store.count() == 2 * BULK_ROWS
+
+
+# Reads every row of a tier of ~40 MB through its connection, then reports SQLite's own
+# count of the memory it holds (sqlite3_memory_used of the library Python's sqlite3 uses).
+_READ_ALL = textwrap.dedent("""
+    import ctypes, json, sys
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.store import TierStore
+    lib = ctypes.CDLL("libsqlite3.so.0")
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    path, n = sys.argv[1], int(sys.argv[2])
+    pad = " ".join(f"word{j}" for j in range(600))
+    with TierStore(path, name="team") as store:
+        store.capture_many(Entry.from_dict({"id": f"row-{i:05d}", "title": f"row {i}",
+                                            "description": f"{pad} {i}"}) for i in range(n))
+    with TierStore(path, name="team") as store:
+        opened = lib.sqlite3_memory_used()
+        ids = [f"row-{i:05d}" for i in range(n)]
+        for lo in range(0, n, 100):
+            assert len(store.light_rows(ids[lo:lo + 100])) == len(ids[lo:lo + 100])
+            assert len(store.get_many(ids[lo:lo + 100])) == len(ids[lo:lo + 100])
+        print(json.dumps({"opened": opened, "after": lib.sqlite3_memory_used()}))
+""")
+
+
+def test_a_tier_connection_keeps_a_small_page_cache_while_reading_a_large_tier(tmp_path):
+    """Searches read scattered rows of files far larger than any page cache: the
+    connection's cache is capped at TIER_CACHE_KIB (8 MiB), not 64 MiB per tier
+    (bench/README.md, issue 16 round 6: 110 MB of a 1M search process after 230 queries)."""
+    assert TIER_CACHE_KIB <= 8_192
+    proc = subprocess.run([sys.executable, "-c", _READ_ALL, str(tmp_path / "t.db"), "8000"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    used = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert used["opened"] > 0  # the counter belongs to the library this Python uses
+    assert (tmp_path / "t.db").stat().st_size > 3 * 8_192 * 1024  # 3x the cache
+    assert used["after"] - used["opened"] < (TIER_CACHE_KIB + 4_096) * 1024

@@ -21,12 +21,19 @@ from tiervault.errors import StorageError, TierUnavailable
 from tiervault.vault.schema import APPLICATION_ID, READABLE_FROM, SCHEMA_VERSION, migrate
 
 __all__ = ["open_tier_connection", "check_tier_path", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS",
-           "EPOCH_WINDOW", "epoch_key"]
+           "EPOCH_WINDOW", "epoch_key", "TIER_CACHE_KIB"]
 
 #: SQLite waits this long on a lock before reporting busy; the store then retries
 #: BEGIN with jittered backoff for up to BUSY_RETRY_SECONDS more.
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRY_SECONDS = 60.0
+#: SQLite page cache of a tier connection, in KiB (a bulk load raises it for its own
+#: duration: vault/sqlite_bulk.py). Searches read scattered rows (light rows, links,
+#: feedback) of a file much larger than any cache, so a page is rarely read twice
+#: while the cache fills: at 65,536 KiB the three tier connections of a 1,000,000-entry
+#: search process held 110 MB more after 230 queries and kept growing towards 192 MB
+#: (bench/README.md, issue 16 round 6); the b-trees' inner pages fit in far less.
+TIER_CACHE_KIB = 8_192
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -149,7 +156,7 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
             # can lose the last commits), and makes bulk writes several times faster.
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA cache_size = -65536")
+        conn.execute(f"PRAGMA cache_size = {-TIER_CACHE_KIB}")
         conn.execute("PRAGMA temp_store = MEMORY")
         if version < SCHEMA_VERSION and not (read_only and version >= READABLE_FROM):
             if read_only:

@@ -35,7 +35,7 @@ __all__ = ["BulkSettings", "BULK_WAL_PAGES", "BULK_CACHE_KIB"]
 
 #: WAL pages between automatic checkpoints during a bulk load (SQLite's default: 1,000).
 BULK_WAL_PAGES = 32_768
-#: Page cache during a bulk load, in KiB (the tier connection's default: 65,536).
+#: Page cache during a bulk load, in KiB (a tier connection's: connection.TIER_CACHE_KIB).
 BULK_CACHE_KIB = 262_144
 
 
