@@ -11,6 +11,7 @@ from tiervault.vault.mirror_analysis import TEXT_FIELDS, analyse_rows, assemble
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.string_table import Vocabulary
+from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
 WORDS = ("the", "of", "retry", "retries", "retrying", "backoff", "Jitter", "cache", "caches",
@@ -70,7 +71,7 @@ def _as_dict(m: sp.spmatrix) -> dict:
 
 def test_chunks_sharing_codes_equal_a_loop_over_rows_and_words():
     rows = _rows(300, seed=1)
-    vocab, codes_of = Vocabulary(), {}
+    vocab, codes_of = Vocabulary(), WordCodes()
     parts = [analyse_rows(rows[a:a + 70], vocab, codes_of) for a in range(0, len(rows), 70)]
     fresh_vocab = Vocabulary()
     fresh = [analyse_rows(rows[a:a + 70], fresh_vocab) for a in range(0, len(rows), 70)]
@@ -95,7 +96,7 @@ def test_chunks_sharing_codes_equal_a_loop_over_rows_and_words():
 
 def test_assembled_postings_carry_each_entry_count():
     rows = _rows(250, seed=2)
-    vocab, codes_of = Vocabulary(), {}
+    vocab, codes_of = Vocabulary(), WordCodes()
     parts = [analyse_rows(rows[a:a + 100], vocab, codes_of) for a in range(0, len(rows), 100)]
     n_terms = len(vocab)
     base = assemble(parts, n_terms)

@@ -15,12 +15,12 @@ BM25 weights are the same numbers in any summation order). They travel packed
 in one int64 (``wtf << 32 | count``), so the whole tier's CSC postings and their
 aligned TF-IDF counts come out of one transposition (:func:`assemble`).
 
-Speed (issue 16, first mirror build): the per-token Python work is the split
-(:func:`~tiervault.vault.tokenizer.split_many`, all rows of a chunk at once) and
-one dict look-up of the word's code in ``codes_of``, which lives for a whole
-build: only words never seen before are stemmed and given term ids. The (row,
-term) sums are one NumPy sort of 64-bit keys and a ``reduceat``, not a SciPy COO
-conversion per matrix.
+Speed (issue 16, first mirror build): the words become codes a chunk at a time
+(:class:`~tiervault.vault.word_codes.WordCodes`: an ASCII word of up to 8 bytes is
+its own packed ``uint64`` key, looked up in a NumPy hash table, with no Python
+object per token); only words never seen before in the build are stemmed and given
+term ids (:func:`_learn`, once per chunk). The (row, term) sums are one NumPy sort
+of 64-bit keys and a ``reduceat``, not a SciPy COO conversion per matrix.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 from operator import itemgetter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,7 +36,8 @@ import scipy.sparse as sp
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.string_table import Vocabulary
-from tiervault.vault.tokenizer import SEP, STEMMER, STOP_WORDS, split_many, split_words
+from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
+from tiervault.vault.word_codes import WordCodes
 
 __all__ = ["Analysed", "Assembled", "analyse_rows", "assemble", "TEXT_FIELDS"]
 
@@ -46,9 +47,7 @@ if any(w != int(w) or w <= 0 for w in FTS_WEIGHTS):  # the packed sums need whol
     raise ValueError(f"FTS_WEIGHTS {FTS_WEIGHTS} must be positive whole numbers")
 _WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.int64)
 _FIELD_AT = {name: MirrorRow._fields.index(name) for name in TEXT_FIELDS}
-_SEP_CODE = -2
 _NO_TERM = -1
-_UNKNOWN = -3
 _LOW = np.int64(0xFFFF_FFFF)
 # key = row << 36 | term id << 4 | column << 1 | stop word: rows of a chunk < 2^27
 _MAX_ROWS, _MAX_TERMS = 1 << 27, 1 << 32
@@ -94,66 +93,47 @@ def counts_csr(indptr: np.ndarray, tids: np.ndarray, packed: np.ndarray, n_terms
                          shape=(indptr.size - 1, n_terms))
 
 
-def _field_words(texts: Sequence[str | None]) -> list[str]:
-    texts = [t or "" for t in texts]
-    words = split_many(texts)
-    if words is None:  # a text holding NUL: split one by one, separators added here
-        words = []
-        for i, text in enumerate(texts):
-            if i:
-                words.append(SEP)
-            words.extend(w for w in split_words(text) if w != SEP)
-    return words
-
-
-def _learn(words: Iterable[str], vocab: Vocabulary, codes_of: dict[str, int]) -> None:
-    """Codes of words not seen before: stemmed once; stems new to ``vocab`` get the next
-    term ids in sorted stem order (the ids, T's columns, are then a function of the
-    rows, the same in every process: the latent SVD of vault/latent.py depends on the
+def _learn(words: list[str], same: np.ndarray, vocab: Vocabulary) -> np.ndarray:
+    """Codes of distinct words not seen before (``same[i]``: ``words[i]`` is its own
+    FTS5 term; the others are stemmed once); stems new to ``vocab`` get the next term
+    ids in sorted stem order (the ids, T's columns, are then a function of the rows,
+    the same in every process: the latent SVD of vault/latent.py depends on the
     column order to the last float32 bit)."""
-    stems = STEMMER.stems(words)
-    stop_words = STOP_WORDS.get()
-    wanted = sorted({s for s in stems.values() if s})
+    stems = list(words)
+    other = np.flatnonzero(~same).tolist()
+    if other:
+        stem_of = STEMMER.lookup([words[i] for i in other])
+        for i in other:
+            stems[i] = stem_of(words[i])
+    wanted = sorted(set(stems).difference(("",)))
     known = vocab.ids(wanted)  # one batched look-up
     new_ids = iter(vocab.add_many([s for s, t in zip(wanted, known) if t is None]))
     tid_of = dict(zip(wanted, [t if t is not None else next(new_ids) for t in known]))
-    for word, stem in stems.items():
-        codes_of[word] = 2 * tid_of[stem] + (word in stop_words) if stem else _NO_TERM
+    n = len(words)
+    tid = np.fromiter(map(tid_of.get, stems, itertools.repeat(-1)), dtype=np.int64, count=n)
+    stop = np.fromiter(map(STOP_WORDS.get().__contains__, words), dtype=np.bool_, count=n)
+    return np.where(tid >= 0, 2 * tid + stop, _NO_TERM)
 
 
 def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
-                 codes_of: dict[str, int] | None = None) -> Analysed:
+                 words: WordCodes | None = None) -> Analysed:
     """The CSR block of ``rows``; new stems are added to ``vocab`` (the mirror's
-    vocabulary, extended in place). ``codes_of``: word -> code, shared by the chunks
-    of one build (it must have been filled against this ``vocab`` only)."""
+    vocabulary, extended in place). ``words``: word -> code, shared by the chunks of
+    one build (it must have been filled against this ``vocab`` only)."""
     n = len(rows)
     if n >= _MAX_ROWS:
         raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
-    codes_of = {} if codes_of is None else codes_of
-    codes_of[SEP] = _SEP_CODE
+    words = WordCodes() if words is None else words
     # a column: an itemgetter mapped in C (zip(*rows) built all 14 columns: ~50 ms a chunk)
-    per_field = [_field_words(list(map(itemgetter(_FIELD_AT[name]), rows))) for name in TEXT_FIELDS]
-    unknown = itertools.repeat(_UNKNOWN)
-    field_codes = [np.fromiter(map(codes_of.get, words, unknown), dtype=np.int64, count=len(words))
-                   for words in per_field]
-    misses = [np.flatnonzero(codes == _UNKNOWN).tolist() for codes in field_codes]
-    new_words: set[str] = set()
-    for words, miss in zip(per_field, misses):
-        new_words.update([words[i] for i in miss])
-    if new_words:
-        _learn(new_words, vocab, codes_of)
-        for words, codes, miss in zip(per_field, field_codes, misses):
-            if miss:
-                codes[miss] = np.fromiter(map(codes_of.__getitem__, [words[i] for i in miss]),
-                                          dtype=np.int64, count=len(miss))
+    fields = [list(map(itemgetter(_FIELD_AT[name]), rows)) for name in TEXT_FIELDS]
+    tokens = words.chunk(fields, lambda new, same: _learn(new, same, vocab))
     n_terms = len(vocab)
     if n_terms > _MAX_TERMS:
         raise ValueError(f"{n_terms} terms: at most {_MAX_TERMS}")
     keys, doc_parts = [], []
-    for col, codes in enumerate(field_codes):
-        doc = np.cumsum(codes == _SEP_CODE)  # the row of a word: separators before it
-        keep = codes >= 0
-        codes, doc = codes[keep], doc[keep]
+    for col, field in enumerate(tokens):
+        keep = field.codes >= 0
+        codes, doc = field.codes[keep], field.rows[keep]
         doc_parts.append(doc)
         # row, term id (code >> 1), column, stop-word bit (code & 1)
         keys.append((doc << 36) | ((codes >> 1) << 4) | (col << 1) | (codes & 1))

@@ -55,6 +55,7 @@ from tiervault.vault.slot_columns import slot_columns
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
+from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tfidf_query import QueryWeights, dense_scores, query_row, query_weights, scores_at
 
 __all__ = ["Postings", "TermMatches"]
@@ -295,13 +296,13 @@ class Postings:
     def _append_rows(self, rows: list[MirrorRow], *, fit: bool) -> None:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
         parts: list[Analysed] = []
-        codes_of: dict[str, int] = {}  # word -> code, for every chunk of this call
+        words = WordCodes()  # word -> code, for every chunk of this call
         for start in range(0, len(rows), _CHUNK):
             chunk = rows[start:start + _CHUNK]
-            blocks = analyse_rows(chunk, self.vocab, codes_of)
+            blocks = analyse_rows(chunk, self.vocab, words)
             self._register(chunk, blocks.doclen)
             parts.append(blocks)
-        del codes_of
+        del words
         n_terms = len(self.vocab)
         if fit:
             base = assemble(parts, n_terms)
