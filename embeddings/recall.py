@@ -29,10 +29,13 @@ index rows, so only allowed rows compete (a filter matching 1 % of a tier still
 yields its best k). When most entries pass, the complement (the few that do not)
 is mapped instead, so the work is ``min(allowed, refused)`` id look-ups.
 
-Federation: tiers are searched in priority order, each for its own top k; hits
-are ranked by ``cosine * tier weight``, an id found in several tiers is kept
-from the highest-priority one, and the raw cosine and the tier are returned so
-the Brain applies its own weighting.
+Federation: the answer is defined as each tier's own top k, ranked by ``cosine *
+tier weight``, an id found in several tiers kept from the highest-priority one's
+answer; the raw cosine and the tier are returned so the Brain applies its own
+weighting. Compressed scans are rescored once over all tiers
+(:mod:`~tiervault.embeddings.tier_scan`: ~k rows read, not ~k per tier), which gives
+that answer unless an id of it is also in a higher-priority tier; then each tier
+completes its own top k.
 """
 
 from __future__ import annotations
@@ -82,11 +85,15 @@ class _TierState:
 class VectorRecall:
     """Vector search over every tier of ``manager`` for one model key."""
 
-    def __init__(self, manager: Any, model_key: str, *, persist: bool = True, dtype: str | None = None) -> None:
+    def __init__(self, manager: Any, model_key: str, *, persist: bool = True, dtype: str | None = None,
+                 federated: bool = True) -> None:
         self.manager = manager
         self.model_key = model_key
         self.persist = persist
         self.dtype = dtype or default_dtype()
+        # One rescoring over every tier's compressed scan (tier_scan.py); False: each tier
+        # rescores its own top k (the same answers; bench/vector_leg.py times both).
+        self.federated = federated
         self._tiers: dict[str, _TierState] = {}
         self._lock = threading.Lock()
 
@@ -119,7 +126,7 @@ class VectorRecall:
                 _check_dim(index, q)
                 scans.append((rank, tier, index, index.scan(q, k, allowed=allowed_rows(view, index, state))))
             hits = None
-            if rescore_federated([(tier.weight, scan) for _, tier, _, scan in scans], k):
+            if self.federated and rescore_federated([(tier.weight, scan) for _, tier, _, scan in scans], k):
                 hits = _hits(scans)
             if hits is None or _shadowed(hits[:k], scans):
                 for *_, scan in scans:  # each tier's own top k, as a higher tier's copy may decide

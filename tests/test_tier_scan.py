@@ -129,10 +129,13 @@ def test_ids_in_two_tiers_keep_the_per_tier_semantics(tmp_path) -> None:
             vecs[name] = dict(zip(ids, m))
         tiers = [(t.name, t.weight, vecs[t.name]) for t in vault.ordered()]
         int8, f32 = VectorRecall(vault, MODEL, dtype="int8"), VectorRecall(vault, MODEL, dtype="float32")
+        own = VectorRecall(vault, MODEL, dtype="int8", federated=False)  # each tier rescores its own
         for q in unit(rng, 1000, dim):
             for k in (2, 3, 5):
                 ids, names, cos = int8.search(q, k)
                 assert list(zip(ids, names)) == per_tier_reference(q, tiers, k)
+                ids_own, names_own, cos_own = own.search(q, k)
+                assert (ids_own, names_own, cos_own.tobytes()) == (ids, names, cos.tobytes())
                 ids32, names32, cos32 = f32.search(q, k)
                 assert (ids32, names32) == (ids, names)
                 np.testing.assert_allclose(cos, cos32, atol=2e-6)
