@@ -49,6 +49,11 @@ _WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.int64)
 _FIELD_AT = {name: MirrorRow._fields.index(name) for name in TEXT_FIELDS}
 _NO_TERM = -1
 _LOW = np.int64(0xFFFF_FFFF)
+# a token's share of its (row, term) sum, by (column << 1 | stop word): its column's
+# BM25 weight << 32, plus 1 when TF-IDF counts it (not the id column, not a stop word)
+_PACKED_VALUE = np.array([(int(_WEIGHTS[c >> 1]) << 32 if (c >> 1) < _WEIGHTS.size else 0)
+                          + int((c >> 1) != 0 and (c >> 1) < _WEIGHTS.size and not c & 1)
+                          for c in range(16)], dtype=np.int64)
 # key = row << 36 | term id << 4 | column << 1 | stop word: rows of a chunk < 2^27
 _MAX_ROWS, _MAX_TERMS = 1 << 27, 1 << 32
 
@@ -91,6 +96,24 @@ def counts_csr(indptr: np.ndarray, tids: np.ndarray, packed: np.ndarray, n_terms
     ptr = np.searchsorted(kept, indptr)
     return sp.csr_matrix((count[kept].astype(np.float32), tids[kept], ptr),
                          shape=(indptr.size - 1, n_terms))
+
+
+def _counts_of_parts(parts: Sequence[Analysed], n: int, n_terms: int) -> sp.csr_matrix:
+    """:func:`counts_csr` of the blocks of a whole base, block by block (each block's
+    arrays still in cache, not three passes over the base's 10M+ entries)."""
+    data, tids, ptrs, kept_before = [], [], [np.zeros(1, dtype=np.int64)], 0
+    for p in parts:
+        count = p.packed & _LOW
+        kept = np.flatnonzero(count)
+        data.append(count[kept].astype(np.float32))
+        tids.append(p.tids[kept])
+        ptrs.append(np.searchsorted(kept, p.indptr[1:]) + kept_before)
+        kept_before += kept.size
+    if not parts:
+        return counts_csr(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32),
+                          np.zeros(0, dtype=np.int64), n_terms)
+    return sp.csr_matrix((np.concatenate(data), np.concatenate(tids), np.concatenate(ptrs)),
+                         shape=(n, n_terms))
 
 
 def _learn(words: list[str], same: np.ndarray, vocab: Vocabulary) -> np.ndarray:
@@ -143,16 +166,15 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
     pair = key >> 4
     if key.size:
         start = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
-        column = (key >> 1) & 7
-        wtf = np.add.reduceat(_WEIGHTS[column], start)
-        counted = ((column != 0) & ((key & 1) == 0)).astype(np.int64)
-        count = np.add.reduceat(counted, start)
+        # one sum of packed (weight << 32 | counted) per (row, term): the low 4 bits of
+        # the key (column, stop word) name the token's packed value
+        packed = np.add.reduceat(_PACKED_VALUE[key & 15], start)
         pair = pair[start]
     else:
-        wtf = count = pair = np.zeros(0, dtype=np.int64)
+        packed = pair = np.zeros(0, dtype=np.int64)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(pair >> 32, minlength=n), out=indptr[1:])
-    return Analysed(indptr, (pair & _LOW).astype(np.int32), (wtf << 32) | count, doclen)
+    return Analysed(indptr, (pair & _LOW).astype(np.int32), packed, doclen)
 
 
 def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
@@ -168,7 +190,7 @@ def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
     indptr = np.concatenate(ptrs)
     tids = np.concatenate([p.tids for p in parts]) if parts else np.zeros(0, dtype=np.int32)
     packed = np.concatenate([p.packed for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-    c = counts_csr(indptr, tids, packed, n_terms)
+    c = _counts_of_parts(parts, n, n_terms)
     by_row = sp.csr_matrix((packed, tids, indptr), shape=(n, n_terms))
     del packed, tids
     by_col = by_row.tocsc()  # canonical: rows ascending in each column
