@@ -168,3 +168,22 @@ def test_plan_puts_the_largest_tier_first_on_the_least_loaded_worker():
     assert [[j.name for j in w] for w in plan(jobs, 2)] == [["team"], ["project", "agent"]]
     assert [[j.name for j in w] for w in plan(jobs, 8)] == [["team"], ["project"], ["agent"]]
     assert [[j.name for j in w] for w in plan(jobs, 1)] == [["team", "project", "agent"]]
+
+
+def test_workers_run_with_idle_blas_threads_asleep_unless_the_user_chose(tiers, tmp_path, monkeypatch):
+    """A worker's environment: OPENBLAS_THREAD_TIMEOUT=4 (idle OpenBLAS threads sleep
+    instead of spinning), or what the caller set; a real program records it."""
+    record = tmp_path / "env.txt"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\nenv > {record}\nexit 1\n")
+    fake.chmod(0o755)
+    jobs = [MirrorJob("team", str(tiers / "team.db"), 1)]
+    monkeypatch.delenv(mirror_workers.BLAS_SPIN_ENV, raising=False)
+    outcomes = run_jobs(jobs, 1, python=str(fake))
+    assert not outcomes[0].ok and "exit status 1" in outcomes[0].error
+    env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
+    assert env[mirror_workers.BLAS_SPIN_ENV] == "4" and env["TIERVAULT_MIRROR_WORKERS"] == "0"
+    monkeypatch.setenv(mirror_workers.BLAS_SPIN_ENV, "20")
+    run_jobs(jobs, 1, python=str(fake))
+    env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
+    assert env[mirror_workers.BLAS_SPIN_ENV] == "20"

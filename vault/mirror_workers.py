@@ -27,6 +27,9 @@ killed halfway leaves the old cache or none (the write is a rename), at most a
 ``.tv-tmp`` file beside the tier. Writes made during a build are caught up by the
 searching process (:meth:`Postings.catch_up`), as after any cache load.
 
+A worker's environment is this one plus ``OPENBLAS_THREAD_TIMEOUT=4`` (unless set):
+OpenBLAS threads then sleep at once when idle instead of spinning (see :func:`run_jobs`).
+
 ``TIERVAULT_MIRROR_WORKERS``: the most worker processes (default: the cores this
 process may run on); 0 or 1 builds every tier in this process.
 """
@@ -46,12 +49,13 @@ from typing import Any, Iterable, Sequence
 
 from tiervault.vault import mirror_cache
 
-__all__ = ["MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs",
+__all__ = ["BLAS_SPIN_ENV", "MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs",
            "worker_count", "worker_main"]
 
 log = logging.getLogger(__name__)
 
 _ENV = "TIERVAULT_MIRROR_WORKERS"
+BLAS_SPIN_ENV = "OPENBLAS_THREAD_TIMEOUT"
 _LOCK = threading.Lock()  # one set of workers at a time: a second first search waits, then maps
 #: Workers only when the tier files to build hold this many bytes: a worker's start and
 #: imports cost ~1.3 s of CPU, won back only by larger builds. Bench corpus (~930 bytes a
@@ -164,6 +168,11 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *,
 
     python = python or sys.executable
     env = {**os.environ, _ENV: "0"}  # a worker builds in its own process: no workers of its own
+    # OpenBLAS's idle threads spin 2^28 cycles (~0.1 s) after every call before they sleep:
+    # in the latent fit's many small LAPACK calls, with two workers on two cores, they
+    # burnt CPU the other worker needed (205,493-row tier: 6.5-6.7 -> 5.1 s CPU). 4, the
+    # least, changes no result (the same threads compute the same blocks; tested).
+    env.setdefault(BLAS_SPIN_ENV, "4")
     running: list[tuple[list[MirrorJob], subprocess.Popen, Any, Any]] = []
     outcomes: list[WorkerOutcome] = []
     try:
