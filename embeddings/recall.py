@@ -55,7 +55,7 @@ from tiervault.embeddings.vector_math import Int8Codes, simd_available
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import IdMask
-from tiervault.vault.string_table import StringTable
+from tiervault.vault.string_table import StringColumn, StringTable
 
 __all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache", "default_dtype"]
 
@@ -77,6 +77,7 @@ class _TierState:
     slot_rows: np.ndarray | None = None
     slot_rows_key: tuple | None = None
     slot_has_row: np.ndarray | None = None  # slot_rows >= 0, cached with it
+    slot_ids: Any = None  # the view's id column slot_rows was made of (_rows_by_slot)
     # The last few filter views' masks and the row masks made of them (read-only for
     # searches), most recent first.
     recent_allowed: list[tuple[np.ndarray, np.ndarray | None]] = field(default_factory=list)
@@ -151,7 +152,14 @@ class VectorRecall:
             if index is None or len(index) == 0:
                 continue
             _check_dim(index, q)
-            out[positions] = index.scores_for([pairs[p][1] for p in positions], q)
+            ids = [pairs[p][1] for p in positions]
+            state = self._state(tier)
+            with state.lock:  # the slot -> row map and the index it was made for, together
+                rows = _rows_by_slot(state, index, ids)
+                if rows is None:
+                    out[positions] = index.scores_for(ids, q)
+                elif (hit := rows >= 0).any():
+                    out[np.asarray(positions)[hit]] = index.scores_for(rows[hit], q)
         return out
 
     def vectors_for(self, tier: str, ids: Sequence[str]) -> np.ndarray | None:
@@ -193,8 +201,11 @@ class VectorRecall:
         return out
 
     def _state(self, tier: str) -> _TierState:
-        with self._lock:
-            return self._tiers.setdefault(tier, _TierState())
+        state = self._tiers.get(tier)  # no new state (and lock) built per call to be dropped
+        if state is None:
+            with self._lock:
+                state = self._tiers.setdefault(tier, _TierState())
+        return state
 
     def _refresh(self, store: Any, state: _TierState) -> None:
         if not store.exists:
@@ -350,6 +361,7 @@ def allowed_rows(view: IdMask, index: VectorIndex,
         has_row = slot_rows >= 0
         if state is not None:
             state.slot_rows, state.slot_has_row, state.slot_rows_key = slot_rows, has_row, key
+            state.slot_ids = view.ids
             state.recent_allowed.clear()
     assert slot_rows is not None and has_row is not None
     passing = view.mask & has_row
@@ -363,6 +375,32 @@ def allowed_rows(view: IdMask, index: VectorIndex,
         state.recent_allowed.insert(0, (view.mask.copy(), allowed))
         del state.recent_allowed[_RECENT_VIEWS:]
     return allowed
+
+
+def _rows_by_slot(state: _TierState, index: VectorIndex, ids: Sequence[str]) -> np.ndarray | None:
+    """The index row of each id (-1: no vector) through the last filter view's slot -> row
+    map, or None when there is none for this index (its version moved since).
+
+    The ids a search's candidates are scored for are the search mirror's, whose id column
+    remembers the slots it just read (``StringTable.remember``): a slot look-up is a dict
+    hit where the index's own table would fingerprint each id (~40% of the cosines of a
+    hybrid query's lexical candidates). The map was made by id, so any slot of an id
+    gives its row; a column only grows (an id it does not hold yet: the index's table)."""
+    column = state.slot_ids
+    slot_rows, key = state.slot_rows, state.slot_rows_key
+    if (slot_rows is None or key is None or key[1:] != (index.version, len(index))
+            or not isinstance(column, StringColumn)):
+        return None
+    rows = np.full(len(ids), -1, dtype=np.int64)
+    missing: list[int] = []
+    for i, slots in enumerate(column.slots_many(list(ids))):
+        if slots and slots[0] < slot_rows.size:
+            rows[i] = slot_rows[slots[0]]
+        else:
+            missing.append(i)
+    if missing:
+        rows[missing] = index.rows_of([ids[i] for i in missing])
+    return rows
 
 
 def _query(query_vec: np.ndarray) -> np.ndarray:

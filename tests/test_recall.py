@@ -339,3 +339,46 @@ def test_query_embedding_failure_is_a_typed_error_and_brain_falls_back(tmp_path,
         srv.push(*[Fault("status", status=500)] * 3)
         rows = brain.search_intelligent("readers WAL")
         assert [r["id"] for r in rows] == ["wal"]
+
+
+def test_scores_for_maps_ids_through_the_last_filter_views_slots(vault):
+    """Candidates' cosines (scores_for) find their rows through the slot -> row map of the
+    tier's last filter view (the mirror's id column remembers the slots a search read),
+    not the index's own id table -- while the index is the one the map was made for.
+    After a capture without a vector, a rewrite, a new vector and a delete, every cosine
+    is still the brute force's (NaN: no vector)."""
+    from tiervault.embeddings.recall import _rows_by_slot
+
+    rng = np.random.default_rng(29)
+    store = vault.store("agent")
+    vecs = fill(store, rng, 400, "a")
+    recall = VectorRecall(vault, MODEL)
+    index = recall.index("agent")
+
+    def check(q, ids):
+        got = recall.scores_for(q, [("agent", i) for i in ids])
+        want = [float(vecs[i] @ q) if i in vecs else np.nan for i in ids]
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+    q = unit(rng, 1)[0]
+    ids = [f"a{i:05d}" for i in range(0, 400, 9)] + ["missing"]
+    assert _rows_by_slot(recall._state("agent"), index, ids) is None  # no search yet: no map
+    check(q, ids)
+    recall.search(q, 10)
+    rows = _rows_by_slot(recall._state("agent"), index, ids)
+    assert rows is not None and rows.tolist() == index.rows_of(ids).tolist()
+    check(q, ids)
+    store.capture(Entry.create(id="b00000", title="no vector yet", description="d"))
+    store.capture(Entry.create(id="a00009", title="rewritten", description="d2"))
+    check(q, ids + ["b00000"])
+    recall.search(q, 10)
+    check(q, ids + ["b00000"])
+    new = unit(rng, 1)[0]
+    store.put_vectors(MODEL, [("a00018", "h2", new)])
+    vecs["a00018"] = new
+    store.delete("a00027")
+    del vecs["a00027"]
+    check(q, ids + ["b00000"])
+    assert _rows_by_slot(recall._state("agent"), recall.index("agent"), ids) is None  # index moved on
+    recall.search(q, 10)
+    check(q, ids + ["b00000"])
