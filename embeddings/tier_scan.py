@@ -143,9 +143,9 @@ class TierScan:
 def rescore_federated(scans: list[tuple[float, TierScan]], k: int) -> bool:
     """Rescore the tiers' scans for the federated top ``k`` by ``w_t * s_i`` (module
     docstring); ``scans`` are ``(w_t, scan)``. False (nothing decided: finish each scan
-    with :meth:`TierScan.complete`) when fewer than ``k`` rows are allowed in all, or a
-    weight is not positive."""
-    if k <= 0 or any(w <= 0 for w, _ in scans):
+    with :meth:`TierScan.complete`) when there is no scan, fewer than ``k`` rows are
+    allowed in all, or a weight is not positive."""
+    if k <= 0 or not scans or any(w <= 0 for w, _ in scans):
         return False
     picks: list[tuple[int, np.ndarray]] = []
     weighted: list[np.ndarray] = []

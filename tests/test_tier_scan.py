@@ -141,3 +141,13 @@ def test_ids_in_two_tiers_keep_the_per_tier_semantics(tmp_path) -> None:
                 np.testing.assert_allclose(cos, cos32, atol=2e-6)
         ids, names, _ = int8.search(vecs["team"]["s0000"], 5)  # its agent copy is far off
         assert ("s0000", "team") in list(zip(ids, names))
+
+
+def test_no_tier_with_vectors_answers_nothing(tmp_path) -> None:
+    """Tiers whose entries have no vector yet (or none at all): no scan to rescore."""
+    paths = {"agent": str(tmp_path / "agent.db"), "team": str(tmp_path / "team.db")}
+    with VaultManager.at(paths) as vault:
+        vault.store("agent").capture(Entry.create(id="x", title="no vector", description="d"))
+        q = unit(np.random.default_rng(1), 1)[0]
+        assert VectorRecall(vault, MODEL, dtype="int8").search(q, 5)[:2] == ([], [])
+    assert not rescore_federated([], 5)
