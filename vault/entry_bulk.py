@@ -153,13 +153,19 @@ def _item(lower: bool) -> Callable[[Any], str]:
 
 def _lists(values: list[Any], lower: bool) -> list[tuple[str, ...]]:
     """The column as ``_string_list`` makes it: lists of strings only (else _NotSure)."""
-    for v in values:
-        if v is not None and (type(v) is not list or len(v) > MAX_TAGS):
-            raise _NotSure
-    present = [v for v in values if v]
-    items = set(chain.from_iterable(present))
+    types = set(map(type, values))
+    if not types <= {list, type(None)} or max(map(len, filter(None, values)), default=0) > MAX_TAGS:
+        raise _NotSure
+    if type(None) in types:
+        values = [v or [] for v in values]
+    items = set(chain.from_iterable(values))
     check = _item(lower)
     table = {i: check(i) for i in items}
+    if all(k == v for k, v in table.items()) and "" not in table:
+        # Every item is kept as it is: each list as a tuple, unless it repeats an item.
+        lists = list(map(tuple, values))
+        if list(map(len, map(set, lists))) == list(map(len, lists)):
+            return lists
     out: list[tuple[str, ...]] = []
     for v in values:
         if not v:
