@@ -138,10 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                                               encoding="utf-8")
         del corpus
         out: dict[str, Any] = {"entries": args.entries, "seed": args.seed, "odd": args.odd}
-        for name, checkout in (("A", args.a.resolve()), ("B", args.b.resolve())):
+        for name, checkout, commit in (("A", args.a.resolve(), args.a_commit),
+                                       ("B", args.b.resolve(), args.b_commit)):
             work = base / name
             work.mkdir()
-            out[name] = {"commit": commit_of(checkout),
+            out[name] = {"commit": commit or commit_of(checkout),
                          **run_worker(checkout, str(Path(__file__).resolve()), [str(src), str(work)])}
         out["identical"] = out["A"]["tiers"] == out["B"]["tiers"]
     finally:
