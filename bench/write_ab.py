@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"entries": args.entries, "seed": args.seed,
                            "checkouts": {"A": {"path": str(args.a),
                                                 "commit": args.a_commit or commit_of(args.a)},
-                                         "B": {"path": str(args.b), "commit": commit_of(args.b)}},
+                                         "B": {"path": str(args.b), "commit": args.b_commit or commit_of(args.b)}},
                            "cores": len(os.sched_getaffinity(0)), "runs": []}
     try:
         for r in range(args.rounds):
