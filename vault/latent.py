@@ -17,7 +17,8 @@ LSA (Deerwester et al. 1990) gives a soft topical match from the tier's own text
 The Brain mixes it into the semantic signal (brain/latent.py, brain/combine.py).
 
 Cost: the SVD is fitted once per base matrix of the mirror (a rebuild or compaction
-makes a new one; a build caches V_k with the mirror), on at most ``MAX_FIT_ROWS`` rows
+makes a new one; a build caches V_k with the mirror, and for a base of more than
+``EAGER_BASE_BYTES`` of latent vectors the unit vectors ``d`` of every base row too), on at most ``MAX_FIT_ROWS`` rows
 sampled with a fixed seed (every row is then projected); rows written since (the mirror's delta) are folded
 in with the same V_k (standard LSA folding-in, like the TF-IDF model itself, whose idf is
 fitted on the base rows). The fit depends only on the base matrix (randomized SVD with a
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -39,8 +40,11 @@ import scipy.sparse as sp
 from tiervault.errors import ValidationError
 from tiervault.vault.tfidf_rows import TfidfRows
 
-__all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "fit_components",
-           "model_for", "scores", "text_scores"]
+if TYPE_CHECKING:
+    from tiervault.vault.checked_array import CheckedArray
+
+__all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "MatrixRows",
+           "fit_components", "model_for", "project", "saved_rows", "scores", "text_scores"]
 
 #: the SVD is fitted on at most this many base rows (uniform sample, seed 0); every
 #: mirror build fits V_k for DEFAULT_COMPONENTS once and caches it with the mirror
@@ -70,6 +74,72 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return (x / np.maximum(n, 1e-12)).astype(np.float32)
 
 
+class MatrixRows:
+    """An ``(n, k)`` float32 matrix whose rows are read when asked: an ndarray, or a
+    mirror cache file's flat :class:`~tiervault.vault.checked_array.CheckedArray` read with
+    ``pread`` (each 64 KiB block checked against its CRC on first read).
+
+    Why: a query reads a few rows of V_k (its own terms) and of the base rows' latent
+    vectors (its candidates). Mapped, the kernel made the whole of both resident within
+    a few hundred queries (2 MB folios; V_k alone was 71 MB of a 1,000,000-entry search
+    process: bench/README.md, issue 16 round 6); read row by row, only the rows asked
+    are copied, into short-lived arrays."""
+
+    def __init__(self, data: "np.ndarray | CheckedArray", k: int) -> None:
+        if k < 1 or len(data) % k:
+            raise ValueError(f"{len(data)} values are not rows of {k}")
+        self.data, self.k = data, k
+        self.shape = (len(data) // k, k)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (in range, any order) as a new (len(rows), k) array."""
+        rows = np.asarray(rows, dtype=np.int64)
+        k = self.k
+        if isinstance(self.data, np.ndarray):
+            return self.data.reshape(-1, k)[rows]
+        out = np.empty((rows.size, k), dtype=np.float32)
+        get = self.data.get
+        for j, i in enumerate(rows.tolist()):
+            out[j] = get(i * k, i * k + k)
+        return out
+
+    def verify(self) -> None:
+        """Check every block now (``tiervault check``; a damaged one raises CacheDamaged)."""
+        if not isinstance(self.data, np.ndarray):
+            self.data.all()
+
+    def whole(self) -> np.ndarray:
+        """The whole matrix (a copy read from the file, every block checked)."""
+        data = self.data if isinstance(self.data, np.ndarray) else self.data.all()
+        return np.asarray(data, dtype=np.float32).reshape(-1, self.k)
+
+
+def _dense(V: "np.ndarray | MatrixRows") -> np.ndarray:
+    return V.whole() if isinstance(V, MatrixRows) else V
+
+
+def project(T: "sp.csr_matrix | TfidfRows", V: np.ndarray) -> np.ndarray:
+    """The unit latent vector of every row of ``T`` (``PROJECT_ROWS`` rows at a time).
+    Each row's product is computed alone, so a row's vector is the same float32 numbers
+    however many rows are projected with it (tested)."""
+    rows = T.shape[0]
+    out = np.empty((rows, V.shape[1]), dtype=np.float32)
+    for lo in range(0, rows, PROJECT_ROWS):
+        hi = min(rows, lo + PROJECT_ROWS)
+        part = T.rows(lo, hi) if isinstance(T, TfidfRows) else T[lo:hi]
+        out[lo:hi] = _normalise(np.asarray(part @ V))
+    return out
+
+
+def saved_rows(T: "sp.csr_matrix | TfidfRows", V: np.ndarray) -> np.ndarray | None:
+    """The base rows' unit latent vectors a mirror build saves with V_k: when they take
+    more than ``EAGER_BASE_BYTES`` (below, a search process projects them at once from
+    the cached T, cheaply); None otherwise. ~0.5 s CPU for 493,612 rows x 16."""
+    if T.shape[0] * V.shape[1] * 4 <= EAGER_BASE_BYTES:
+        return None
+    return project(T, V)
+
+
 class LatentModel:
     """V_k and the unit latent vectors of the base rows of one Postings base matrix.
 
@@ -82,8 +152,11 @@ class LatentModel:
     alone either way) -- at 1,000,000 entries the model then holds V_k only, not 64 bytes
     for every row, for a read of each candidate's row per query (issue 16)."""
 
-    def __init__(self, T: "sp.csr_matrix | TfidfRows", k: int, V: np.ndarray | None = None) -> None:
-        """``V``: V_k fitted before (cached with the mirror), else fitted now."""
+    def __init__(self, T: "sp.csr_matrix | TfidfRows", k: int,
+                 V: "np.ndarray | MatrixRows | None" = None,
+                 stored: MatrixRows | None = None) -> None:
+        """``V``: V_k fitted before (cached with the mirror), else fitted now; ``stored``:
+        the base rows' unit latent vectors saved with it (:func:`saved_rows`), read by row."""
         rows = T.shape[0]
         if not isinstance(T, TfidfRows):
             T = sp.csr_matrix(T)
@@ -91,13 +164,13 @@ class LatentModel:
         self.n_base = rows
         self._T = T if isinstance(T, TfidfRows) else None
         self.base: np.ndarray | None = None
-        if self._T is None:
-            self.base = _normalise(np.asarray(T @ self.V))
+        self.stored = stored if stored is not None and stored.shape == (rows, k) else None
+        if self.stored is not None:
+            pass  # a candidate's vector is read from the cache file when asked
+        elif self._T is None:
+            self.base = _normalise(np.asarray(T @ _dense(self.V)))
         elif rows * k * 4 <= EAGER_BASE_BYTES:
-            self.base = np.empty((rows, k), dtype=np.float32)
-            for lo in range(0, rows, PROJECT_ROWS):
-                hi = min(rows, lo + PROJECT_ROWS)
-                self.base[lo:hi] = _normalise(np.asarray(self._T.rows(lo, hi) @ self.V))
+            self.base = project(self._T, _dense(self.V))
         self.delta: np.ndarray = np.zeros((0, k), dtype=np.float32)
         self.delta_parts = 0
         self.k, self.t_ref = k, (lambda: None)  # set by model_for
@@ -108,7 +181,8 @@ class LatentModel:
         if q is None:
             return None
         tids, w = q
-        v = w.astype(np.float32) @ self.V[tids]
+        V = self.V
+        v = w.astype(np.float32) @ (V.take(tids) if isinstance(V, MatrixRows) else V[tids])
         n = float(np.linalg.norm(v))
         return v / n if n > 0 else None
 
@@ -117,16 +191,18 @@ class LatentModel:
         if len(p.delta_T) != self.delta_parts:
             parts = [sp.csr_matrix(d)[:, : self.V.shape[0]] for d in p.delta_T]
             D = sp.vstack(parts).tocsr() if parts else sp.csr_matrix((0, self.V.shape[0]))
-            self.delta = _normalise(np.asarray(D @ self.V)) if D.shape[0] else self.delta[:0]
+            self.delta = _normalise(np.asarray(D @ _dense(self.V))) if D.shape[0] else self.delta[:0]
             self.delta_parts = len(p.delta_T)
         out = np.zeros((slots.size, self.V.shape[1]), dtype=np.float32)
         nb = self.n_base
         b = slots < nb
         if self.base is not None:
             out[b] = self.base[slots[b]]
+        elif self.stored is not None:
+            out[b] = self.stored.take(slots[b])
         elif b.any():
             assert self._T is not None
-            out[b] = _normalise(np.asarray(self._T.take(slots[b]) @ self.V))
+            out[b] = _normalise(np.asarray(self._T.take(slots[b]) @ _dense(self.V)))
         d = ~b & (slots - nb < self.delta.shape[0])
         out[d] = self.delta[slots[d] - nb]
         return out
@@ -175,7 +251,13 @@ def model_for(p: Any, k: int) -> LatentModel | None:
         if min(p.T.shape) <= k:
             return None
         cached = getattr(p, "latent_V", None)
-        m = LatentModel(p.T, k, cached if cached is not None and cached.shape[1] == k else None)
+        if cached is None or cached.shape[1] != k:
+            m = LatentModel(p.T, k)
+        else:
+            stored = getattr(p, "latent_rows", None)
+            if isinstance(stored, np.ndarray):
+                stored = MatrixRows(stored.reshape(-1), k)
+            m = LatentModel(p.T, k, cached, stored)
         m.k, m.t_ref = k, weakref.ref(p.T)
         _models[p] = m
         return m

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tiervault.errors import TierVaultError
-from tiervault.vault import array_file
+from tiervault.vault import array_file, latent
 from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows
@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 # 3: tier epoch; 4: updated_at; 5: mapped array file, string tables; 6: T by row;
 # 7: T as counts + row norms (vault/tfidf_rows.py), W_counts (TF-IDF counts by posting),
 #    content hashes as raw bytes (vault/hash_table.py), latent V_k (vault/latent.py)
-CACHE_VERSION = 7
+# 8: V_k checked per block and read by row; the base rows' latent vectors (latent_rows)
+CACHE_VERSION = 8
 _ROW_ARRAYS = ("rowids", "rowid_order", "alive", "doclen", "type_code", "severity_code",
                "origin_code", "domain_code", "valid_from", "valid_until", "updated_at")
 _TABLES = ("ids", "hashes", "terms")
@@ -87,6 +88,10 @@ def _legacy_path(store: Any) -> Path | None:
     return Path(f"{prefix}.postings.npz") if prefix is not None else None
 
 
+def _dense(x: "np.ndarray | latent.MatrixRows") -> np.ndarray:
+    return x.whole() if isinstance(x, latent.MatrixRows) else x
+
+
 def _table(column: StringColumn | Vocabulary) -> "StringTable | HashTable":
     """The strings as one table (they are after a build; rebuilt defensively if not,
     hex digests as a HashTable as a build makes them)."""
@@ -110,9 +115,14 @@ def save(m: "Postings", store: Any) -> None:
         tag_indptr=np.cumsum([0] + [len(s) for s in tag_slots]).astype(np.int64),
         tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=slot_type),
         idf=m.idf)
-    if m.latent_V is not None:
-        arrays["latent_V"] = m.latent_V  # checked whole on open (every row may be read)
     lazy = set()
+    if m.latent_V is not None:
+        # both read a row at a time with pread (latent.MatrixRows), checked per block
+        arrays["latent_V"] = _dense(m.latent_V)
+        lazy.add("latent_V")
+        if m.latent_rows is not None:
+            arrays["latent_rows"] = _dense(m.latent_rows)
+            lazy.add("latent_rows")
     for name, a in m.W.arrays().items():
         arrays[f"W_{name}"] = a
     for name, a in m.T.arrays().items():
@@ -229,10 +239,16 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     validate_mirror(m, n_terms, tag_indptr, tag_slots, len(tag_names))
     m.tags = {t: tag_slots[tag_indptr[i]:tag_indptr[i + 1]] for i, t in enumerate(tag_names)}
     if "latent_V" in f.names():
-        V = f.array("latent_V")
-        if V.ndim != 2 or V.shape[0] != t_terms or V.dtype != np.float32:
-            raise ValueError(f"latent V of shape {V.shape} for {t_terms} TF-IDF terms")
-        m.latent_V = V
+        V = f.checked("latent_V", read=True)
+        k = len(V) // max(t_terms, 1)
+        if V.a.dtype != np.float32 or k < 1 or len(V) != t_terms * k:
+            raise ValueError(f"latent V of {len(V)} values for {t_terms} TF-IDF terms")
+        m.latent_V = latent.MatrixRows(V, k)
+        if "latent_rows" in f.names():
+            rows = f.checked("latent_rows", read=True)
+            if rows.a.dtype != np.float32 or len(rows) != base_rows * k:
+                raise ValueError(f"{len(rows)} latent row values for {base_rows} rows of {k}")
+            m.latent_rows = latent.MatrixRows(rows, k)
     STOP_WORDS.prime(str(w) for w in meta["stop_words"])
     m.total_len = float(m.doclen[m.alive].sum())
     return m

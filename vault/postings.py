@@ -120,7 +120,9 @@ class Postings:
         self._delta_slot_of: dict[int, int] = {}  # rowid -> slot, rows after the base
         self.total_len = 0.0
         self.damaged: Exception | None = None  # set when a cache block failed its check
-        self.latent_V: np.ndarray | None = None  # V_k of the base's latent model (latent.py)
+        self.latent_V: "np.ndarray | latent.MatrixRows | None" = None  # V_k of the base (latent.py)
+        # the base rows' unit latent vectors, saved with a large base (latent.saved_rows)
+        self.latent_rows: "np.ndarray | latent.MatrixRows | None" = None
         self._tfidf_columns: tuple[tuple, dict] = ((), {})  # tfidf_at's columns of one query
 
     @property
@@ -180,8 +182,12 @@ class Postings:
             # new search process refitted it (cold open + first query at 100K: 4.0 s, 3.7
             # of them the three tiers' SVDs; bench/README.md, growth run of session 6).
             fresh.latent_V = latent.fit_components(fresh.T, k)
+            fresh.latent_rows = latent.saved_rows(fresh.T, fresh.latent_V)
         self.__dict__.update(fresh.__dict__)
         mirror_cache.save(self, store)
+        # In this process T is in memory: a candidate's vector is projected from it when
+        # asked (the same numbers), so the saved rows need not stay here too.
+        self.latent_rows = None
 
     def _freeze(self) -> None:
         """Every slot becomes the base: strings into tables, tag slots into arrays."""
@@ -266,6 +272,9 @@ class Postings:
             self.W.counts.all()
         for name in ("indices", "counts", "norms"):
             getattr(self.T, name).all()
+        for rows in (self.latent_V, self.latent_rows):
+            if isinstance(rows, latent.MatrixRows):
+                rows.verify()
 
     def mark_damaged(self, exc: Exception) -> None:
         """A block of the cache file failed its check during a query: the next

@@ -1,0 +1,98 @@
+"""vault/latent.py + vault/mirror_cache.py: a large base saves its rows' latent vectors
+with V_k, and a search process reads both a row at a time (pread), never through the
+mapping: at 1,000,000 entries the mapped V_k was 71 MB resident (bench/README.md, issue
+16 round 6). The numbers are the ones projected from T in the building process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+
+import numpy as np
+
+from tiervault.vault import latent as vlatent
+from tiervault.vault.entry import Entry
+from tiervault.vault.manager import VaultManager
+from tiervault.vault.tfidf_rows import TfidfRows
+
+K = vlatent.DEFAULT_COMPONENTS
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_pages(a: np.ndarray) -> int:
+    """Pages of ``a``'s memory present in this process (/proc/self/pagemap bit 63)."""
+    first = a.ctypes.data // _PAGE
+    last = (a.ctypes.data + a.nbytes - 1) // _PAGE
+    with open("/proc/self/pagemap", "rb") as fh:
+        fh.seek(first * 8)
+        entries = np.frombuffer(fh.read((last - first + 1) * 8), dtype=np.uint64)
+    return int(np.count_nonzero(entries >> np.uint64(63)))
+
+
+def build(db, monkeypatch) -> tuple[list[str], list[float | None]]:
+    """A 2,000-entry tier over 3,000 words whose base counts as large; the LSA scores of
+    a few entries as the building process computes them (projected from T in memory)."""
+    monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 1000)
+    monkeypatch.setattr(vlatent, "EAGER_BASE_BYTES", 1024)
+    rng = np.random.default_rng(11)
+    words = [f"q{i}z" for i in range(3000)]
+    entries = [Entry.create(id=f"e{i}", title=" ".join(rng.choice(words, 4)),
+                            description=" ".join(rng.choice(words, 30))) for i in range(2000)]
+    with VaultManager.at({"agent": str(db)}) as m:
+        m.store("agent").capture_many(entries)
+        p = m.store("agent").postings()
+        assert isinstance(p.latent_V, np.ndarray) and p.latent_rows is None  # dropped after the save
+        return words, m.store("agent").latent_scores(words[:5], IDS, K)
+
+
+IDS = ["e0", "e5", "e1999", "e1234", "nope"]
+
+
+def test_a_large_base_saves_its_latent_rows_and_a_search_reads_rows_not_the_mapping(
+        tmp_path, monkeypatch):
+    db = tmp_path / "agent.db"
+    words, want = build(db, monkeypatch)
+    assert sum(s is not None and s > 0 for s in want) >= 2
+    with VaultManager.at({"agent": str(db)}) as m:
+        p = m.store("agent").postings()
+        assert isinstance(p.latent_rows, vlatent.MatrixRows) and p.latent_rows.shape == (2000, K)
+        assert isinstance(p.latent_V, vlatent.MatrixRows) and p.latent_V.shape == (p.tfidf_terms, K)
+
+        def no_rows(*args, **kwargs):
+            raise AssertionError("a candidate's latent vector was projected from T")
+
+        monkeypatch.setattr(TfidfRows, "take", no_rows)
+        assert m.store("agent").latent_scores(words[:5], IDS, K) == want  # bit for bit
+        assert m.store("agent").latent_scores(words[5:9], IDS[:3], K) is not None
+        # neither matrix was read through the mapping (V was checked whole on open before)
+        assert resident_pages(p.latent_V.data.a) == 0
+        assert resident_pages(p.latent_rows.data.a) == 0
+
+
+def test_a_damaged_block_of_the_saved_latent_rows_rebuilds_the_mirror(tmp_path, monkeypatch, caplog):
+    db = tmp_path / "agent.db"
+    words, want = build(db, monkeypatch)
+    cache = tmp_path / "agent.db.postings.mirror"
+    data = bytearray(cache.read_bytes())
+    length = struct.unpack("<8sIIQ", bytes(data[:24]))[3]
+    at = json.loads(bytes(data[24:24 + length]))["arrays"]["latent_rows"]["offset"] + 4 * K * 5
+    data[at] ^= 0x10  # row 5 of the base: e5 is asked for
+    cache.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
+        assert m.store("agent").latent_scores(words[:5], IDS, K) == want
+    assert sum("search cache" in r.message for r in caplog.records) == 1
+
+
+def test_matrix_rows_read_from_an_array_or_a_file_alike(tmp_path):
+    from tiervault.vault import array_file
+
+    a = np.arange(60, dtype=np.float32).reshape(20, 3) / 7
+    array_file.write(tmp_path / "x", {}, {"m": a}, {"m"})
+    f = array_file.read(tmp_path / "x")
+    on_file = vlatent.MatrixRows(f.checked("m", read=True), 3)
+    in_memory = vlatent.MatrixRows(a.reshape(-1), 3)
+    rows = np.array([19, 0, 7, 7])
+    assert np.array_equal(on_file.take(rows), a[rows]) and np.array_equal(in_memory.take(rows), a[rows])
+    assert np.array_equal(on_file.whole(), a) and on_file.shape == (20, 3)
