@@ -105,22 +105,42 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
         rows = delta_rows
         d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
                                      slots[~base] - base_rows, np.flatnonzero(~base))
-    # weight stays a NumPy float64: a Python float times a float32 array is float32
-    for t, weight in zip(q[0].tolist(), q[1]):
-        if norms is not None and t < W.n_cols and W.counts is not None:
+    # Base slots: each term's column searched for the slots (one pass a term), then the
+    # weights of every hit at once and added in the query's term order (np.add.at adds
+    # in index order: each slot's sum runs term by term, as the matrix product does).
+    # Fewer NumPy calls a term than weighting each term's hits apart (issue 16: ~6
+    # calls a query, each ~18 small NumPy calls a term before).
+    weights = q[1]
+    pos: list[np.ndarray] = []
+    cnt: list[np.ndarray] = []
+    term_at: list[np.ndarray] = []
+    if norms is not None and W.counts is not None:
+        for k, t in enumerate(q[0].tolist()):
+            if t >= W.n_cols:
+                continue
             got = columns.get(t)
             if got is None:
                 got = columns[t] = W.column_counts(t)
             col, counts = got
-            if col.size:
-                i = np.searchsorted(col, b_slots)
-                i[i == col.size] = 0
-                hit = col[i] == b_slots
-                c = counts[i]
-                hit &= c > 0  # a posting of the term with no TF-IDF count (id, stop word)
-                if hit.any():
-                    out[b_pos[hit]] += weight * T.weights(t, c[hit], norms[hit])
-        if d_pos is not None:
+            if not col.size:
+                continue
+            i = np.searchsorted(col, b_slots)
+            np.minimum(i, col.size - 1, out=i)
+            c = counts[i]
+            hit = col[i] == b_slots
+            hit &= c > 0  # a posting of the term with no TF-IDF count (id, stop word)
+            at = np.flatnonzero(hit)
+            if at.size:
+                pos.append(at)
+                cnt.append(c[at])
+                term_at.append(np.full(at.size, k))
+    if pos:
+        at, ks = np.concatenate(pos), np.concatenate(term_at)
+        # weight stays float64: a Python float times a float32 array would be float32
+        w = weights[ks] * T.weights(q[0][ks], np.concatenate(cnt), norms[at])
+        np.add.at(out, b_pos[at], w)
+    if d_pos is not None:
+        for t, weight in zip(q[0].tolist(), weights):
             hit = d_tid == t  # a row holds a term at most once
             if hit.any():
                 out[d_pos[hit]] += weight * d_val[hit]
