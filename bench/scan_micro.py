@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: a checkout's own tiervault
 
 from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
