@@ -10,6 +10,13 @@ file by its name with the random token replaced by ``*``; ``[heap]``, ``[anon]``
 ``[libs]``).
 
     python bench/rss_stages.py WORKDIR [--config agent-hybrid.yaml] [--queries 40] [--json out.json]
+    python bench/rss_stages.py WORKDIR --config agent.yaml --like-run [--queries 200 --warmup 30]
+
+``--like-run``: the sequence of ``bench/run.py``'s search phase instead (first query,
+``--warmup`` queries, then the queries, each as scan, full and -- FTS-only -- the raw
+FTS5 baseline, a stage every 50 queries), then two stages that hand memory back to
+tell what it was: ``PRAGMA shrink_memory`` on every tier connection (SQLite's page
+cache), then glibc's ``malloc_trim(0)`` (freed heap the allocator kept).
 
 Run it with the checkout's own interpreter (its ``tiervault``), under the bench lock.
 """
@@ -68,6 +75,40 @@ def mappings_mb(min_mb: float = 1.0) -> dict[str, float]:
     return {k: round(v / 1024, 1) for k, v in ranked if v / 1024 >= min_mb}
 
 
+def like_run(brain: Any, args: argparse.Namespace, qs: list[dict[str, Any]], stage: Any) -> None:
+    """bench/run.py's search phase (module docstring), then the hand-back stages."""
+    import ctypes
+
+    from bench.corpus import queries
+    from bench.phases import fts5_baseline, query_kwargs
+
+    hybrid = brain.vectors is not None
+    baseline, close = fts5_baseline(args.workdir)
+
+    def one(q: dict[str, Any]) -> None:
+        for mode in ("scan", "full"):
+            brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
+        if not hybrid:
+            baseline(q)
+
+    for q in queries(args.warmup, args.seed + 1):
+        one(q)
+    stage(f"{args.warmup} warm-up")
+    for lo in range(0, len(qs), 50):
+        for q in qs[lo:lo + 50]:
+            one(q)
+        stage(f"queries to {min(lo + 50, len(qs))}")
+    close()
+    for tier in brain.manager.ordered():
+        db = getattr(tier.store, "db", None)
+        conn = db.reader() if db is not None else None
+        if conn is not None:
+            conn.execute("PRAGMA shrink_memory")
+    stage("PRAGMA shrink_memory")
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    stage("malloc_trim(0)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workdir", type=Path)
@@ -75,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--like-run", action="store_true", help="bench/run.py's search sequence")
+    ap.add_argument("--warmup", type=int, default=30, help="--like-run: warm-up queries")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     stages: list[dict[str, Any]] = []
@@ -96,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     brain.search_intelligent(first["text"], mode="scan", **query_kwargs(first))
     stage("first query")
     qs = queries(args.queries, args.seed)
-    for mode in ("scan", "full"):
+    if args.like_run:
+        like_run(brain, args, qs, stage)
+    for mode in () if args.like_run else ("scan", "full"):
         t0 = time.perf_counter()
         for q in qs:
             brain.search_intelligent(q["text"], mode=mode, **query_kwargs(q))
