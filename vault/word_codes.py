@@ -68,8 +68,9 @@ class FieldTokens:
 
 
 class WordCodes:
-    """word -> code for every chunk of one build: short ASCII words as packed keys in a
-    sorted table, every other word in the dict :attr:`codes_of`."""
+    """word -> code for every chunk of one build: short ASCII words as packed keys in
+    :attr:`table` (a :class:`KeyTable`), every learned word in the dict :attr:`codes_of`
+    (the one the other words are looked up in)."""
 
     def __init__(self) -> None:
         self.codes_of: dict[str, int] = {}
