@@ -14,7 +14,6 @@ session 8: the slot -> row map of ``recall._rows_by_slot``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,7 +24,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus import queries  # noqa: E402
-from bench.phases import HASH_EMBEDDING, query_kwargs, write_config  # noqa: E402
+from bench.output import emit  # noqa: E402
+from bench.phases import open_hybrid_brain, query_kwargs  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,11 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    from tiervault.brain.brain import Brain
-
-    brain = Brain.open(write_config(args.workdir, {**HASH_EMBEDDING, "dim": args.dim}))
-    if brain.vectors is None:
-        raise SystemExit(f"{args.workdir} opens no vectors: build it with them first")
+    brain = open_hybrid_brain(args.workdir, args.dim)
     for q in queries(30, args.seed + 1000):
         brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
     calls: list[float] = []
@@ -66,10 +62,7 @@ def main(argv: list[str] | None = None) -> int:
            "similarities_cpu_us_per_call_p50": round(statistics.median(calls) * 1e3, 1),
            "scan_cpu_p50_ms": round(statistics.median(scans), 3),
            "load_after": [round(x, 2) for x in os.getloadavg()]}
-    text = json.dumps(out, indent=1)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(out, args.json)
     return 0
 
 

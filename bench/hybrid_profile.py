@@ -16,7 +16,6 @@ across commits (bench/README.md, issue 16 round 5). FTS-only: ``bench/scan_profi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus import queries  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs  # noqa: E402
 from bench.profiling import profile_calls  # noqa: E402
 from bench.scan_profile import StageClock  # noqa: E402
@@ -92,10 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     out["stage_calls_per_query"] = {k: round(v / n, 2) for k, v in clock.calls.items()}
     out["profile"] = profile_calls(scan, qs[:100])
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(out, indent=1)
-    if args.json:
-        args.json.write_text(text)
-    print(text)
+    emit(out, args.json)
     return 0
 
 

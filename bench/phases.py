@@ -18,7 +18,6 @@ of :func:`search_phase` includes importing NumPy, SciPy and tiervault.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import shutil
 import sqlite3
@@ -360,6 +359,17 @@ def capture_latency(manager: Any, n: int, seed: int) -> dict[str, Any]:
 
 # -- hybrid --------------------------------------------------------------------------------
 HASH_EMBEDDING = {"provider": "hash"}
+
+
+def open_hybrid_brain(workdir: Path, dim: int) -> Any:
+    """A Brain over a ``bench/run.py`` build with the hash embedder of ``dim``
+    dimensions; exits with a message naming the work directory when it holds no vectors."""
+    from tiervault.brain.brain import Brain
+
+    brain = Brain.open(write_config(workdir, {**HASH_EMBEDDING, "dim": dim}))
+    if brain.vectors is None:
+        raise SystemExit(f"{workdir} opens no vectors: build it with them first")
+    return brain
 
 
 def backfill_vectors(manager: Any, workdir: Path, dim: int) -> dict[str, Any]:

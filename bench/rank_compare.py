@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # after PYTHONPATH: a worker imports its own checkout's tiervault
 
 from bench.checkouts import checkout_env, load_avg, python_of  # noqa: E402
+from bench.output import emit  # noqa: E402
 
 
 NOW = 1_790_000_000.0  # a fixed instant (2026-09-21), after every bench entry's dates
@@ -34,6 +35,7 @@ def worker(workdir: Path, n: int, seed: int, out: Path, dim: int = 0) -> None:
     """Answer every query in both modes (hybrid with ``dim``-d hash vectors when
     ``dim``); the rows go to ``out`` as JSON."""
     from bench.corpus import queries
+    # the worker's own checkout's bench.phases (PYTHONPATH first): only names every checkout has
     from bench.phases import HASH_EMBEDDING, query_kwargs, write_config
     from tiervault.brain.brain import Brain
 
@@ -82,10 +84,7 @@ def main(argv: list[str] | None = None) -> int:
               "identical": len(a) == len(b) and not differ, "differing": len(differ),
               "first_differing": [a[i]["query"] + " / " + a[i]["mode"] for i in differ[:5]],
               "load": load_avg()}
-    text = json.dumps(report, indent=1)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(report, args.json)
     return 0 if report["identical"] else 1
 
 

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import random
 import sqlite3
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +31,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 
 from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.phases import write_config  # noqa: E402
 
 
@@ -108,10 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             assert np.array_equal(answers[0], answers[1])
         out[f"fingerprints_{n}_ids_us"] = {"old": _us(t["old"]), "new": _us(t["new"])}
     out["load_after"] = load_avg()
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
+    emit(out, args.json)
     return 0
 
 

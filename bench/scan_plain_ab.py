@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: a checkout's own tiervault
 
 from bench.checkouts import checkout_env, load_avg, python_of  # noqa: E402
+from bench.output import emit  # noqa: E402
 
 
 def worker(workdir: Path, n: int) -> dict[str, Any]:
@@ -71,10 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"round": r, "checkout": name, **json.loads(proc.stdout.strip().splitlines()[-1])}
             print(json.dumps(row), file=sys.stderr)
             out["runs"].append(row)
-    text = json.dumps(out, indent=1)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(out, args.json)
     return 0
 
 

@@ -19,7 +19,6 @@ and the plain CPU figure across commits, not the profile's seconds with wall tim
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -32,6 +31,7 @@ from typing import Any, Callable
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH (A/B: a checkout's own tiervault)
 
 from bench.corpus import queries  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs, write_config  # noqa: E402
 from bench.profiling import profile_calls  # noqa: E402
 
@@ -152,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     out["profile_top"] = profile_calls(scan, queries(args.queries, args.seed + 3), top=25)
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
     brain.close()
-    text = json.dumps(out, indent=1)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(out, args.json)
     return 0
 
 

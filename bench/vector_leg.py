@@ -26,7 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus import queries  # noqa: E402
-from bench.phases import HASH_EMBEDDING, query_kwargs, write_config  # noqa: E402
+from bench.output import emit  # noqa: E402
+from bench.phases import open_hybrid_brain, query_kwargs  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,14 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
-    from tiervault.brain.brain import Brain
     from tiervault.embeddings import tier_scan
     from tiervault.vault.filters import Filters
     from tiervault.vault.read_scope import read_scope
 
-    brain = Brain.open(write_config(args.workdir, {**HASH_EMBEDDING, "dim": args.dim}))
-    if brain.vectors is None:
-        raise SystemExit(f"{args.workdir} opens no vectors: build it with them first")
+    brain = open_hybrid_brain(args.workdir, args.dim)
     recall = brain.vectors.recall
     qs = queries(args.queries, args.seed)
     work = [(brain.vectors.embed_query(q["text"]), Filters.build(**query_kwargs(q))) for q in qs]
@@ -96,10 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(row), file=sys.stderr)
     result["identical"] = identical
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(result, indent=1)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(result, args.json)
     return 0 if identical else 1
 
 
