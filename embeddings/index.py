@@ -18,8 +18,8 @@ Rows: base rows are ``0..n_base-1``, delta rows ``n_base + j``; ``row_count`` is
 most one live row: upserting an id of the base tombstones its base row and
 writes the vector into the delta.
 
-A query scans the base (tombstoned and filtered-out rows set to ``-inf``;
-:meth:`VectorIndex.scan`, rescored by :mod:`.tier_scan`) and ``s' = D q`` over the
+A query scans the base (tombstoned and filtered-out rows set to ``-inf``; the rows
+read planned by :mod:`.row_plan`; :meth:`VectorIndex.scan`, rescored by :mod:`.tier_scan`) and ``s' = D q`` over the
 delta, each reduced to its own top k, then merged into one top k. When
 ``delta rows + tombstones > max(FOLD_MIN_ROWS, FOLD_FRACTION * n_base)``
 (:attr:`VectorIndex.needs_fold`) the owner folds the live rows into a new base:
@@ -49,6 +49,7 @@ from typing import Literal
 
 import numpy as np
 
+from tiervault.embeddings.row_plan import plan_rows
 from tiervault.embeddings.tier_scan import TierScan
 from tiervault.embeddings.vector_base import BaseScan
 from tiervault.embeddings.vector_delta import Tombstones, VectorDelta
@@ -312,34 +313,20 @@ class VectorIndex:
         with self._lock:
             live = len(self)
             nb = self._base.shape[0]
-            mask = rows = None
-            if allowed is not None and np.asarray(allowed).dtype == bool:
-                mask = self._dead.live_mask(allowed, self.row_count)  # a mask stays a mask: no rows
-                count = int(np.count_nonzero(mask))
-                if count <= _GATHER_FRACTION * live:
-                    rows, mask = np.flatnonzero(mask), None
-            elif allowed is not None:
-                rows = self._dead.live_rows(allowed, self.row_count)
-                count = rows.size
-            if k == 0 or live == 0 or not q.any() or (allowed is not None and count == 0):
+            plan = plan_rows(allowed, self._dead, n_base=nb, row_count=self.row_count, live=live,
+                             gather_fraction=_GATHER_FRACTION, gather_limit=self._gather_limit(live))
+            if k == 0 or live == 0 or not q.any() or plan.count == 0:
                 return TierScan(0)
-            if rows is not None and rows.size <= self._gather_limit(live):
+            if (rows := plan.gather) is not None:
                 # Few candidates: exact scores of just those rows, a block at a time
                 # (a filter allowing 100K rows would otherwise copy 150 MB of them).
                 scores = np.concatenate([cosine_scores(self._vectors_at(rows[s:s + _EXPORT_ROWS]), q)
                                          for s in range(0, rows.size, _EXPORT_ROWS)])
                 return TierScan(k, base_rows=rows, base_scores=scores)
-            base_rows = delta_rows = None
-            if rows is not None:
-                cut = int(np.searchsorted(rows, nb))
-                base_rows, delta_rows = rows[:cut], rows[cut:] - nb
-            elif mask is not None:
-                delta_rows = np.flatnonzero(mask[nb:])
-            scan = self._scan.scan(q, k, rows=base_rows, dead=self._dead.rows(),
-                                   mask=None if mask is None else mask[:nb])
+            scan = self._scan.scan(q, k, rows=plan.base_rows, dead=self._dead.rows(), mask=plan.base_mask)
             scan.k = k
-            if self._delta.n and (delta_rows is None or delta_rows.size):
-                drows = np.arange(self._delta.n) if delta_rows is None else delta_rows
+            if self._delta.n and (plan.delta_rows is None or plan.delta_rows.size):
+                drows = np.arange(self._delta.n) if plan.delta_rows is None else plan.delta_rows
                 ds = cosine_scores(self._delta.matrix[drows], q)
                 pick = top_k(ds, k)
                 scan.add_tail(drows[pick] + nb, ds[pick])  # after the base's: ties keep row order
