@@ -6,7 +6,7 @@
 embedder, ``--dim``-d). After 30 scans of other queries, each bench query (fresh: not
 seen before, so no id look-up is remembered from an earlier answer of it) is answered
 once by ``search_intelligent(mode="scan")``; the process CPU time of every
-``similarities`` call (the lexical and graph candidates' exact cosines, stages._cosines)
+``similarities`` call (the lexical and graph candidates' exact cosines, evidence.cosines)
 and of each scan are recorded. Compare checkouts by running it from each (issue 16,
 session 8: the slot -> row map of ``recall._rows_by_slot``).
 """

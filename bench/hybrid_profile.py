@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
-    from tiervault.brain import pool, stages
+    from tiervault.brain import evidence, pool, stages
     from tiervault.brain.brain import Brain
 
     brain = Brain.open(args.workdir / "agent-hybrid.yaml")
@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     patch(pool.Pool, "add_external", "pool.add_external (vector hits, graph)")
     patch(brain, "field_texts", "brain.field_texts (proximity reads)")
     patch(brain, "full_entries", "brain.full_entries")
-    for name in ("_cosines", "_proximity", "proximities", "graph_hops"):
-        patch(stages, name, f"stages.{name}")
+    for name in ("cosines", "proximity", "proximities"):
+        patch(evidence, name, f"evidence.{name}")
+    patch(stages, "graph_hops", "stages.graph_hops")
     for t in manager.ordered():
         patch(t.store, "light_rows", "store.light_rows (SQL)")
     for st in ("gather", "expand", "score", "modulate", "rank", "render"):

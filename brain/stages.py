@@ -18,104 +18,36 @@
   widened by the small-corpus guard, and ``ctx.widened`` then says so.
 - **render**: scan or full rows.
 
+The context is :mod:`tiervault.brain.context`; per-candidate evidence read from the
+tiers as the pool grows (cosines, proximity, latent scores) is
+:mod:`tiervault.brain.evidence`; text relevance R is :mod:`tiervault.brain.relevance`.
 Every policy number comes from :class:`~tiervault.config.BrainConfig`.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from tiervault.brain import combine, latent, modulating, signals
-from tiervault.brain.expansion import Expansion, expand_query, expansion_scores
-from tiervault.brain.graph import GraphHops, graph_hops
+from tiervault.brain import combine, evidence, modulating, signals
+from tiervault.brain.context import ScoringContext
+from tiervault.brain.expansion import expand_query, expansion_scores
+from tiervault.brain.graph import graph_hops
 from tiervault.brain.matrix import PRIOR_SIGNALS, SignalMatrix, pick
-from tiervault.brain.memories import MemorySignals, memory_signals
-from tiervault.brain.modulation_spec import Modulations
+from tiervault.brain.memories import memory_signals
 from tiervault.brain.pool import Pool
-from tiervault.brain.proximity import proximities, query_pairs
+from tiervault.brain.proximity import query_pairs
+from tiervault.brain.relevance import text_relevance
 from tiervault.brain.rows import EntryRows, MemoryRows
-from tiervault.brain.weights import WeightSet
-from tiervault.errors import EmbeddingError, ValidationError
+from tiervault.errors import ValidationError
 from tiervault.vault.filter_compile import memories_possible, memory_matches
-from tiervault.vault.filters import Filters
 from tiervault.vault.function_words import content_text
 from tiervault.vault.query import query_terms
 from tiervault.vault.scoring import top_k
-from tiervault.vault.tokenizer import STOP_WORDS, split_words
+from tiervault.vault.tokenizer import STOP_WORDS
 
 __all__ = ["ScoringContext", "STAGES", "run_stages"]
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class ScoringContext:
-    """Everything one query's stages read and write."""
-
-    # the request
-    query: str
-    mode: str
-    limit: int
-    limit_given: bool
-    filters: Filters
-    tiers: Sequence[str] | None
-    query_tags: list[str]
-    query_domain: str | None
-    include_memories: bool
-    explain: bool
-    fusion: str
-    now: float
-    config: Any  # BrainConfig
-    modulations: Modulations = field(default_factory=Modulations)
-    # gather
-    qvec: np.ndarray | None = None
-    weights: WeightSet | None = None
-    lq: Any = None  # the manager's LexicalQuery
-    pool: Pool = field(default_factory=Pool)
-    cosines: np.ndarray = field(default_factory=lambda: np.zeros(0))  # NaN = no vector
-    known_cosines: dict[tuple[str, str], float] = field(default_factory=dict)  # (tier, id)
-    complete: bool = False  # every FTS match is in the pool
-    n_fts: int = 0
-    memories: MemorySignals | None = None
-    expansion: Expansion | None = None  # pseudo-relevance feedback (BrainConfig.prf_terms)
-    pairs: list[tuple[str, str]] = field(default_factory=list)  # brain/proximity.py
-    proximity: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    # brain/latent.py as the tiers answer (NaN: no latent space; None: share 0), asked once
-    # per candidate: a remote tier answers over HTTP
-    lsa_raw: np.ndarray | None = None
-    memory_lsa_raw: np.ndarray | None = None
-    lsa: np.ndarray | None = None  # the above on the per-query scale
-    memory_lsa: np.ndarray | None = None
-    # expand
-    graph: GraphHops = field(default_factory=GraphHops)
-    # score
-    signals: SignalMatrix = field(default_factory=lambda: SignalMatrix(0))
-    relevance: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    prior: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    tier_factor: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    nudge: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    score: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    memory_relevance: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    memory_prior: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    memory_tier_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    memory_tier_factor: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    memory_score: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    # modulate (directions: stacked suppress/trajectory vectors; sims = vectors @ directions.T)
-    directions: np.ndarray | None = None
-    n_suppress: int = 0
-    suppress_queries: list[Any] = field(default_factory=list)  # no embeddings: suppress:@ID texts
-    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
-    direction_sims: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    mmr_order: np.ndarray | None = None
-    mmr_scores: np.ndarray | None = None
-    # rank / render
-    ranked: list[tuple[str, int]] = field(default_factory=list)  # ("entry"|"memory", index)
-    widened: bool = False
-    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 # -- gather -------------------------------------------------------------------------------
@@ -123,7 +55,8 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     cfg, manager = ctx.config, brain.manager
     mods = ctx.modulations
     modulating.check_available(brain, mods)
-    ctx.qvec = modulating.shifted_query(brain, _query_vector(brain, ctx.query), mods, ctx.tiers)
+    ctx.qvec = modulating.shifted_query(brain, evidence.query_vector(brain, ctx.query), mods,
+                                        ctx.tiers)
     ctx.weights = brain.weights(hybrid=ctx.qvec is not None)
     fetch = mods.pool or max(cfg.fetch_factor * ctx.limit, cfg.min_fetch)
     lexical_text = _lexical_text(ctx.query, cfg)
@@ -153,10 +86,10 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
         if ctx.expansion is not None:
             ctx.expansion.lexical = expansion_scores(manager, ctx.expansion.lq, ctx.pool, before,
                                                      ctx.expansion.lexical)
-    ctx.cosines = _cosines(brain, ctx, 0)
-    if _proximity_weight(ctx) > 0:
+    ctx.cosines = evidence.cosines(brain, ctx, 0)
+    if evidence.proximity_weight(ctx) > 0:
         ctx.pairs = query_pairs(ctx.query)
-    ctx.proximity = _proximity(brain, ctx, 0)
+    ctx.proximity = evidence.proximity(brain, ctx, 0)
     if not mods.empty and brain.vectors is not None:
         ctx.directions, ctx.n_suppress = modulating.directions(brain, mods, ctx.tiers)
         modulating.direction_sims(brain, ctx, 0)
@@ -171,7 +104,7 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             ctx.memories = memory_signals(hits, ctx.lq, manager=manager, now=ctx.now,
                                           half_life_days=cfg.half_life_days,
                                           query_tags=ctx.query_tags)
-    _latent_raw(brain, ctx, 0)
+    evidence.latent_raw(brain, ctx, 0)
 
 
 def _lexical_text(query: str, cfg: Any) -> str:
@@ -196,66 +129,11 @@ def _may_widen(ctx: ScoringContext) -> bool:
     return ctx.config.small_corpus_guard and ctx.mode == "scan" and not ctx.limit_given
 
 
-def _query_vector(brain: Any, query: str) -> np.ndarray | None:
-    if brain.vectors is None:
-        return None
-    try:
-        return brain.vectors.embed_query(query)
-    except EmbeddingError as exc:
-        # This query falls back to the FTS-only weights (not hybrid with a zero term).
-        log.warning("embedding the query failed (%s); ranking without vectors", exc)
-        return None
-
-
-def _cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
-    """ctx.cosines extended to the pool's candidates from ``start`` on (NaN: no vector)."""
-    pool, n = ctx.pool, len(ctx.pool)
-    out = np.full(n, np.nan)
-    out[:start] = ctx.cosines[:start]
-    if ctx.qvec is None or n <= start:
-        return out
-    by_tier: dict[str, list[int]] = {}
-    for i in range(start, n):  # a vector hit's cosine is known: its row is not read again
-        known = ctx.known_cosines.get((pool.tiers[i], pool.ids[i]))
-        if known is None:
-            by_tier.setdefault(pool.tiers[i], []).append(i)
-        else:
-            out[i] = known
-    for tier, idx in by_tier.items():
-        out[idx] = brain.vectors.similarities(ctx.qvec, tier, [pool.ids[i] for i in idx])
-    return out
-
-
-def _proximity_weight(ctx: ScoringContext) -> float:
-    """BrainConfig.proximity_weight (FTS-only) or hybrid_proximity_weight (hybrid)."""
-    cfg = ctx.config
-    return cfg.proximity_weight if ctx.qvec is None else cfg.hybrid_proximity_weight
-
-
-def _proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
-    """ctx.proximity extended to the pool's candidates from ``start`` on
-    (brain/proximity.py): the ``max(limit, min_fetch)`` best lexical matches among them
-    (an entry without a lexical match holds no pair) are read; the rest stay 0."""
-    pool, n = ctx.pool, len(ctx.pool)
-    out = np.zeros(n)
-    out[:start] = ctx.proximity[:start]
-    lex = np.asarray(pool.lexical)
-    idx: list[int] = []
-    if ctx.pairs and n > start:
-        depth = max(ctx.limit, ctx.config.min_fetch)  # the answer's length bounds the cost
-        best = start + np.argsort(-lex[start:], kind="stable")[:depth]
-        idx = sorted(int(i) for i in best if lex[i] > 0)
-    if idx:
-        texts = brain.field_texts(pool, idx)
-        docs = [texts.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
-        out[idx] = proximities(docs, ctx.pairs, ctx.config.proximity_window)
-    return out
-
 
 # -- expand -------------------------------------------------------------------------------
 def expand(brain: Any, ctx: ScoringContext) -> None:
     cfg = ctx.config
-    rel = _text_relevance(ctx)[0]
+    rel = text_relevance(ctx).entries
     if not rel.size or rel.max() <= 0:
         return
     # A suppressed entry must not seed the graph (it would pull its neighbours in).
@@ -268,121 +146,21 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
         ordered = sorted(ctx.graph.hops, key=lambda e: (ctx.graph.hops[e], e))
         ctx.pool.add_external(brain.manager, ordered, "graph", ctx.lq, ctx.filters, ctx.tiers,
                               cfg.max_graph_additions)
-        ctx.cosines = _cosines(brain, ctx, before)
-        ctx.proximity = _proximity(brain, ctx, before)
-        _latent_raw(brain, ctx, before)
+        ctx.cosines = evidence.cosines(brain, ctx, before)
+        ctx.proximity = evidence.proximity(brain, ctx, before)
+        evidence.latent_raw(brain, ctx, before)
         modulating.direction_sims(brain, ctx, before)
         if ctx.expansion is not None:
             ctx.expansion.lexical = expansion_scores(brain.manager, ctx.expansion.lq, ctx.pool,
                                                      before, ctx.expansion.lexical)
 
 
-def _latent_share(ctx: ScoringContext) -> float:
-    """BrainConfig.lsa_share (FTS-only) or hybrid_lsa_share (hybrid)."""
-    return ctx.config.lsa_share if ctx.qvec is None else ctx.config.hybrid_lsa_share
-
-
-def _latent_raw(brain: Any, ctx: ScoringContext, start: int) -> None:
-    """ctx.lsa_raw extended to the pool's candidates from ``start`` on, and (at 0) the
-    memories' ``ctx.memory_lsa_raw`` (brain/latent.py; NaN where the tier has no latent
-    space). Every pool candidate gets one, graph neighbours too (a latent text match counts
-    as evidence, as a cosine does in hybrid; gating it to entries with lexical / TF-IDF
-    evidence scored 0.913 vs 0.917 on the agent tune half); memories only when they match
-    a content word. Nothing when the share is 0."""
-    if not _latent_share(ctx) or ctx.lq is None:
-        return
-    k, pool = ctx.config.lsa_components, ctx.pool
-    new = latent.scores(brain.manager, ctx.lq.words, pool.ids[start:], pool.tiers[start:], k)
-    ctx.lsa_raw = new if start == 0 or ctx.lsa_raw is None else np.concatenate([ctx.lsa_raw[:start], new])
-    ms = ctx.memories
-    if start == 0 and ms is not None and len(ms.content):
-        docs = [(tier, split_words(" ".join(x or "" for x in (h.summary, h.context, h.topics,
-                                                                    h.project))))
-                for h, tier in ms.hits]
-        ctx.memory_lsa_raw = np.where(ms.content, latent.text_scores(brain.manager, ctx.lq.words,
-                                                                    docs, k), 0.0)
-
-
-def _latent(ctx: ScoringContext) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(lsa_q entries, lsa_q memories): ``ctx.lsa_raw`` / ``memory_lsa_raw`` on one per-query
-    scale, or (None, None) when the share is 0. NaN (a tier too small for k dimensions)
-    stays NaN: the caller puts the candidate's own lexical signal there; the scale is set
-    by the candidates that have an LSA value."""
-    lsa = ctx.lsa_raw
-    if lsa is None or not len(ctx.pool):
-        return None, None
-    m_lsa = ctx.memory_lsa_raw if ctx.memory_lsa_raw is not None else np.zeros(0)
-    top = float(max(np.nanmax(lsa, initial=0.0), np.nanmax(m_lsa, initial=0.0)))
-    lsa_q, m_lsa_q = combine.per_query_scale(lsa, top), combine.per_query_scale(m_lsa, top)
-    lsa_q[np.isnan(lsa)], m_lsa_q[np.isnan(m_lsa)] = np.nan, np.nan  # per_query_scale zeroes NaN
-    return lsa_q, m_lsa_q
-
-
-def _text_relevance(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                   np.ndarray]:
-    """(R entries, semantic, vector, R memories) on one per-query scale (a memory's R is
-    its semantic signal: memories have no vector)."""
-    w = ctx.weights.array  # type: ignore[union-attr]
-    w_sem, w_vec = (float(x) for x in pick(w, ("semantic", "vector")))
-    ms = ctx.memories
-    keep = ms.content if ms is not None else np.zeros(0, dtype=bool)
-    lex, tfidf = np.asarray(ctx.pool.lexical), np.asarray(ctx.pool.tfidf)
-    m_lex = ms.lexical[keep] if ms is not None else np.zeros(0)
-    m_tfidf = ms.tfidf[keep] if ms is not None else np.zeros(0)
-    lex_top = float(max(lex.max(initial=0.0), m_lex.max(initial=0.0)))
-    tfidf_top = float(max(tfidf.max(initial=0.0), m_tfidf.max(initial=0.0)))
-    share = ctx.config.tfidf_share if ctx.qvec is None else ctx.config.hybrid_tfidf_share
-    lex_q = combine.per_query_scale(lex, lex_top)
-    m_lex_q = combine.per_query_scale(m_lex, lex_top)
-    if ctx.expansion is not None:
-        # RM3's interpolation on the per-query scale, then the best candidate back at 1.0
-        # (a memory has no expansion score: the same scale, no expansion evidence)
-        lam = ctx.config.prf_weight
-        lex_q = (1.0 - lam) * lex_q + lam * combine.per_query_scale(ctx.expansion.lexical)
-        m_lex_q = (1.0 - lam) * m_lex_q
-        top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
-        lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
-    if ctx.pairs:
-        # term proximity (brain/proximity.py), then the best candidate back at 1.0
-        lex_q = lex_q + _proximity_weight(ctx) * ctx.proximity
-        top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
-        lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
-    b = _latent_share(ctx)
-    lsa_q, m_lsa_q = _latent(ctx)
-    if lsa_q is not None:
-        # a tier with no latent space: its candidates' LSA is their lexical signal (the
-        # round-3 ranking inside that tier, on the same per-query scale as the others)
-        lsa_q = np.where(np.isnan(lsa_q), lex_q, lsa_q)
-    ctx.lsa, ctx.memory_lsa = lsa_q, m_lsa_q
-    sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top), lex_q, share, lsa_q, b)
-    if ctx.qvec is not None:
-        vec = combine.vector_relevance(ctx.cosines, ctx.config.vector_floor,
-                                       ctx.config.vector_scale)
-        has_vec = ~np.isnan(ctx.cosines)
-        rel = np.where(has_vec, combine.relevance(sem, vec, w_sem,
-                                                  ctx.config.vector_gain * w_vec), sem)
-    else:
-        vec = np.zeros(len(ctx.pool))
-        rel = combine.relevance(sem, vec, w_sem, 0.0)
-    m_sem = np.zeros(len(keep))
-    if ms is not None:
-        m_all = np.zeros(len(keep))
-        m_all[keep] = m_lex_q
-        if m_lsa_q is not None and len(m_lsa_q):
-            m_lsa_q = np.where(np.isnan(m_lsa_q), m_all, m_lsa_q)
-            ctx.memory_lsa = m_lsa_q
-        m_sem = signals.semantic(combine.per_query_scale(ms.tfidf, tfidf_top), m_all, share,
-                                 m_lsa_q, b) * keep
-    # memories have no vector: their relevance is their semantic signal (R over the
-    # text signals they have), on the entries' scale
-    return rel, sem, vec, m_sem
-
 
 # -- score --------------------------------------------------------------------------------
 def score(brain: Any, ctx: ScoringContext) -> None:
     cfg, pool, n = ctx.config, ctx.pool, len(ctx.pool)
     w = ctx.weights.array  # type: ignore[union-attr]
-    rel, sem, vec, m_rel = _text_relevance(ctx)
+    rel, sem, vec, m_rel = text_relevance(ctx)
     m = SignalMatrix(n)
     m["semantic"] = sem
     m["vector"] = vec

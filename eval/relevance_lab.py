@@ -87,7 +87,7 @@ def capture(brain: Any, text: str, filters: dict[str, Any] | None = None) -> Cap
 
 
 def rescore(c: Captured, knobs: dict[str, Any], hybrid: bool) -> list[str]:
-    """The ranking with these BrainConfig knobs (same rule as brain/stages.py)."""
+    """The ranking with these BrainConfig knobs (same rule as brain/relevance.py)."""
     from tiervault.brain import combine, signals
 
     share = knobs.get("tfidf_share", 0.2)

@@ -1,0 +1,116 @@
+"""Text relevance R of every candidate, entries and memories on one per-query scale.
+
+With ``x_q = x / max(x)`` over entries and memories together
+(:func:`~tiervault.brain.combine.per_query_scale`):
+
+    lex_q  = BM25_q; with PRF: (1 - prf_weight) * lex_q + prf_weight * expansion_q,
+             then rescaled to max 1; with proximity pairs: lex_q + mu * proximity,
+             rescaled to max 1 (mu: :func:`~tiervault.brain.evidence.proximity_weight`)
+    lsa_q  = LSA_q (a tier without a latent space: its candidates' lex_q)
+    sem    = share * tfidf_q + (1 - share - b) * lex_q + b * lsa_q
+             (:func:`~tiervault.brain.signals.semantic`; b = latent share)
+    vec    = vector_relevance(cos, vector_floor, vector_scale)   (hybrid only)
+    R      = (w_sem * sem + gain * w_vec * vec) / (w_sem + gain * w_vec) where a cosine
+             exists, else sem (:func:`~tiervault.brain.combine.relevance`)
+
+A memory has no vector: its R is its semantic signal, zero unless it matches a content
+word. The expand stage seeds the graph by R; the score stage combines R with the priors.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from tiervault.brain import combine, signals
+from tiervault.brain.context import ScoringContext
+from tiervault.brain.evidence import latent_share, proximity_weight
+from tiervault.brain.matrix import pick
+
+__all__ = ["TextRelevance", "text_relevance"]
+
+
+class TextRelevance(NamedTuple):
+    """One query's relevance arrays (entries aligned with the pool, memories with
+    ``ctx.memories.hits``)."""
+
+    entries: np.ndarray  # R of each entry
+    semantic: np.ndarray  # the entries' semantic signal
+    vector: np.ndarray  # the entries' vector signal (0 without vectors)
+    memories: np.ndarray  # R of each memory (its semantic signal)
+
+
+def _latent(ctx: ScoringContext) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(lsa_q entries, lsa_q memories): ``ctx.lsa_raw`` / ``memory_lsa_raw`` on one per-query
+    scale, or (None, None) when the share is 0. NaN (a tier too small for k dimensions)
+    stays NaN: the caller puts the candidate's own lexical signal there; the scale is set
+    by the candidates that have an LSA value."""
+    lsa = ctx.lsa_raw
+    if lsa is None or not len(ctx.pool):
+        return None, None
+    m_lsa = ctx.memory_lsa_raw if ctx.memory_lsa_raw is not None else np.zeros(0)
+    top = float(max(np.nanmax(lsa, initial=0.0), np.nanmax(m_lsa, initial=0.0)))
+    lsa_q, m_lsa_q = combine.per_query_scale(lsa, top), combine.per_query_scale(m_lsa, top)
+    lsa_q[np.isnan(lsa)], m_lsa_q[np.isnan(m_lsa)] = np.nan, np.nan  # per_query_scale zeroes NaN
+    return lsa_q, m_lsa_q
+
+
+def text_relevance(ctx: ScoringContext) -> TextRelevance:
+    """(R entries, semantic, vector, R memories) on one per-query scale (a memory's R is
+    its semantic signal: memories have no vector)."""
+    w = ctx.weights.array  # type: ignore[union-attr]
+    w_sem, w_vec = (float(x) for x in pick(w, ("semantic", "vector")))
+    ms = ctx.memories
+    keep = ms.content if ms is not None else np.zeros(0, dtype=bool)
+    lex, tfidf = np.asarray(ctx.pool.lexical), np.asarray(ctx.pool.tfidf)
+    m_lex = ms.lexical[keep] if ms is not None else np.zeros(0)
+    m_tfidf = ms.tfidf[keep] if ms is not None else np.zeros(0)
+    lex_top = float(max(lex.max(initial=0.0), m_lex.max(initial=0.0)))
+    tfidf_top = float(max(tfidf.max(initial=0.0), m_tfidf.max(initial=0.0)))
+    share = ctx.config.tfidf_share if ctx.qvec is None else ctx.config.hybrid_tfidf_share
+    lex_q = combine.per_query_scale(lex, lex_top)
+    m_lex_q = combine.per_query_scale(m_lex, lex_top)
+    if ctx.expansion is not None:
+        # RM3's interpolation on the per-query scale, then the best candidate back at 1.0
+        # (a memory has no expansion score: the same scale, no expansion evidence)
+        lam = ctx.config.prf_weight
+        lex_q = (1.0 - lam) * lex_q + lam * combine.per_query_scale(ctx.expansion.lexical)
+        m_lex_q = (1.0 - lam) * m_lex_q
+        top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
+        lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
+    if ctx.pairs:
+        # term proximity (brain/proximity.py), then the best candidate back at 1.0
+        lex_q = lex_q + proximity_weight(ctx) * ctx.proximity
+        top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
+        lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
+    b = latent_share(ctx)
+    lsa_q, m_lsa_q = _latent(ctx)
+    if lsa_q is not None:
+        # a tier with no latent space: its candidates' LSA is their lexical signal (the
+        # round-3 ranking inside that tier, on the same per-query scale as the others)
+        lsa_q = np.where(np.isnan(lsa_q), lex_q, lsa_q)
+    ctx.lsa, ctx.memory_lsa = lsa_q, m_lsa_q
+    sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top), lex_q, share, lsa_q, b)
+    if ctx.qvec is not None:
+        vec = combine.vector_relevance(ctx.cosines, ctx.config.vector_floor,
+                                       ctx.config.vector_scale)
+        has_vec = ~np.isnan(ctx.cosines)
+        rel = np.where(has_vec, combine.relevance(sem, vec, w_sem,
+                                                  ctx.config.vector_gain * w_vec), sem)
+    else:
+        vec = np.zeros(len(ctx.pool))
+        rel = combine.relevance(sem, vec, w_sem, 0.0)
+    m_sem = np.zeros(len(keep))
+    if ms is not None:
+        m_all = np.zeros(len(keep))
+        m_all[keep] = m_lex_q
+        if m_lsa_q is not None and len(m_lsa_q):
+            m_lsa_q = np.where(np.isnan(m_lsa_q), m_all, m_lsa_q)
+            ctx.memory_lsa = m_lsa_q
+        m_sem = signals.semantic(combine.per_query_scale(ms.tfidf, tfidf_top), m_all, share,
+                                 m_lsa_q, b) * keep
+    # memories have no vector: their relevance is their semantic signal (R over the
+    # text signals they have), on the entries' scale
+    return TextRelevance(rel, sem, vec, m_sem)
+
