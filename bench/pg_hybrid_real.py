@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -52,7 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench.cache_dir import run_cache_dir  # noqa: E402
 from bench.embedder import DEFAULT_DATA  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.phases import time_interleaved  # noqa: E402
 from bench.pg_recall_real import _index_scans, _literal, _stats, _sweep  # noqa: E402
 from bench.run import machine_info  # noqa: E402
@@ -254,21 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    own_cache = None
-    if not os.environ.get("TIERVAULT_CACHE_DIR"):  # the tiers' mirror / recall caches
-        own_cache = tempfile.mkdtemp(prefix="tv-hybrid-cache-")
-        os.environ["TIERVAULT_CACHE_DIR"] = own_cache
-    try:
-        with tempfile.TemporaryDirectory(prefix="tv-hybrid-") as tmp:
-            result = {"machine": machine_info(), "load_avg_before": [round(x, 2) for x in os.getloadavg()],
-                      **run(args, Path(tmp))}
-    finally:
-        if own_cache:
-            shutil.rmtree(own_cache, ignore_errors=True)
-    text = json.dumps({"postgres_hybrid_real": result}, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    # the tiers' mirror / recall caches
+    with run_cache_dir("tv-hybrid-cache-"), tempfile.TemporaryDirectory(prefix="tv-hybrid-") as tmp:
+        result = {"machine": machine_info(), "load_avg_before": [round(x, 2) for x in os.getloadavg()],
+                  **run(args, Path(tmp))}
+    emit({"postgres_hybrid_real": result}, args.json)
     return 0
 
 

@@ -25,7 +25,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench.cache_dir import run_cache_dir  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.run import machine_info  # noqa: E402
 
 MODEL = "hash-384"
@@ -121,11 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", help="python of a baseline checkout: its SQLite -> PostgreSQL copy "
                                          "is timed too, into schema mig_before")
     args = parser.parse_args(argv)
-    own_cache = None
-    if not os.environ.get("TIERVAULT_CACHE_DIR"):
-        own_cache = tempfile.mkdtemp(prefix="tv-bench-cache-")
-    if own_cache:  # the mirror caches of the bench tiers (hundreds of MB at 1M): removed at the end
-        os.environ["TIERVAULT_CACHE_DIR"] = own_cache
+    # the mirror caches of the bench tiers (hundreds of MB at 1M): removed at the end
+    with run_cache_dir("tv-bench-cache-"):
+        out = round_trip(args)
+    emit({"postgres_migrate": out}, args.json)
+    return 0 if out.get("lossless") else 1
+
+
+def round_trip(args: argparse.Namespace) -> dict[str, Any]:
+    """SQLite -> PostgreSQL -> SQLite through the CLI, timed, and every side's fingerprint."""
     external = os.environ.get("TIERVAULT_BENCH_PG_URL")
     server = None
     if external:
@@ -171,13 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
-        if own_cache:
-            shutil.rmtree(own_cache, ignore_errors=True)
-    text = json.dumps({"postgres_migrate": out}, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
-    return 0 if out.get("lossless") else 1
+    return out
 
 
 if __name__ == "__main__":

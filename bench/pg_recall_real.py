@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -50,6 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench.cache_dir import run_cache_dir  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.phases import time_interleaved  # noqa: E402
 from bench.run import machine_info  # noqa: E402
 from eval.beir import DEFAULT_CACHE, DEFAULT_DATA, Runner, make_embedder  # noqa: E402
@@ -247,20 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     args.cache_dir = args.cache_dir.expanduser()
-    own_cache = None
-    if not os.environ.get("TIERVAULT_CACHE_DIR"):  # the tiers' mirror caches: removed at the end
-        own_cache = tempfile.mkdtemp(prefix="tv-recall-cache-")
-        os.environ["TIERVAULT_CACHE_DIR"] = own_cache
-    try:
-        with tempfile.TemporaryDirectory(prefix="tv-recall-") as tmp:
-            result = {"machine": machine_info(), **run(args, Path(tmp))}
-    finally:
-        if own_cache:
-            shutil.rmtree(own_cache, ignore_errors=True)
-    text = json.dumps({"postgres_recall_real": result}, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    # the tiers' mirror caches: removed at the end
+    with run_cache_dir("tv-recall-cache-"), tempfile.TemporaryDirectory(prefix="tv-recall-") as tmp:
+        result = {"machine": machine_info(), **run(args, Path(tmp))}
+    emit({"postgres_recall_real": result}, args.json)
     return 0
 
 

@@ -21,7 +21,6 @@ import io
 import json
 import os
 import pstats
-import shutil
 import sys
 import tempfile
 import time
@@ -33,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench.cache_dir import run_cache_dir  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs, time_interleaved  # noqa: E402
 from bench.run import machine_info  # noqa: E402
 
@@ -157,65 +158,63 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.vault.store import TierStore
 
     counting = _Counting()
-    own_cache = tempfile.mkdtemp(prefix="tv-pgscan-cache-")
-    os.environ["TIERVAULT_CACHE_DIR"] = own_cache
-    server = start_server(fsync=True)
-    result: dict[str, Any] = {"machine": machine_info(), "entries": args.entries}
-    try:
-        url = server.create_database("tv_bench")
-        with tempfile.TemporaryDirectory() as tmp:
-            corpus = generate(args.entries)
-            entries = [Entry.from_dict(r) for t in ("agent", "project", "team") for r in corpus.tiers[t]]
-            pg = PgTierStore(url, name="team", schema="bench_team")
-            pg.capture_many(entries, batch_size=5_000)
-            pg.postings()
-            lite = TierStore(Path(tmp) / "team.db", name="team")
-            lite.capture_many(entries)
-            small = generate(10_000, seed=11)
-            side = {}
-            for tier in ("agent", "project"):
-                side[tier] = TierStore(Path(tmp) / f"{tier}.db", name=tier)
-                side[tier].capture_many(Entry.from_dict(r) for r in small.tiers[tier])
-            b_pg = _brain(pg, side["agent"], side["project"])
-            b_lite = _brain(lite, side["agent"], side["project"])
-            qs, warm = queries(args.queries, 7), queries(30, 8)
+    with run_cache_dir("tv-pgscan-cache-"):
+        server = start_server(fsync=True)
+        result: dict[str, Any] = {"machine": machine_info(), "entries": args.entries}
+        try:
+            url = server.create_database("tv_bench")
+            with tempfile.TemporaryDirectory() as tmp:
+                corpus = generate(args.entries)
+                entries = [Entry.from_dict(r) for t in ("agent", "project", "team") for r in corpus.tiers[t]]
+                pg = PgTierStore(url, name="team", schema="bench_team")
+                pg.capture_many(entries, batch_size=5_000)
+                pg.postings()
+                lite = TierStore(Path(tmp) / "team.db", name="team")
+                lite.capture_many(entries)
+                small = generate(10_000, seed=11)
+                side = {}
+                for tier in ("agent", "project"):
+                    side[tier] = TierStore(Path(tmp) / f"{tier}.db", name=tier)
+                    side[tier].capture_many(Entry.from_dict(r) for r in small.tiers[tier])
+                b_pg = _brain(pg, side["agent"], side["project"])
+                b_lite = _brain(lite, side["agent"], side["project"])
+                qs, warm = queries(args.queries, 7), queries(30, 8)
 
-            def scan(brain: Any) -> Any:
-                return lambda q: brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
+                def scan(brain: Any) -> Any:
+                    return lambda q: brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
 
-            if args.exact_vectors:
-                result["exact_vectors"] = exact_vectors_phase(pg, entries, args.exact_vectors, 384, 200)
-                print(json.dumps(result["exact_vectors"], indent=2), flush=True)
-            if args.skip_scan:
+                if args.exact_vectors:
+                    result["exact_vectors"] = exact_vectors_phase(pg, entries, args.exact_vectors, 384, 200)
+                    print(json.dumps(result["exact_vectors"], indent=2), flush=True)
+                if args.skip_scan:
+                    pg.close()
+                    raise _Done
+                out = time_interleaved({"pg_scan": scan(b_pg), "sqlite_scan": scan(b_lite)}, qs, warm)
+                out["ratio_pg_to_sqlite_p50"] = round(out["pg_scan"]["p50_ms"]
+                                                      / out["sqlite_scan"]["p50_ms"], 2)
+                out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+                counting.active = True
+                for q in qs[:50]:
+                    scan(b_pg)(q)
+                counting.active = False
+                out["pg_statements_per_scan"] = round(sum(counting.statements.values()) / 50, 2)
+                out["pg_pool_checkouts_per_scan"] = round(counting.checkouts / 50, 2)
+                out["pg_statement_kinds_per_scan"] = {k: round(v / 50, 2)
+                                                      for k, v in counting.statements.most_common()}
+                result["scan"] = out
+                print(json.dumps(out, indent=2), flush=True)
+                text = ("=== PG scan ===\n" + _profile(scan(b_pg), qs[:args.profile], args.top)
+                        + "\n=== SQLite scan ===\n" + _profile(scan(b_lite), qs[:args.profile], args.top))
+                if args.profile_out:
+                    args.profile_out.write_text(text)
+                else:
+                    print(text)
                 pg.close()
-                raise _Done
-            out = time_interleaved({"pg_scan": scan(b_pg), "sqlite_scan": scan(b_lite)}, qs, warm)
-            out["ratio_pg_to_sqlite_p50"] = round(out["pg_scan"]["p50_ms"] / out["sqlite_scan"]["p50_ms"], 2)
-            out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
-            counting.active = True
-            for q in qs[:50]:
-                scan(b_pg)(q)
-            counting.active = False
-            out["pg_statements_per_scan"] = round(sum(counting.statements.values()) / 50, 2)
-            out["pg_pool_checkouts_per_scan"] = round(counting.checkouts / 50, 2)
-            out["pg_statement_kinds_per_scan"] = {k: round(v / 50, 2)
-                                                  for k, v in counting.statements.most_common()}
-            result["scan"] = out
-            print(json.dumps(out, indent=2), flush=True)
-            text = ("=== PG scan ===\n" + _profile(scan(b_pg), qs[:args.profile], args.top)
-                    + "\n=== SQLite scan ===\n" + _profile(scan(b_lite), qs[:args.profile], args.top))
-            if args.profile_out:
-                args.profile_out.write_text(text)
-            else:
-                print(text)
-            pg.close()
-    except _Done:
-        pass
-    finally:
-        server.stop()
-        shutil.rmtree(own_cache, ignore_errors=True)
-    if args.json:
-        args.json.write_text(json.dumps({"pg_scan_profile": result}, indent=2) + "\n")
+        except _Done:
+            pass
+        finally:
+            server.stop()
+    emit({"pg_scan_profile": result}, args.json)
     return 0
 
 

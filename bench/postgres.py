@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench.cache_dir import run_cache_dir  # noqa: E402
+from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs, stats_ms, time_interleaved  # noqa: E402
 from bench.run import machine_info  # noqa: E402
 
@@ -283,13 +284,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
-    own_cache = None
-    if not os.environ.get("TIERVAULT_CACHE_DIR"):
-        own_cache = tempfile.mkdtemp(prefix="tv-bench-cache-")
-    if own_cache:  # the mirror caches of the bench tiers (hundreds of MB at 1M): removed at the end
-        os.environ["TIERVAULT_CACHE_DIR"] = own_cache
-    server, url = _server()
     result: dict[str, Any] = {"machine": machine_info(), "entries": args.entries}
+    with run_cache_dir("tv-bench-cache-"):
+        run_phases(args, skip, result)
+    emit({"postgres": result}, args.json)
+    return 0
+
+
+def run_phases(args: argparse.Namespace, skip: set[str], result: dict[str, Any]) -> None:
+    """Every phase not in ``skip`` against a fresh server, into ``result``."""
+    server, url = _server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             _say(f"import {args.entries}")
@@ -307,13 +311,6 @@ def main(argv: list[str] | None = None) -> int:
                 result["writers"] = writers_phase(url, args.writers, args.per_writer)
     finally:
         server.stop()
-        if own_cache:
-            shutil.rmtree(own_cache, ignore_errors=True)
-    text = json.dumps({"postgres": result}, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
-    return 0
 
 
 if __name__ == "__main__":

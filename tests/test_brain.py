@@ -13,9 +13,8 @@ from tiervault.brain.shapes import SIGNALS
 from tiervault.brain.weights import base_weights
 from tiervault.config import BrainConfig
 from tiervault.errors import EntryNotFound, QueryError, ValidationError
-from tiervault.vault.manager import VaultManager
 
-from brain_vault import DAY, NOW, at_a_day_old, filler, fixed_brain
+from brain_vault import DAY, NOW, at_a_day_old, filler, fixed_brain, vault_at
 
 SCAN_KEYS = {"id", "title", "score", "type", "domain", "severity", "tags", "snippet",
              "tokenEstimate", "tier"}
@@ -28,9 +27,7 @@ E = at_a_day_old  # a short constructor for test data
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    m = VaultManager.at({t: str(tmp_path / f"{t}.db") for t in ("agent", "project", "team")})
-    yield m
-    m.close()
+    yield from vault_at(tmp_path, "agent", "project", "team")
 
 
 brain = fixed_brain

@@ -7,15 +7,13 @@ from __future__ import annotations
 import pytest
 
 from tiervault.vault.entry import Entry
-from tiervault.vault.manager import VaultManager
+
+from brain_vault import vault_at
 
 
 @pytest.fixture
 def vault(tmp_path):
-    m = VaultManager.at({"agent": str(tmp_path / "a.db"), "project": str(tmp_path / "p.db"),
-                         "team": str(tmp_path / "t.db")})
-    yield m
-    m.close()
+    yield from vault_at(tmp_path, "agent", "project", "team")
 
 
 def entry(eid: str, title: str, description: str = "details") -> Entry:

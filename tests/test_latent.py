@@ -9,10 +9,9 @@ import pytest
 
 from tiervault.brain import latent
 from tiervault.vault import latent as vlatent
-from tiervault.vault.manager import VaultManager
 
 from brain_vault import at_a_day_old as E
-from brain_vault import fixed_brain
+from brain_vault import fixed_brain, vault_at
 
 PAY = ["payment", "charge", "retry", "timeout", "provider", "idempotency", "duplicate", "refund"]
 KAFKA = ["kafka", "consumer", "lag", "partition", "rebalance", "offset", "broker", "topic"]
@@ -27,9 +26,7 @@ def topical(prefix: str, words: list[str], n: int) -> list:
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    m = VaultManager.at({t: str(tmp_path / f"{t}.db") for t in ("agent", "team")})
-    yield m
-    m.close()
+    yield from vault_at(tmp_path, "agent", "team")
 
 
 def test_latent_match_without_shared_words_and_one_fit_per_base(manager):

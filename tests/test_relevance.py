@@ -17,9 +17,8 @@ import pytest
 
 from tiervault.brain import combine
 from tiervault.config import BrainConfig
-from tiervault.vault.manager import VaultManager
 
-from brain_vault import at_a_day_old, filler, fixed_brain
+from brain_vault import at_a_day_old, filler, fixed_brain, vault_at
 
 ROOT = Path(__file__).resolve().parents[1]
 PACK = ROOT / "vault" / "packs" / "starter.jsonl"
@@ -84,9 +83,7 @@ E = at_a_day_old  # a short constructor for test data
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    m = VaultManager.at({t: str(tmp_path / f"{t}.db") for t in ("agent", "project", "team")})
-    yield m
-    m.close()
+    yield from vault_at(tmp_path, "agent", "project", "team")
 
 
 make_brain = fixed_brain
