@@ -2,7 +2,8 @@
 
 :meth:`~tiervault.vault.manager.VaultManager.search` asks every tier for its top k,
 then keeps one copy of each entry: the highest-priority tier holding the same id,
-or the same content (hash) under another id. :func:`holders` finds those copies.
+or the same content (hash) under another id. :func:`holders` finds those copies,
+:func:`keep` chooses the copy kept of each pooled hit.
 
 A tier is not asked about its own top-k hits: it holds each at the slot it
 returned, with the same score (BM25 at that slot under the same statistics) and
@@ -14,15 +15,34 @@ and hash look-ups were ~1.1 ms of a 5 ms FTS-only scan at 100K).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import LexicalHit, TermStats
 
-__all__ = ["holders"]
+__all__ = ["holders", "keep", "Pooled", "Kept"]
 
 #: ``VaultManager._each``: (tier, answer) for each tier that answered.
 Each = Callable[[Sequence[Any], Callable[[Any], Any]], list[tuple[Any, Any]]]
+
+
+class Pooled(NamedTuple):
+    """One tier's top-k hit in the federated pool."""
+
+    neg_score: float  # -(raw BM25 * tier weight): ascending = best first
+    rank: int  # the tier's priority (0 = highest weight)
+    tier: str
+    hit: LexicalHit
+
+
+class Kept(NamedTuple):
+    """The copy kept of one entry: from the highest-priority tier holding it."""
+
+    neg_score: float  # -(the kept copy's raw BM25 * its tier's weight)
+    rank: int  # the priority of the tier whose top k brought the entry in
+    tier: str  # the tier the kept copy is from
+    hit: LexicalHit
+    also_in: tuple[str, ...]  # the other tiers holding a copy, in priority order
 
 
 def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, LexicalHit]],
@@ -61,3 +81,31 @@ def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, Lexical
                 first.setdefault(h.content_hash, h)
             by_hash[tier.name] = first
     return by_id, by_hash
+
+
+def keep(pool: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapping[str, LexicalHit]],
+         by_hash: Mapping[str, Mapping[str, LexicalHit]], tiers: Mapping[str, Any]) -> list[Kept]:
+    """One copy of each pooled entry, best first (by ``neg_score``, then ``rank``).
+
+    Pooled hits are taken in priority order (tier rank, then score); each one's
+    holders are the tiers of ``chosen`` (priority order) holding its id, or else
+    its content hash (:func:`holders`); the first holder supplies the copy, which
+    must pass the filters. A copy already kept (same tier and id) is not kept
+    twice. ``tiers`` maps a name to its tier (``.name``, ``.weight``)."""
+    kept: list[Kept] = []
+    taken: set[tuple[str, str]] = set()
+    for p in sorted(pool, key=lambda x: (x.rank, x.neg_score)):
+        hit = p.hit
+        found_in: list[tuple[Any, LexicalHit]] = []
+        for other in chosen:
+            found = by_id[other.name].get(hit.id) or by_hash[other.name].get(hit.content_hash)
+            if found is not None:
+                found_in.append((other, found))
+        winner, w_hit = found_in[0] if found_in else (tiers[p.tier], hit)
+        if (winner.name, w_hit.id) in taken or not w_hit.passes:
+            continue
+        taken.update((t.name, h.id) for t, h in found_in)
+        kept.append(Kept(-w_hit.score * winner.weight, p.rank, winner.name, w_hit,
+                         tuple(t.name for t, _ in found_in[1:])))
+    kept.sort(key=lambda k: (k.neg_score, k.rank))
+    return kept

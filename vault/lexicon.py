@@ -33,7 +33,8 @@ import numpy as np
 from tiervault.vault import latent
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
-from tiervault.vault.postings import SPARSE_SHARE, Postings, TermMatches
+from tiervault.vault.postings import Postings
+from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
 from tiervault.vault.scoring import top_k
 

@@ -1,17 +1,11 @@
 """VaultManager: one search over every tier, weighted, deduplicated and merged.
 
-Score comparability across tiers. Raw BM25 is not comparable between two
-SQLite files: idf and average length come from each file's own statistics.
-The manager therefore scores every tier with *federated* statistics — the
-row count, document frequencies and token totals summed over all searched
-tiers (what a single index holding every tier would use) — and divides by the
-query's upper bound ``sum(idf) * (k1 + 1)`` (see :mod:`scoring`). The result,
-``lexical``, lies in [0, 1) on one scale for every tier; it is then multiplied
-by the tier weight (agent 1.0, project 0.8, team 0.6 by default).
+Every tier is scored with the *federated* BM25 statistics of all searched tiers and
+normalised by the query's bound, so scores compare across tiers (:mod:`candidates`).
 
 Dedup: the same entry (by id, or by content hash under another id) found in
 several tiers is kept once, from the highest-priority tier; the others are
-listed in ``also_in``.
+listed in ``also_in`` (:mod:`dedup`).
 """
 
 from __future__ import annotations
@@ -20,13 +14,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
-
 from tiervault.errors import EntryNotFound, QueryError, StorageError, TierUnavailable, ValidationError
 from tiervault.vault.backend import TierBackend
 from tiervault.vault.backoff import Backoff
 from tiervault.vault.tier_open import due_for_retry, try_open
 from tiervault.vault import dedup
+from tiervault.vault.candidates import Candidates, LexicalQuery, candidates_of
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.mirror_workers import build_missing
@@ -62,41 +55,6 @@ class Tier:
     config: Any = None
     #: Paces re-opening a tier that could not be opened (see :meth:`VaultManager.ordered`).
     retry: Backoff = field(default_factory=Backoff)
-
-
-@dataclass(slots=True)
-class LexicalQuery:
-    """One query's lexical terms and the federated BM25 statistics of the tiers
-    that answered (``tiers``); each tier scores with ``stats`` (see module doc)."""
-
-    text: str
-    words: list[str]
-    stems: list[str]
-    bound: float
-    stats: TermStats
-    tiers: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Candidates:
-    """Federated candidates, best first, as parallel arrays."""
-
-    ids: list[str]
-    tiers: list[str]
-    also_in: list[tuple[str, ...]]
-    hashes: list[str]
-    lexical: np.ndarray  # BM25 / query bound, in [0, 1)
-    tier_weight: np.ndarray
-    tfidf: np.ndarray  # TF-IDF cosine in [0, 1]
-    query: LexicalQuery
-
-    @property
-    def score(self) -> np.ndarray:
-        """The federated score: lexical * tier weight."""
-        return self.lexical * self.tier_weight
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 @dataclass(slots=True)
@@ -428,62 +386,38 @@ class VaultManager:
                 tiers: Sequence[str] | None) -> Candidates:
         lq = self.lexical_query(query, tiers)
         chosen = [t for t in self.ordered(tiers) if t.name in lq.tiers]  # a failed tier is out
-        pool: list[tuple[float, int, str, LexicalHit]] = []  # (-score, tier rank, tier, hit)
+        pool: list[dedup.Pooled] = []
         answered = self._each(chosen, lambda s: s.lexical_top_k(lq.stems, lq.stats, filters, limit,
                                                                 words=lq.words))
         for tier, hits in answered:
             rank = chosen.index(tier)
-            pool.extend((-h.score * tier.weight, rank, tier.name, h) for h in hits)
+            pool.extend(dedup.Pooled(-h.score * tier.weight, rank, tier.name, h) for h in hits)
         chosen = [t for t, _ in answered]
         # Dedup in priority order: the highest-priority tier holding the same id
         # (or the same content under another id) supplies the copy that is kept,
         # provided that copy passes the filters too.
-        by_id, by_hash = dedup.holders(self._each, chosen, [(p[2], p[3]) for p in pool], lq.stems,
+        by_id, by_hash = dedup.holders(self._each, chosen, [(p.tier, p.hit) for p in pool], lq.stems,
                                        lq.stats, filters)
         chosen = [t for t in chosen if t.name in by_id]
-        kept: list[tuple[float, int, str, LexicalHit, list[str]]] = []
-        taken: set[tuple[str, str]] = set()
-        for neg, rank, name, hit in sorted(pool, key=lambda x: (x[1], x[0])):
-            holders: list[tuple[Tier, LexicalHit]] = []
-            for other in chosen:
-                found = by_id[other.name].get(hit.id) or by_hash[other.name].get(hit.content_hash)
-                if found is not None:
-                    holders.append((other, found))
-            winner, w_hit = holders[0] if holders else (self.tiers[name], hit)
-            if (winner.name, w_hit.id) in taken or not w_hit.passes:
-                continue
-            taken.update((h.name, hh.id) for h, hh in holders)
-            kept.append((-w_hit.score * winner.weight, rank, winner.name, w_hit,
-                         [h.name for h, _ in holders[1:]]))
-        kept.sort(key=lambda k: (k[0], k[1]))
+        kept = dedup.keep(pool, chosen, by_id, by_hash, self.tiers)
         kept = self._with_tfidf(kept[:limit], pool, lq)
-        weights = {t.name: t.weight for t in self.tiers.values()}
-        bound = lq.bound if lq.bound > 0 else 1.0
-        return Candidates(
-            ids=[k[3].id for k in kept],
-            tiers=[k[2] for k in kept],
-            also_in=[tuple(k[4]) for k in kept],
-            hashes=[k[3].content_hash for k in kept],
-            lexical=np.array([k[3].score / bound for k in kept], dtype=np.float64),
-            tier_weight=np.array([weights[k[2]] for k in kept], dtype=np.float64),
-            tfidf=np.array([k[3].tfidf for k in kept], dtype=np.float64),
-            query=lq,
-        )
+        return candidates_of(kept, lq, {t.name: t.weight for t in self.tiers.values()})
 
-    def _with_tfidf(self, kept: list, pool: list, lq: LexicalQuery) -> list:
+    def _with_tfidf(self, kept: list[dedup.Kept], pool: list[dedup.Pooled],
+                    lq: LexicalQuery) -> list[dedup.Kept]:
         """``kept`` with each hit's TF-IDF: its tier's top-k hit's, or read for it."""
-        own = {(name, h.id): h.tfidf for _, _, name, h in pool}
+        own = {(p.tier, p.hit.id): p.hit.tfidf for p in pool}
         need: dict[str, list[str]] = {}
-        for _, _, name, hit, _ in kept:
-            if (name, hit.id) not in own:
-                need.setdefault(name, []).append(hit.id)
+        for k in kept:
+            if (k.tier, k.hit.id) not in own:
+                need.setdefault(k.tier, []).append(k.hit.id)
         for name, wanted in need.items():
             for _, held in self._each([self.tiers[name]], lambda s: s.lexical_scores(
                     lq.stems, lq.stats, ids=wanted, words=lq.words)):
                 own.update(((name, h.id), h.tfidf) for h in held)
-        return [(neg, rank, name, LexicalHit(hit.id, hit.content_hash, hit.score,
-                                             own.get((name, hit.id), 0.0), hit.passes), also)
-                for neg, rank, name, hit, also in kept]
+        return [k._replace(hit=LexicalHit(k.hit.id, k.hit.content_hash, k.hit.score,
+                                          own.get((k.tier, k.hit.id), 0.0), k.hit.passes))
+                for k in kept]
 
     # -- stats ------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

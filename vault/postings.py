@@ -11,7 +11,8 @@ FTS5 stays the durable index and the definition of the score
 Alongside it sits the TF-IDF model of the Brain's semantic signal: a
 scikit-learn ``TfidfTransformer`` (smooth idf, l2 norm, English stop words
 removed) fitted on the same documents' term counts; a query's TF-IDF leg is
-computed over these arrays by :mod:`tfidf_query`. Each slot also holds the
+computed over these arrays by :mod:`tfidf_query`; a query's postings and their
+BM25 are :mod:`term_matches`. Each slot also holds the
 attributes filters read, as columns (:mod:`slot_columns`).
 
 Freshness: every write transaction has a generation number (``meta.gen``);
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,42 +48,25 @@ from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MirrorRow
-from tiervault.vault.scoring import bm25_term, tfidf_rows
+from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.slot_columns import slot_columns
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
+from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches
 from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tfidf_query import QueryWeights, dense_scores, query_row, query_weights, scores_at
 
-__all__ = ["Postings", "TermMatches"]
+__all__ = ["Postings", "TermMatches", "SPARSE_SHARE"]
 
 log = logging.getLogger(__name__)
 
 #: Below this many rows a change rebuilds the mirror (and refits TF-IDF) at once.
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
-#: A query whose matching slots are fewer than 1/SPARSE_SHARE of the tier's is scored
-#: and masked at those slots only; above, by dense passes over every slot (cheaper
-#: than a binary search per posting). Measured on the bench corpus at 100K and 1M
-#: (issue 16: half the queries match under 7% of a tier, a tenth over 90%).
-SPARSE_SHARE = 8
 _BUILDS = itertools.count(1)  # each build or load of a mirror gets a new number
-
-
-@dataclass(slots=True)
-class TermMatches:
-    """Per query term: the live slots holding it and their weights."""
-
-    stems: list[str]
-    slots: list[np.ndarray]
-    wtf: list[np.ndarray]
-
-    @property
-    def df(self) -> np.ndarray:
-        return np.array([s.size for s in self.slots], dtype=np.float64)
 
 
 class Postings:
@@ -427,46 +410,18 @@ class Postings:
         return out
 
     def bm25(self, matches: TermMatches, idf: np.ndarray, avglen: float) -> np.ndarray:
-        """Dense BM25 score per slot (0 where no query term occurs)."""
-        scores = np.zeros(len(self.ids), dtype=np.float64)
-        for slots, wtf, term_idf in zip(matches.slots, matches.wtf, idf):
-            if slots.size:
-                scores[slots] += bm25_term(wtf, self.doclen[slots], avglen, float(term_idf))
-        return scores
+        """Dense BM25 score per slot (0 where no query term occurs): :meth:`TermMatches.bm25`."""
+        return matches.bm25(self.doclen, idf, avglen)
 
     def union(self, matches: TermMatches) -> np.ndarray:
-        """Sorted distinct slots holding any of the query's terms (the only slots
-        :meth:`bm25` scores above 0): a merge of the postings when they are few, else a
-        mark over every slot (the same answer either way)."""
-        parts = [s for s in matches.slots if s.size]
-        if not parts:
-            return np.zeros(0, dtype=np.int32)
-        total = sum(s.size for s in parts)
-        if total * SPARSE_SHARE < len(self.ids):
-            # each column is sorted already: a stable sort (timsort) merges the runs in
-            # near-linear time (np.unique hashes first: ~1 ms a call at 1M)
-            x = np.sort(np.concatenate(parts).astype(np.int32, copy=False), kind="stable")
-            return x[np.concatenate(([True], x[1:] != x[:-1]))] if x.size > 1 else x
-        marked = np.zeros(len(self.ids), dtype=bool)
-        for s in parts:
-            marked[s] = True
-        return np.flatnonzero(marked).astype(np.int32)  # int32: kept for the query
+        """Sorted distinct slots holding any of the query's terms: :meth:`TermMatches.union`."""
+        return matches.union(len(self.ids))
 
     def bm25_at(self, matches: TermMatches, idf: np.ndarray, avglen: float,
                 at: np.ndarray) -> np.ndarray:
-        """:meth:`bm25` at the slots ``at`` only (sorted, distinct, holding every match:
-        :meth:`union`), aligned with them. The same terms are added in the same order, so
-        the numbers are :meth:`bm25`'s bit for bit; a query at 1M rows no longer writes
-        and scans a dense array of every slot per tier (issue 16)."""
-        if at.size * SPARSE_SHARE >= len(self.ids):
-            # many matches: one dense pass costs less than a binary search per posting
-            return self.bm25(matches, idf, avglen)[at]
-        scores = np.zeros(at.size, dtype=np.float64)
-        for slots, wtf, term_idf in zip(matches.slots, matches.wtf, idf):
-            if slots.size:
-                scores[np.searchsorted(at, slots.astype(at.dtype, copy=False))] += bm25_term(wtf, self.doclen[slots], avglen,
-                                                                float(term_idf))
-        return scores
+        """:meth:`bm25` at the sorted distinct slots ``at`` (:meth:`union`) only, bit for
+        bit: :meth:`TermMatches.bm25_at`."""
+        return matches.bm25_at(self.doclen, idf, avglen, at)
 
     def query_tfidf(self, words: Sequence[str]) -> QueryWeights | None:
         """The query's l2-normalised TF-IDF weights ``(term ids, weights)`` (fitted terms
