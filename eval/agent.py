@@ -28,9 +28,10 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
@@ -60,6 +61,44 @@ def load_set(directory: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str,
         qid, eid, grade = line.split("\t")
         qrels.setdefault(qid, {})[eid] = int(grade)
     return queries, qrels
+
+
+class LabQuery(NamedTuple):
+    """One query as a lab runs it: id, text, filters (``Filters.build`` keywords)."""
+
+    id: str
+    text: str
+    filters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DevSetHalf:
+    """One agent dev set cut to a split half: its pack, queries, grades and clock."""
+
+    pack: Path
+    queries: list[dict[str, Any]]  # the half's queries, in file order
+    qrels: dict[str, dict[str, int]]  # their grades by entry id
+    now: float  # DEFAULT_NOW as a timestamp (recency is reproducible)
+
+    @property
+    def items(self) -> list[LabQuery]:
+        """The half's queries as (id, text, filters)."""
+        return [LabQuery(q["id"], q["text"], q.get("filters", {})) for q in self.queries]
+
+
+def dev_set_half(name: str, half: str) -> DevSetHalf:
+    """The ``"agent"`` set (the starter pack's, :data:`DEFAULT_SET`) or the ``"ops"`` set
+    (``ops/pack.jsonl``'s) cut to ``half`` ("tune", "report" or "all")."""
+    if name not in ("agent", "ops"):
+        raise ValueError(f"dev set {name!r}: use 'agent' or 'ops'")
+    if half not in ("tune", "report", "all"):
+        raise ValueError(f"half {half!r}: use 'tune', 'report' or 'all'")
+    set_dir = DEFAULT_SET if name == "agent" else DEFAULT_SET / "ops"
+    pack = DEFAULT_PACK if name == "agent" else set_dir / "pack.jsonl"
+    queries, qrels = load_set(set_dir)
+    queries = [q for q in queries if half == "all" or q["split"] == half]
+    return DevSetHalf(pack, queries, {q["id"]: qrels[q["id"]] for q in queries},
+                      datetime.fromisoformat(DEFAULT_NOW).timestamp())
 
 
 class AgentRunner:

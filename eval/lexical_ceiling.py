@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,11 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.vault.filters import Filters
     from tiervault.vault.query import query_terms
 
-    queries, qrels = A.load_set(A.DEFAULT_SET)
-    queries = [q for q in queries if args.split == "all" or q["split"] == args.split]
-    now = datetime.fromisoformat(A.DEFAULT_NOW).timestamp()
+    ds = A.dev_set_half("agent", args.split)
+    queries, qrels, now = ds.queries, ds.qrels, ds.now
     with tempfile.TemporaryDirectory() as tmp:
-        runner = A.AgentRunner(A.DEFAULT_PACK, Path(tmp), now)
+        runner = A.AgentRunner(ds.pack, Path(tmp), now)
         store = runner.manager.store(A.TIER)
         matched = {q["id"]: set(store.search_fts(
             query_terms(q["text"]), Filters.build(**q.get("filters", {}), now=now), 1000).ids)

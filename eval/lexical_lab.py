@@ -28,7 +28,6 @@ import json
 import sys
 import tempfile
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +83,10 @@ def capture_all(data: str, half: str, scifact: Path) -> dict[str, Any]:
     else:
         from eval import agent as A
 
-        set_dir = A.DEFAULT_SET if data == "agent" else A.DEFAULT_SET / "ops"
-        pack = A.DEFAULT_PACK if data == "agent" else set_dir / "pack.jsonl"
-        queries, allq = A.load_set(set_dir)
-        queries = [q for q in queries if half == "all" or q["split"] == half]
-        now = datetime.fromisoformat(A.DEFAULT_NOW).timestamp()
-        runner = A.AgentRunner(pack, tmp, now)
+        ds = A.dev_set_half(data, half)
+        items, qrels, now = ds.items, ds.qrels, ds.now
+        runner = A.AgentRunner(ds.pack, tmp, now)
         runner.attach(emb, DEFAULT_CACHE)
-        items = [(q["id"], q["text"], q.get("filters", {})) for q in queries]
-        qrels = {q["id"]: allq[q["id"]] for q in queries}
         coll = None
     clock = {"clock": (lambda: now)} if now is not None else {}
     fts = Brain(runner.manager, settings, **clock)

@@ -32,8 +32,6 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         from eval import agent as A
 
         TIER = A.TIER
-        set_dir = A.DEFAULT_SET if args.data == "agent" else A.DEFAULT_SET / "ops"
-        pack = A.DEFAULT_PACK if args.data == "agent" else set_dir / "pack.jsonl"
-        queries, allq = A.load_set(set_dir)
-        queries = [q for q in queries if args.half == "all" or q["split"] == args.half]
-        now = datetime.fromisoformat(A.DEFAULT_NOW).timestamp()
-        runner = A.AgentRunner(pack, tmp, now)
-        items = [(q["id"], q["text"], q.get("filters", {})) for q in queries]
-        qrels = {q["id"]: allq[q["id"]] for q in queries}
+        ds = A.dev_set_half(args.data, args.half)
+        items, qrels, now = ds.items, ds.qrels, ds.now
+        runner = A.AgentRunner(ds.pack, tmp, now)
         to_doc = None
     m = runner.manager
     clock = {"clock": (lambda: now)} if now is not None else {}

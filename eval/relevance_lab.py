@@ -26,7 +26,6 @@ import json
 import sys
 import tempfile
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,15 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from eval import agent as A
 
-        set_dir = A.DEFAULT_SET if args.data == "agent" else A.DEFAULT_SET / "ops"
-        pack = A.DEFAULT_PACK if args.data == "agent" else set_dir / "pack.jsonl"
-        queries, allq = A.load_set(set_dir)
-        queries = [q for q in queries if args.half == "all" or q["split"] == args.half]
-        now = datetime.fromisoformat(A.DEFAULT_NOW).timestamp()
-        runner = A.AgentRunner(pack, tmp, now)
+        ds = A.dev_set_half(args.data, args.half)
+        items, qrels, now = ds.items, ds.qrels, ds.now
+        runner = A.AgentRunner(ds.pack, tmp, now)
         runner.attach(emb, DEFAULT_CACHE)
-        items = [(q["id"], q["text"], q.get("filters", {})) for q in queries]
-        qrels = {q["id"]: allq[q["id"]] for q in queries}
         manager, runtime = runner.manager, runner.runtime
         to_doc = None
     clock = {"clock": (lambda: now)} if now is not None else {}

@@ -10,13 +10,11 @@ Tried on the starter TUNE half only; neither form beat g = 0, so nothing was ado
 and the report half was never scored with it.
 """
 import sys, json, math, tempfile
-from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval import agent as A
-from eval.relevance_lab import capture, rescore, DEPTH
+from eval.relevance_lab import capture, DEPTH
 from eval.metrics import per_query
 from tiervault.config import BrainConfig, Settings
 from tiervault.brain.brain import Brain
@@ -27,11 +25,8 @@ which = sys.argv[1]  # agent|ops
 half = sys.argv[2]
 out_json = Path(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--json" else None
 results = []
-set_dir = A.DEFAULT_SET if which == "agent" else A.DEFAULT_SET / "ops"
-pack = A.DEFAULT_PACK if which == "agent" else set_dir / "pack.jsonl"
-queries, allq = A.load_set(set_dir)
-queries = [q for q in queries if half == "all" or q["split"] == half]
-now = datetime.fromisoformat(A.DEFAULT_NOW).timestamp()
+ds = A.dev_set_half(which, half)
+pack, queries, qrels, now = ds.pack, ds.queries, ds.qrels, ds.now
 tmp = Path(tempfile.mkdtemp())
 runner = A.AgentRunner(pack, tmp, now)
 settings = Settings(agent_id="lab", tiers=(), embedding=None, features=frozenset(), brain=BrainConfig(), config_path=None)
@@ -53,7 +48,6 @@ def qterms(text):
     st = STEMMER.stems(ws)
     return list(dict.fromkeys(st[w] for w in ws if st[w]))
 caps = {q["id"]: (capture(fts, q["text"], q.get("filters", {})), qterms(q["text"])) for q in queries}
-qrels = {q["id"]: allq[q["id"]] for q in queries}
 def run_with(gamma, mode):
     run = {}
     for qid, (c, terms) in caps.items():

@@ -7,36 +7,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 
 from tiervault.vault.entry import Entry
-from tiervault.vault.rows import VectorRow
 from tiervault.vault.store import TierStore
+
+from migrate_source import fill_tier, kill_when
 
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tiervault", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def _fill(path: Path, n: int) -> TierStore:
-    store = TierStore(path, name="team")
-    store.capture_many(Entry.create(id=f"m{i:05d}", title=f"migrated entry {i}", type="pattern",
-                                    description=f"body {i} " + "words " * (i % 9),
-                                    tags=[f"t{i % 5}"], domain=("a", "b")[i % 2]) for i in range(n))
-    for i in range(0, n - 1, 7):
-        store.link(f"m{i:05d}", f"m{i + 1:05d}", "supports", note=f"n{i}")
-    store.link("m00000", "elsewhere-id", "extends")  # a target in another tier
-    rng = np.random.default_rng(3)
-    vecs = rng.standard_normal((n, 8)).astype(np.float32)
-    store.put_vectors("hash-8", [VectorRow(f"m{i:05d}", f"h{i}", vecs[i]) for i in range(n)])
-    store.add_memory("migrations need a verify step", topics=["ops"])
-    store.add_feedback("how to migrate", "m00003", "accepted")
-    store.add_feedback("how to migrate", "m00004", "dismissed")
-    return store
 
 
 def _entry_indexes(pg_server, schema: str) -> dict[str, int]:
@@ -58,7 +40,7 @@ def test_migrate_into_an_empty_postgres_tier_takes_the_bulk_path(tmp_path, pg_se
     from tiervault.vault.postgres import PgTierStore
     from tiervault.vault.postgres.schema import ENTRY_INDEXES
 
-    _fill(tmp_path / "team.db", 1_200).close()
+    fill_tier(tmp_path / "team.db", 1_200).close()
     schema = "t_migrate_bulk"
     pg_server.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE", "tiervault_test")
     PgTierStore(pg_server.url("tiervault_test"), name="team", schema=schema).close()  # empty, indexed
@@ -77,7 +59,7 @@ def test_migrate_into_an_empty_postgres_tier_takes_the_bulk_path(tmp_path, pg_se
 
 
 def test_migrate_round_trip_with_kill_and_resume(tmp_path, pg_server):
-    src = _fill(tmp_path / "team.db", 3_000)
+    src = fill_tier(tmp_path / "team.db", 3_000)
     src.close()
     url = pg_server.url("tiervault_test").replace(pg_server.password, "${TV_MIGRATE_PW}")
     env = {"TV_MIGRATE_PW": pg_server.password}
@@ -87,13 +69,7 @@ def test_migrate_round_trip_with_kill_and_resume(tmp_path, pg_server):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **env})
     # Kill it once some batches are in (the progress lines say so), before it finishes.
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:  # type: ignore[union-attr]
-        if "entries: 600 read" in line or time.monotonic() > deadline:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    assert kill_when(proc, "entries: 600 read") == -signal.SIGKILL
     from tiervault.vault.postgres import PgTierStore
     from tiervault.vault.postgres.schema import ENTRY_INDEXES
 
@@ -131,7 +107,7 @@ def test_migrate_round_trip_with_kill_and_resume(tmp_path, pg_server):
 
 
 def test_migrate_reports_a_difference_and_fails(tmp_path, pg_server):
-    _fill(tmp_path / "a.db", 20).close()
+    fill_tier(tmp_path / "a.db", 20).close()
     extra = TierStore(tmp_path / "b.db", name="team")
     extra.capture(Entry.create(id="zz-extra", title="only here", description="d", type="rule"))
     extra.close()

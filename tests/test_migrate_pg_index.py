@@ -13,12 +13,11 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from test_migrate_cli import _fill
+from migrate_source import fill_tier, kill_when
 
 HELPER = Path(__file__).parent / "helpers" / "migrate_low_threshold.py"
 
@@ -39,19 +38,13 @@ def _index_scans(store, name: str) -> int:
 
 
 def test_migrate_defers_the_hnsw_index_to_the_end_and_resumes(tmp_path, pg_server):
-    _fill(tmp_path / "team.db", 3_000).close()
+    fill_tier(tmp_path / "team.db", 3_000).close()
     url = pg_server.url("tiervault_test")
     pg_server.execute("DROP SCHEMA IF EXISTS t_migrate_ix CASCADE", "tiervault_test")
     argv = [sys.executable, str(HELPER), "500", "migrate", "--from", str(tmp_path / "team.db"),
             "--to", url, "--schema", "t_migrate_ix", "--batch", "200"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:  # type: ignore[union-attr]
-        if "entries: 1000 read" in line or time.monotonic() > deadline:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    assert kill_when(proc, "entries: 1000 read") == -signal.SIGKILL
     from tiervault.vault.postgres import PgTierStore
 
     partial = PgTierStore(url, name="team", schema="t_migrate_ix")

@@ -5,13 +5,16 @@
 See eval/agentset/README.md for how the set was built; do not edit grades after
 looking at a ranking.
 """
-import json, sys
-from collections import defaultdict
+import sys
 from pathlib import Path
 
-Q = []  # (id, kind, text, filters, {entry: grade})
-def q(kind, text, judged, filters=None):
-    Q.append((kind, text, filters, judged))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: `import eval.*`
+
+from eval.judged_queries import JudgedQueries, pack_ids  # noqa: E402
+
+SET = JudgedQueries({"question": "q", "keyword": "k", "paraphrase": "p", "symptom": "s", "filter": "f"})
+q = SET.q
 
 # ---- question: asked mid-task, full sentences -------------------------------------------
 q("question", "what's the safe way to re-send a charge request to a payment provider after the first attempt timed out?",
@@ -137,20 +140,7 @@ q("filter", "deprecated", {"sec-tls-minimum-version": 2, "ci-github-output-file"
   {"type": "reference"})
 q("filter", "caching", {"api-etag-conditional-requests": 2}, {"tags": ["http"]})
 
-ROOT = Path(__file__).resolve().parents[2]
-ids = set(json.loads(l)["id"] for l in open(ROOT / "vault/packs/starter.jsonl"))
-out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
-counter = defaultdict(int); prefix = {"question": "q", "keyword": "k", "paraphrase": "p", "symptom": "s", "filter": "f"}
-with open(out / "queries.jsonl", "w") as fq, open(out / "qrels.tsv", "w") as fr:
-    fr.write("query_id\tentry_id\tgrade\n")
-    for kind, text, filters, judged in Q:
-        counter[kind] += 1
-        n = counter[kind]
-        qid = f"{prefix[kind]}{n:02d}"
-        rec = {"id": qid, "text": text, "kind": kind, "split": "tune" if n % 2 else "report"}
-        if filters: rec["filters"] = filters
-        fq.write(json.dumps(rec) + "\n")
-        for e, g in judged.items():
-            assert e in ids, e
-            fr.write(f"{qid}\t{e}\t{g}\n")
-print(dict(counter), len(Q))
+if __name__ == "__main__":
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
+    counts = SET.write(out, pack_ids(ROOT / "vault/packs/starter.jsonl"))
+    print(dict(counts), len(SET.queries))

@@ -7,16 +7,15 @@ texts before any ranking was run (see eval/agentset/README.md). The expired
 entry ``k8s-1-25-psp-removal`` (valid until 2024-10-28) is filtered out by
 default and so is never judged relevant.
 """
-import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
-Q = []
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # run as a script: `import eval.*`
 
+from eval.judged_queries import JudgedQueries, pack_ids  # noqa: E402
 
-def q(kind, text, judged, filters=None):
-    Q.append((kind, text, filters, judged))
+SET = JudgedQueries({"question": "oq", "keyword": "ok", "paraphrase": "op", "symptom": "os", "filter": "of"})
+q = SET.q
 
 
 # question
@@ -82,22 +81,6 @@ q("filter", "scheduling", {"airflow-catchup-false": 2, "airflow-sensor-reschedul
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
-    ids = {json.loads(l)["id"] for l in (here / "pack.jsonl").read_text().splitlines() if l.strip()}
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else here
-    counter = defaultdict(int)
-    prefix = {"question": "oq", "keyword": "ok", "paraphrase": "op", "symptom": "os", "filter": "of"}
-    with open(out / "queries.jsonl", "w") as fq, open(out / "qrels.tsv", "w") as fr:
-        fr.write("query_id\tentry_id\tgrade\n")
-        for kind, text, filters, judged in Q:
-            counter[kind] += 1
-            n = counter[kind]
-            qid = f"{prefix[kind]}{n:02d}"
-            rec = {"id": qid, "text": text, "kind": kind, "split": "tune" if n % 2 else "report"}
-            if filters:
-                rec["filters"] = filters
-            fq.write(json.dumps(rec) + "\n")
-            for e, g in judged.items():
-                assert e in ids, e
-                if g > 0:
-                    fr.write(f"{qid}\t{e}\t{g}\n")
-    print(dict(counter), len(Q))
+    counts = SET.write(out, pack_ids(here / "pack.jsonl"))
+    print(dict(counts), len(SET.queries))
