@@ -55,7 +55,7 @@ from bench.cache_dir import run_cache_dir  # noqa: E402
 from bench.embedder import DEFAULT_DATA  # noqa: E402
 from bench.output import emit  # noqa: E402
 from bench.phases import time_interleaved  # noqa: E402
-from bench.pg_recall_real import _index_scans, _literal, _stats, _sweep  # noqa: E402
+from bench.pg_recall_real import ef_sweep, index_scans, recall_stats  # noqa: E402
 from bench.run import machine_info  # noqa: E402
 from bench.scifact_units import DEFAULT_CACHE, embed_cached, entry_dict, queries, units  # noqa: E402
 
@@ -175,15 +175,15 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         mat = data["tiers"]["team"]["matrix"]
         exact = {q: [team_ids[i] for i in np.argsort(-(mat @ qvec[q]), kind="stable")[:10]] for q in qvec}
         everything = Filters(include_expired=True, include_future=True)
-        lit = {q: _literal(v) for q, v in qvec.items()}
+        lit = {q: pgv.vector_literal(v) for q, v in qvec.items()}
 
         def product(qids: list[str]) -> list[float]:
             return [len({h.id for h in team.vector_search(model, qvec[q], 10, filters=everything)}
                         & set(exact[q])) / 10 for q in qids]
 
         _say(f"tune half ({len(tune)} odd ids): sweep")
-        sweep = _sweep(team, model, mat.shape[1], {q: lit[q] for q in tune}, exact)
-        tune_recall = _stats(product(tune))
+        sweep = ef_sweep(team, model, mat.shape[1], {q: lit[q] for q in tune}, exact)
+        tune_recall = recall_stats(product(tune))
         keep = tune_recall["mean"] >= 0.95
         _say(f"tune recall {tune_recall}; report half ({len(report)} even ids): timing")
         got: dict[str, list[str]] = {}
@@ -205,12 +205,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
         warm = [{"id": q, "text": qtext[q]} for q in tune[:WARMUP]]
         timed_qs = [{"id": q, "text": qtext[q]} for q in report]
-        name = pgv._index_name(model, mat.shape[1])  # noqa: SLF001 - the bench names the index
-        scans0 = _index_scans(team, name)
+        name = pgv.index_name(model, mat.shape[1])
+        scans0 = index_scans(team, name)
         timed = time_interleaved({"hybrid_scan": hybrid, "embed_query": embed, "vector_search": ours,
                                   "baseline_plain_pgvector": plain}, timed_qs, warm)
-        scans = _index_scans(team, name) - scans0
-        report_recall = _stats([len(set(got[q]) & set(exact[q])) / 10 for q in report])
+        scans = index_scans(team, name) - scans0
+        report_recall = recall_stats([len(set(got[q]) & set(exact[q])) / 10 for q in report])
         sql_agree = []
         for q in report[:50]:  # the NumPy ground truth against the server's exact order
             with team.mapped("exact check") as conn, conn.transaction():
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                                               / timed["baseline_plain_pgvector"]["p50_ms"], 2),
                        "ratio_vector_p50_to_plain_p50": round(timed["vector_search"]["p50_ms"]
                                                               / timed["baseline_plain_pgvector"]["p50_ms"], 2)},
-            "exact_numpy_vs_sql_top10_agreement": _stats(sql_agree),
+            "exact_numpy_vs_sql_top10_agreement": recall_stats(sql_agree),
             "load_avg_after": [round(x, 2) for x in os.getloadavg()],
         }
     finally:

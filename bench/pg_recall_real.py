@@ -64,10 +64,6 @@ def _say(msg: str) -> None:
     print(f"  [pg-recall] {msg}", file=sys.stderr, flush=True)
 
 
-def _literal(vec: np.ndarray) -> str:
-    return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
-
-
 def _hnsw_index(store: Any, schema: str) -> str | None:
     """The name of the tier's HNSW index, if there is one."""
     rows = store.query("SELECT indexname FROM pg_indexes WHERE schemaname = %s AND "
@@ -75,7 +71,7 @@ def _hnsw_index(store: Any, schema: str) -> str | None:
     return rows[0][0] if rows else None
 
 
-def _index_scans(store: Any, name: str | None) -> int:
+def index_scans(store: Any, name: str | None) -> int:
     """The index's ``idx_scan`` counter, after flushing this backend's pending statistics
     (PostgreSQL publishes them at most once a second otherwise)."""
     if name is None:
@@ -87,7 +83,8 @@ def _index_scans(store: Any, name: str | None) -> int:
     return int(rows[0][0]) if rows else -1
 
 
-def _stats(values: list[float]) -> dict[str, float]:
+def recall_stats(values: list[float]) -> dict[str, float]:
+    """Mean, 10th percentile, minimum, queries below 1.0 and count of per-query recalls."""
     a = np.asarray(values, dtype=np.float64)
     return {"mean": round(float(a.mean()), 4), "p10": round(float(np.percentile(a, 10)), 4),
             "min": round(float(a.min()), 4), "queries_below_1": int((a < 1.0).sum()),
@@ -147,7 +144,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         name = _hnsw_index(team, SCHEMA)
         has_index = name is not None
         _say(f"index built={built} present={has_index} in {build_s:.1f} s; searching")
-        lit = {q: _literal(v) for q, v in qvec.items()}
+        lit = {q: pgv.vector_literal(v) for q, v in qvec.items()}
         qs = [{"id": q} for q in queries]
         from tiervault.vault.filters import Filters
 
@@ -166,10 +163,10 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             exact[q["id"]] = [r[0] for r in rows]
             return rows
 
-        scans_before = _index_scans(team, name)
+        scans_before = index_scans(team, name)
         warm = qs[:20]
         timed = time_interleaved({"vector_search": ours, "baseline_exact_pgvector": plain}, qs, warm)
-        scans = _index_scans(team, name) - scans_before  # expected: len(warm) + len(qs)
+        scans = index_scans(team, name) - scans_before  # expected: len(warm) + len(qs)
         recall = [len(set(got[q]) & set(exact[q])) / 10 for q in queries]
         # Cross-check the SQL ground truth against NumPy over the same stored vectors.
         unit = mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
@@ -177,7 +174,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         for q, v in qvec.items():
             s = unit @ (v / max(float(np.linalg.norm(v)), 1e-12))
             np_agree.append(len({ids[i] for i in np.argsort(-s)[:10]} & set(exact[q])) / 10)
-        sweep = _sweep(team, model, mat.shape[1], lit, exact) if args.sweep and has_index else None
+        sweep = ef_sweep(team, model, mat.shape[1], lit, exact) if args.sweep and has_index else None
         out = {
             "dataset": coll.name, "docs": len(coll.docs), "vectors": len(ids), "dim": int(mat.shape[1]),
             "queries": len(queries), "model": embedder.model, "model_key": model,
@@ -191,8 +188,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                     f"{max(pgv.POOL_FACTOR * 10, pgv.POOL_MIN)} at k 10",
                             "ef_search": f"min(max(2 pool, {pgv.EF_SEARCH_MIN}), 1000) = "
                                          f"{min(max(2 * max(pgv.POOL_FACTOR * 10, pgv.POOL_MIN), pgv.EF_SEARCH_MIN), 1000)}"},
-            "recall_at_10": _stats(recall),
-            "exact_sql_vs_numpy_top10_agreement": _stats(np_agree),
+            "recall_at_10": recall_stats(recall),
+            "exact_sql_vs_numpy_top10_agreement": recall_stats(np_agree),
             **timed,
             "ratio_vector_p50_to_exact_p50": round(timed["vector_search"]["p50_ms"]
                                                    / timed["baseline_exact_pgvector"]["p50_ms"], 2),
@@ -211,7 +208,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         server.stop()
 
 
-def _sweep(team: Any, model: str, dim: int, lit: dict[str, str],
+def ef_sweep(team: Any, model: str, dim: int, lit: dict[str, str],
            exact: dict[str, list[str]]) -> dict[str, Any]:
     """Raw HNSW top-10 (LIMIT 10 straight from the index) at a few ef_search values."""
     # Literals, not parameters: the planner must see the partial index's predicate.
@@ -228,7 +225,7 @@ def _sweep(team: Any, model: str, dim: int, lit: dict[str, str],
                 rows = conn.execute(sql, (text,)).fetchall()
                 times.append(time.perf_counter_ns() - t0)
             rec.append(len({r[0] for r in rows} & set(exact[q])) / 10)
-        out[f"ef_search_{ef}"] = {"recall_at_10": _stats(rec),
+        out[f"ef_search_{ef}"] = {"recall_at_10": recall_stats(rec),
                                   "p50_ms": round(float(np.percentile(times, 50)) / 1e6, 3)}
     return out
 

@@ -184,7 +184,7 @@ def hybrid_phase(team: Any, sqlite: dict[str, Any], workdir: Path, dim: int,
     qvec = {q["id"]: runtime.embed_query(q["text"]) for q in qs + warm}
     qvec = {k: v for k, v in qvec.items() if np.linalg.norm(v) > 0}
     qs, warm = [q for q in qs if q["id"] in qvec], [q for q in warm if q["id"] in qvec]
-    lit = {k: pgv._literal(v) for k, v in qvec.items()}  # noqa: SLF001
+    lit = {k: pgv.vector_literal(v) for k, v in qvec.items()}
 
     def ours(q: dict[str, Any]) -> list[Any]:
         return team.vector_search(model, qvec[q["id"]], 10, filters=Filters.build(**query_kwargs(q)))
@@ -207,7 +207,7 @@ def hybrid_phase(team: Any, sqlite: dict[str, Any], workdir: Path, dim: int,
         got = {h.id for h in team.vector_search(model, qvec[q["id"]], 10, filters=everything)}
         recall.append(len(got & exact) / 10)
     out.update(backfill=fill, dim=dim, vectors=len(ids), hnsw_build_s=round(index_s, 1),
-               hnsw_index=team.vectors._has_index(pgv._index_name(model, dim)),  # noqa: SLF001
+               hnsw_index=team.vectors.has_index(pgv.index_name(model, dim)),
                hnsw_params={"m": pgv.HNSW_M, "ef_construction": pgv.HNSW_EF_CONSTRUCTION,
                             "pool": f"max({pgv.POOL_FACTOR} k, {pgv.POOL_MIN})",
                             "ef_search": f"min(max(2 pool, {pgv.EF_SEARCH_MIN}), 1000)"},

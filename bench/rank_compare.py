@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hybrid", action="store_true", help="rank with the hash embedder's vectors")
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--_worker", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--_worker", dest="worker_out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args._worker:
-        worker(args.workdir, args.queries, args.seed, args._worker, args.dim if args.hybrid else 0)
+    if args.worker_out:
+        worker(args.workdir, args.queries, args.seed, args.worker_out, args.dim if args.hybrid else 0)
         return 0
     answers = {}
     for name, checkout in (("A", args.a), ("B", args.b)):

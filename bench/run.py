@@ -280,13 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--include", type=Path, action="append", default=[],
                         help="a previous --json result whose sizes join this one's for the "
                              "growth exponents (e.g. a separate 1,000,000 run); repeatable")
-    parser.add_argument("--_phase", help=argparse.SUPPRESS)
-    parser.add_argument("--_params", help=argparse.SUPPRESS)
+    parser.add_argument("--_phase", dest="phase", help=argparse.SUPPRESS)
+    parser.add_argument("--_params", dest="phase_params", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args._phase:
+    if args.phase:
         from bench.phases import main_worker
 
-        result = main_worker(args._phase, json.loads(args._params), _T_START)
+        result = main_worker(args.phase, json.loads(args.phase_params), _T_START)
         print(json.dumps(result))
         return 0
     if args.queries < 1 or args.vectors < 2 or args.captures < 1 or args.warmup < 0:

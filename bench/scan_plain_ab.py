@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--_worker", dest="worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args._worker:
+    if args.worker:
         print(json.dumps(worker(args.workdir, args.queries)))
         return 0
     checkouts = dict(c.split("=", 1) for c in args.checkout)

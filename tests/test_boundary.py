@@ -30,6 +30,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = ("tiervault", "vault", "brain", "embeddings", "config")
+# The project's tools and tests keep rule 2 too (a bench script or test that reaches into a
+# module's privates breaks when that module is reworked, and hides a missing public API).
+TOOL_DIRS = ("bench", "eval", "tests")
 UPPER_DIRS = ("tiervault", "brain", "embeddings", "config")
 
 SQLITE_BACKEND = {"vault/store.py", "vault/journal.py", "vault/vectors.py", "vault/connection.py",
@@ -42,6 +45,8 @@ SQLITE_BACKEND = {"vault/store.py", "vault/journal.py", "vault/vectors.py", "vau
 SQLITE_ALLOWED = SQLITE_BACKEND | {"vault/tokenizer.py", "brain/sql_surface.py"}
 # NamedTuple's public API is spelled with a leading underscore (to avoid field clashes).
 NAMEDTUPLE_API = {"_make", "_fields", "_replace", "_asdict", "_field_defaults"}
+# Standard-library functions whose public name starts with an underscore.
+STDLIB_PUBLIC = {"os._exit"}
 # Receivers that are tiervault objects owned by other modules (VaultManager, backends,
 # tiers, the Brain, runtimes): the upper layers must not set attributes on them.
 FOREIGN_RECEIVERS = ("manager", "store", "backend", "brain", "vault", "tier", "runtime", "recall",
@@ -49,9 +54,9 @@ FOREIGN_RECEIVERS = ("manager", "store", "backend", "brain", "vault", "tier", "r
 SQLITE_ONLY_MEMBERS = {"postings", "search_fts", "snapshot", "db", "file_size", "journal", "lexicon"}
 
 
-def source_files() -> list[Path]:
+def source_files(dirs: tuple[str, ...] = SOURCE_DIRS) -> list[Path]:
     files = []
-    for d in SOURCE_DIRS:
+    for d in dirs:
         files.extend(p for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts)
     assert len(files) > 40, "the source tree was not found"
     return sorted(files)
@@ -122,6 +127,8 @@ def private_access(tree: ast.AST, name: str) -> list[str]:
         if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
             continue
         shown = ast.unparse(node)
+        if shown in STDLIB_PUBLIC:
+            continue
         out.append(f"{name}:{node.lineno}: {shown} reaches a private member of another object")
     return out
 
@@ -186,14 +193,37 @@ KNOWN_REACH = {
 }
 
 
+# The same for bench/, eval/ and tests/.
+KNOWN_TOOL_REACH = {
+    # A/B instrumentation run against older checkouts too: it wraps the private write step
+    # of PgTierStore (which both sides have) to time the write thread.
+    "bench/pg_import_ab.py": ("store._write_batch",),
+    # Micro-timings and a reference check of string_table's pure-Python fingerprint path;
+    # vault/string_table.py is reworked by the scan engineer this session (a public name
+    # for it is theirs to give).
+    "bench/scan_micro.py": ("st._py_fingerprint", "st._encode", "st._PY_CHARS"),
+    "tests/test_mirror_cache_file.py": ("private _py_fingerprint",),
+    # Counts the table's private look-up to prove a search makes none.
+    "tests/test_string_memo.py": ("StringTable._find",),
+    # Runs the worker's own command line (vault/mirror_workers.py) in a subprocess.
+    "tests/test_mirror_workers.py": ("mirror_workers._WORKER_CODE",),
+    # White-box checks of embeddings/recall.py's slot map (the hybrid engineer's module).
+    "tests/test_recall.py": ("private _rows_by_slot", "recall._state"),
+    # Asserts that Secret's private field cannot be written.
+    "tests/test_config.py": ("s._value",),
+    # Walks argparse's parsers (stdlib internals) for every sub-command's options.
+    "tests/test_security.py": ("parser._actions", "p._actions", "argparse._SubParsersAction"),
+}
+
+
 def _known(violation: str) -> bool:
     name = violation.split(":", 1)[0]
-    return any(part in violation for part in KNOWN_REACH.get(name, ()))
+    return any(part in violation for part in KNOWN_REACH.get(name, ()) + KNOWN_TOOL_REACH.get(name, ()))
 
 
 def _scan(checker, dirs=SOURCE_DIRS) -> list[str]:
     out = []
-    for path in source_files():
+    for path in source_files(tuple(dict.fromkeys(SOURCE_DIRS + tuple(dirs)))):
         name = rel(path)
         if name.split("/")[0] in dirs:
             out.extend(checker(ast.parse(path.read_text(encoding="utf-8")), name))
@@ -207,6 +237,17 @@ def test_sqlite3_is_imported_only_by_the_sqlite_backend():
 
 def test_no_private_member_access_across_modules():
     assert [v for v in _scan(private_access) if not _known(v)] == []
+
+
+def test_no_private_member_access_in_bench_eval_and_tests():
+    assert [v for v in _scan(private_access, TOOL_DIRS) if not _known(v)] == []
+
+
+def test_every_known_tool_exception_is_still_real():
+    found = _scan(private_access, TOOL_DIRS)
+    for name, parts in KNOWN_TOOL_REACH.items():  # a fixed exception must leave the list
+        for part in parts:
+            assert any(v.startswith(name + ":") and part in v for v in found), (name, part)
 
 
 def test_upper_layers_set_no_attributes_on_other_modules_objects():

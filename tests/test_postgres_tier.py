@@ -178,14 +178,14 @@ def test_exact_vector_search_scores_and_an_index_built_by_another_store(pg_tier,
     exact = sorted(range(60), key=lambda i: -float(mat[i] @ q))[:6]
     assert [h.id for h in hits] == [data[i].id for i in exact]
     np.testing.assert_allclose([h.score for h in hits], [float(mat[i] @ q) for i in exact], atol=1e-5)
-    name = pgv._index_name("m", 8)  # noqa: SLF001
+    name = pgv.index_name("m", 8)
     assert name in store.vector_index_misses
     other = pg_tier(schema=store.address.schema)
     monkeypatch.setattr(pgv, "HNSW_MIN_ROWS", 50)
     assert other.vectors.ensure_index("m", 8)
-    assert not store.vectors._has_index(name)  # noqa: SLF001  (the miss is still trusted)
+    assert not store.vectors.has_index(name)  # the miss is still trusted
     monkeypatch.setattr(pgv, "INDEX_RECHECK_S", 0.0)
-    assert store.vectors._has_index(name)  # noqa: SLF001
+    assert store.vectors.has_index(name)
     assert [h.id for h in store.vector_search("m", q, 6)] == [data[i].id for i in exact]
 
 
@@ -226,7 +226,7 @@ def test_vectors_hnsw_above_the_threshold_with_filters_inside_the_sql(pg_tier, m
     from tiervault.vault.rows import VectorRow
 
     assert store.put_vectors("m", [VectorRow(e.id, "h", v) for e, v in zip(data, mat)]) == 80
-    assert store.vectors._has_index(pgv._index_name("m", 16))  # noqa: SLF001
+    assert store.vectors.has_index(pgv.index_name("m", 16))
     q = mat[7]
     hits = store.vector_search("m", q, 5, filters=Filters.build(domain="db"))
     allowed = [i for i, e in enumerate(data) if e.domain == "db"]

@@ -30,7 +30,8 @@ from tiervault.vault.postgres.schema import BUILD_MEMORY
 from tiervault.vault.postgres.store import pg_filter_sql
 from tiervault.vault.entry_rows import SELECT_ENTRY, row_to_entry
 
-__all__ = ["PgVectors", "VectorHit", "HNSW_MIN_ROWS", "HALFVEC_ABOVE_DIM", "EMBEDDING_STATES"]
+__all__ = ["PgVectors", "VectorHit", "HNSW_MIN_ROWS", "HALFVEC_ABOVE_DIM", "EMBEDDING_STATES",
+           "index_name", "vector_literal"]
 
 EMBEDDING_STATES = ("pending", "ok", "error")
 #: Below this many vectors of one (model, dim) an exact scan is both exact and fast enough.
@@ -77,11 +78,15 @@ def _register_vector(conn: Any) -> None:
     register_vector_info(conn, TypeInfo.fetch(conn, "vector"))
 
 
-def _literal(vec: np.ndarray) -> str:
+def vector_literal(vec: np.ndarray) -> str:
+    """pgvector's text form of ``vec``, ``[x1,x2,...]``, of its float32 values (``repr``:
+    each value reads back as the same float32)."""
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
 
 
-def _index_name(model: str, dim: int) -> str:
+def index_name(model: str, dim: int) -> str:
+    """The name of the partial HNSW index of one (model, dim): ``vec_hnsw_`` and 12 hex
+    digits of SHA-1 over both (a model name may hold any character)."""
     return "vec_hnsw_" + hashlib.sha1(f"{model}\0{dim}".encode()).hexdigest()[:12]
 
 
@@ -169,14 +174,14 @@ class PgVectors:
         built = []
         for model, dim in self._query("SELECT DISTINCT model, dim FROM entry_vectors ORDER BY 1, 2"):
             if self.ensure_index(model, dim):
-                built.append(_index_name(model, dim))
+                built.append(index_name(model, dim))
         return built
 
     def ensure_index(self, model: str, dim: int) -> bool:
         """Create the HNSW index of (model, dim) once it holds HNSW_MIN_ROWS vectors."""
-        name = _index_name(model, dim)
+        name = index_name(model, dim)
         n = self._query("SELECT count(*) FROM entry_vectors WHERE model = %s AND dim = %s", (model, dim))[0][0]
-        if n < HNSW_MIN_ROWS or self._has_index(name):
+        if n < HNSW_MIN_ROWS or self.has_index(name):
             return False
         kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
         with self.store.mapped("create a vector index") as conn, conn.transaction():
@@ -190,7 +195,7 @@ class PgVectors:
         self.store.__dict__.setdefault("vector_index_misses", {}).pop(name, None)
         return True
 
-    def _has_index(self, name: str) -> bool:
+    def has_index(self, name: str) -> bool:
         """Whether the HNSW index ``name`` exists. A positive answer is remembered by the
         store; a negative one for :data:`INDEX_RECHECK_S` (an index another process builds is
         used from then on; until then the search is exact, so only slower, never wrong)."""
@@ -219,11 +224,11 @@ class PgVectors:
         if not np.all(np.isfinite(q)):
             raise ValidationError("query vector", "contains NaN or infinity")
         where, params = pg_filter_sql(filters or Filters())
-        lit = _literal(q)
-        name = _index_name(model, dim)
+        lit = vector_literal(q)
+        name = index_name(model, dim)
         # Literals, not parameters: the planner must see the partial index's predicate.
         pred = f"v.model = {_quote(model)} AND v.dim = {dim}"
-        if self._has_index(name):
+        if self.has_index(name):
             kind = "halfvec" if dim > HALFVEC_ABOVE_DIM else "vector"
             size = pool or max(POOL_FACTOR * k, POOL_MIN)
             sql = (f"SELECT id, 1 - (vector <=> %s::vector) AS s FROM ("
