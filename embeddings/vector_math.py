@@ -237,13 +237,14 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
     qcodes, qs = quantize_int8(q[None, :])
     b = float(qs[0])
     resid = float(np.linalg.norm(q.astype(np.float64) - b * qcodes[0].astype(np.float64)))
-    out = np.empty((1, codes.shape[0]), dtype=np.float32)
     if codes.shape[0]:
         # Not cdist(..., out=...): SimSIMD 6.5 returns None from it without a reference
         # of its own, so every such call takes one from None and a long-running
         # process dies in none_dealloc (tests/test_vector_delta.py checks the count).
-        out[:] = simd.cdist(qcodes, codes, metric="dot", out_dtype="float32")
-    scores = out[0]
+        # Its own result is a writable buffer: viewed, not copied (~20 us at 50K rows).
+        scores = np.asarray(simd.cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
+    else:
+        scores = np.empty(0, dtype=np.float32)
     scores *= scale
     scores *= np.float32(b)
     return scores, QueryCode(l1, b, resid, q.shape[0])
