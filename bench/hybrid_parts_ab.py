@@ -12,7 +12,8 @@ twice: a **plain** pass (process CPU per scan: the figure to compare) and a pass
 process-CPU wrappers around the parts a hybrid scan adds to an FTS-only one -- the
 vector leg (``vectors.search``), the candidates' cosines (``vectors.similarities``), the
 pool's additions (``Pool.add_external``: vector hits and graph neighbours, their light
-rows and lexical evidence) -- and the lexical leg (``manager.search``). Both passes see
+rows and lexical evidence) -- and the lexical leg (``manager.search``) and the pool's
+candidates (``Pool.from_candidates``: their light rows). Both passes see
 the queries' vectors cached (the embedder is not timed: ``embed_query`` keeps the last
 256). Rounds run A, B, A, B, ...; compare the two variants' medians of the same rounds.
 """
@@ -32,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.checkouts import ab_parser, commit_of, load_avg, run_worker  # noqa: E402
 from bench.output import emit  # noqa: E402
 
-PARTS = ("vectors.search", "vectors.similarities", "Pool.add_external", "manager.search")
+PARTS = ("vectors.search", "vectors.similarities", "Pool.add_external", "Pool.from_candidates",
+         "manager.search")
 
 
 def worker(workdir: Path, n_queries: int, seed: int, dim: int) -> dict[str, Any]:
@@ -69,6 +71,8 @@ def worker(workdir: Path, n_queries: int, seed: int, dim: int) -> dict[str, Any]
     vectors.similarities = wrap(vectors.similarities, "vectors.similarities")
     manager.search = wrap(manager.search, "manager.search")
     Pool.add_external = wrap(Pool.add_external, "Pool.add_external")  # type: ignore[method-assign]
+    Pool.from_candidates = classmethod(wrap(Pool.from_candidates.__func__,  # type: ignore[method-assign]
+                                            "Pool.from_candidates"))
     wrapped = []
     for q in qs:
         c0 = time.process_time_ns()
