@@ -252,6 +252,40 @@ def test_hash_table_holds_digests_as_raw_bytes_and_finds_them():
     assert isinstance(table_of([d.upper() for d in digests[:3]]), StringTable)
 
 
+def test_a_look_up_of_digests_only_answers_as_one_mixing_other_strings():
+    """Every string a digest: validated and decoded in one join (hash_table._find's
+    fast path); the answers are those of the per-string path (a look-up with a
+    non-digest among them), digest by digest."""
+    import hashlib
+
+    from tiervault.vault.hash_table import table_of
+
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(500)] + ["0" * 64] * 2
+    probes = digests[::7] + ["0" * 64, "f" * 64, hashlib.sha256(b"x").hexdigest()]
+    fast = table_of(digests).find(probes)
+    mixed = table_of(digests).find(probes + ["not-a-hash"])
+    assert fast == mixed[:-1] and mixed[-1] == []
+    assert fast == [[i for i, d in enumerate(digests) if d == s] for s in probes]
+
+
+def test_fingerprints_shared_between_tables_are_the_strings_own():
+    """lookup_fingerprints (a memo shared by every table of the process) gives each
+    string its fingerprint whichever strings were remembered before, and two tables
+    finding the same strings answer each from its own slots."""
+    from tiervault.vault import string_table as st
+
+    strings = [f"entry-{i:05d}" for i in range(400)] + ["é-ü", "", "x" * 300]
+    expected = fingerprints(*st._encode(strings))
+    st.lookup_fingerprints(strings[:5])  # a few remembered, most not
+    assert st.lookup_fingerprints(strings).tolist() == expected.tolist()
+    assert st.lookup_fingerprints(strings[::-1]).tolist() == expected[::-1].tolist()
+    held = (strings[:200], strings[150:] + ["entry-00001"])
+    tables = [StringTable.build(h) for h in held]
+    probes = strings[140:160] + ["entry-00001", "nope"]
+    for table, h in zip(tables, held):
+        assert table.find(probes) == [[i for i, t in enumerate(h) if t == p] for p in probes]
+
+
 def test_hash_table_find_survives_its_memo_being_cleared():
     """A look-up that mixes remembered and new digests right when the memo is full
     (it used to clear the memo, then read the remembered ones from it: KeyError)."""

@@ -272,7 +272,9 @@ class Postings:
     def slots_of(self, entry_ids: Sequence[str]) -> list[int | None]:
         """Live slot of each id (None where this tier does not hold it)."""
         alive = self.alive
-        return [next((s for s in reversed(found) if alive[s]), None)
+        # most ids are held at no slot or one (a generator each cost ~0.4 us an id)
+        return [(found[0] if alive[found[0]] else None) if len(found) == 1 else
+                None if not found else next((s for s in reversed(found) if alive[s]), None)
                 for found in self.ids.slots_many(list(entry_ids))]
 
     def slot_by_hash(self, content_hash: str) -> int | None:
@@ -281,7 +283,8 @@ class Postings:
 
     def slots_by_hash(self, hashes: Sequence[str]) -> list[int | None]:
         alive = self.alive
-        return [next((s for s in found if alive[s]), None)
+        return [(found[0] if alive[found[0]] else None) if len(found) == 1 else
+                None if not found else next((s for s in found if alive[s]), None)
                 for found in self.hashes.slots_many(list(hashes))]
 
     # -- analysis ---------------------------------------------------------------------

@@ -29,7 +29,8 @@ from tiervault.vault.checked_array import CheckedArray
 if TYPE_CHECKING:
     from tiervault.vault.hash_table import HashTable
 
-__all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints", "memo_find"]
+__all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints", "lookup_fingerprints",
+           "memo_find"]
 
 _P = np.uint64(0x100000001B3)
 _LEN_MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -43,6 +44,10 @@ _MEMO_MAX = 50_000  # remembered look-ups per table (a few MB at most)
 # earlier rule, 32 strings whatever their length, paid the Python price for the 30-60
 # ids a federated dedup asks a tier about: issue 16).
 _PY_CHARS = 128
+#: Fingerprints of strings looked up lately, shared by every table of the process: a
+#: federated search asks two other tiers about each top-k id (the dedup), then its own
+#: tier (LSA, the pool); the fingerprint is the same in every table (issue 16, session 9).
+_FP_MEMO: dict[str, int] = {}
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -102,6 +107,26 @@ def fingerprints(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         out[a:b] = _mix(sums ^ (lens.astype(np.uint64) * _LEN_MIX))
         a = b
     return out
+
+
+def lookup_fingerprints(strings: Sequence[str]) -> np.ndarray:
+    """:func:`fingerprints` of ``strings`` (uint64, aligned), through the process-wide
+    memo: only the strings not remembered are hashed (plain Python up to ``_PY_CHARS``
+    characters in all, else NumPy); the memo is cleared past ``_MEMO_MAX`` strings."""
+    memo = _FP_MEMO
+    known = list(map(memo.get, strings))
+    if None in known:
+        missing = [s for s, k in zip(strings, known) if k is None]
+        if sum(map(len, missing)) <= _PY_CHARS:
+            fresh = [_py_fingerprint(s.encode()) for s in missing]
+        else:
+            fresh = fingerprints(*_encode(missing)).tolist()
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        memo.update(zip(missing, fresh))
+        it = iter(fresh)
+        known = [k if k is not None else next(it) for k in known]
+    return np.fromiter(known, dtype=np.uint64, count=len(known))
 
 
 def _encode(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -228,16 +253,11 @@ class StringTable:
             memo.setdefault(st, [slot])
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
-        if sum(map(len, strings)) <= _PY_CHARS:
-            want = np.fromiter((_py_fingerprint(s.encode()) for s in strings), dtype=np.uint64,
-                               count=len(strings))
-        else:
-            want = fingerprints(*_encode(strings))
+        want = lookup_fingerprints(strings)
         keys = self.keys.all()  # a binary search reads scattered blocks: verify once
-        lo = np.searchsorted(keys, want, side="left").tolist()
-        hi = np.searchsorted(keys, want, side="right").tolist()
-        lo_a, hi_a = np.asarray(lo), np.asarray(hi)
-        single = np.flatnonzero(hi_a - lo_a == 1)  # the usual case: one candidate each
+        lo_a = np.searchsorted(keys, want, side="left")
+        n_cands = np.searchsorted(keys, want, side="right") - lo_a
+        single = np.flatnonzero(n_cands == 1)  # the usual case: one candidate each (or none)
         out: list[list[int]] = [[] for _ in strings]
         if single.size:
             cands = self.order.at(lo_a[single])
@@ -249,10 +269,11 @@ class StringTable:
             for i, c, a, b in zip(single.tolist(), cands.tolist(), starts, ends):
                 if raw[a:b].tobytes() == strings[i].encode():
                     out[i] = [c]
-        for i in np.flatnonzero(hi_a - lo_a > 1).tolist():  # a shared fingerprint
+        for i in np.flatnonzero(n_cands > 1).tolist():  # a shared fingerprint
             want = strings[i].encode()
             hits = []
-            for c in self.order.get(lo[i], hi[i]).tolist():
+            lo = int(lo_a[i])
+            for c in self.order.get(lo, lo + int(n_cands[i])).tolist():
                 a, b = self.offsets.get(c, c + 2).tolist()
                 if self.blob.get(a, b).tobytes() == want:
                     hits.append(c)

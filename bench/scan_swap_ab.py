@@ -1,0 +1,123 @@
+"""Old and new versions of some scan functions, swapped query by query in ONE process.
+
+    python bench/scan_swap_ab.py --old /path/to/old/checkout --workdir DIR \
+        --swap vault/dedup.py:keep --swap vault/string_table.py:StringTable._find ... \
+        [--queries 800] [--json out.json]
+
+Fresh processes on this shared 2-core machine differ by +-10-25 % in scan CPU (other
+jobs beside the bench lock), more than a 0.1-0.3 ms change. Here one process (this
+checkout's ``tiervault``, ``DIR`` from ``bench/run.py``'s build phase) answers
+``--queries`` new bench queries (``search_intelligent(mode="scan")``, after 30 warm-up
+scans) with each ``--swap`` target taken from ``OLD`` (the file loaded as a separate
+module, its function or class attribute set in place of this checkout's) on even
+queries, from this checkout on odd ones, pairs in alternating order (``--flip``: the
+other way round; run both: each query is then timed under both variants, in two
+processes): both variants see the same load, the same warm caches and the same kind
+of queries. Process CPU per
+query; ``old`` / ``new`` medians and means, and ``new / old``. The swapped functions
+must be drop-in replacements (rankings are compared by ``bench/rank_compare.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: a checkout's own tiervault
+
+from bench.checkouts import load_avg  # noqa: E402
+from bench.corpus import queries  # noqa: E402
+from bench.output import emit  # noqa: E402
+from bench.phases import query_kwargs, write_config  # noqa: E402
+
+#: ``file:attr`` in this session's scan changes (issue 16, session 9)
+DEFAULT_SWAPS = ("vault/dedup.py:keep", "vault/string_table.py:StringTable._find",
+                 "vault/hash_table.py:HashTable._find", "vault/postings.py:Postings.slots_of",
+                 "vault/postings.py:Postings.slots_by_hash")
+
+
+class Swap:
+    """One target: this checkout's owner object and attribute, the old and new values."""
+
+    def __init__(self, old_root: Path, spec: str, n: int) -> None:
+        path, attr = spec.split(":")
+        module_name = "tiervault." + path.removesuffix(".py").replace("/", ".")
+        new_mod = importlib.import_module(module_name)
+        loader = importlib.util.spec_from_file_location(f"_old_swap_{n}", old_root / path)
+        assert loader is not None and loader.loader is not None
+        old_mod = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(old_mod)
+        *owner_path, self.name = attr.split(".")
+        self.owner: Any = new_mod
+        old_owner: Any = old_mod
+        for part in owner_path:
+            self.owner, old_owner = getattr(self.owner, part), getattr(old_owner, part)
+        self.new = self.owner.__dict__[self.name] if owner_path else getattr(self.owner, self.name)
+        self.old = old_owner.__dict__[self.name] if owner_path else getattr(old_owner, self.name)
+        self.spec = spec
+
+    def use(self, old: bool, callers: list[Any]) -> None:
+        value = self.old if old else self.new
+        setattr(self.owner, self.name, value)
+        for mod in callers:  # a module that imported the function by name
+            if getattr(mod, self.name, None) in (self.old, self.new):
+                setattr(mod, self.name, value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", type=Path, required=True)
+    ap.add_argument("--workdir", type=Path, required=True)
+    ap.add_argument("--swap", action="append", default=[], help="FILE:ATTR (default: this session's)")
+    ap.add_argument("--queries", type=int, default=800)
+    ap.add_argument("--seed", type=int, default=9)
+    ap.add_argument("--flip", action="store_true",
+                    help="the other assignment of queries to variants (run both, same seed)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    from tiervault.brain.brain import Brain
+    from tiervault.vault import manager
+
+    swaps = [Swap(args.old, s, i) for i, s in enumerate(args.swap or DEFAULT_SWAPS)]
+    callers = [manager]
+    brain = Brain.open(write_config(args.workdir))
+
+    def scan(q: dict[str, Any]) -> Any:
+        return brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
+
+    for q in queries(30, 8):
+        scan(q)
+    out: dict[str, Any] = {"old": str(args.old), "swaps": [s.spec for s in swaps],
+                           "queries": args.queries, "flip": args.flip, "load_before": load_avg()}
+    cpu: dict[str, list[float]] = {"old": [], "new": []}
+    qs = queries(args.queries, args.seed)
+    for i, q in enumerate(qs):
+        # pairs (2j, 2j+1): old first in even pairs, new first in odd ones
+        old = ((i % 2 == 0) != ((i // 2) % 2 == 1)) != args.flip
+        for s in swaps:
+            s.use(old, callers)
+        c0 = time.process_time()
+        scan(q)
+        cpu["old" if old else "new"].append((time.process_time() - c0) * 1e3)
+    for s in swaps:
+        s.use(False, callers)
+    for name, xs in cpu.items():
+        xs.sort()
+        out[name] = {"cpu_p50_ms": round(statistics.median(xs), 3),
+                     "cpu_mean_ms": round(statistics.fmean(xs), 3),
+                     "cpu_p95_ms": round(xs[int(0.95 * len(xs))], 3), "n": len(xs)}
+    out["new_over_old_p50"] = round(out["new"]["cpu_p50_ms"] / out["old"]["cpu_p50_ms"], 3)
+    out["new_over_old_mean"] = round(out["new"]["cpu_mean_ms"] / out["old"]["cpu_mean_ms"], 3)
+    out["load_after"] = load_avg()
+    emit(out, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
