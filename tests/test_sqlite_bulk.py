@@ -97,3 +97,89 @@ def test_a_tier_connection_keeps_a_small_page_cache_while_reading_a_large_tier(t
     assert used["opened"] > 0  # the counter belongs to the library this Python uses
     assert (tmp_path / "t.db").stat().st_size > 3 * 8_192 * 1024  # 3x the cache
     assert used["after"] - used["opened"] < (TIER_CACHE_KIB + 4_096) * 1024
+
+
+def secondary_indexes(conn) -> dict[str, tuple[int, str]]:
+    """name -> (its row in sqlite_master, its SQL) of every index declared with SQL."""
+    return {n: (r, s) for r, n, s in conn.execute(
+        "SELECT rowid, name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")}
+
+
+_DECLARED = {"entries_domain": "CREATE INDEX entries_domain ON entries(domain)",
+             "entries_hash": "CREATE INDEX entries_hash ON entries(content_hash)"}
+
+
+def test_a_bulk_load_into_an_empty_tier_builds_its_secondary_indexes_once_at_the_end(tmp_path):
+    with TierStore(tmp_path / "t.db", name="agent") as store:
+        store.create()
+        before = secondary_indexes(store.db.conn)
+        during = []
+        store.capture_many(entries(3 * BULK_ROWS), batch_size=BULK_ROWS,
+                           on_batch=lambda b: during.append(set(secondary_indexes(store.db.conn))))
+        after = secondary_indexes(store.db.conn)
+        # dropped by the first batch's transaction, built again (same SQL) after the last
+        assert all(not (set(_DECLARED) & names) for names in during)
+        assert set(after) == set(before)
+        assert {n: after[n][1] for n in _DECLARED} == _DECLARED
+        assert after["entries_hash"][0] > before["entries_gen"][0]  # a new sqlite_master row
+        hashes = [e.content_hash for e in entries(3)]
+        assert set(store.ids_by_hash(hashes)) == set(hashes)
+        plan = store.db.query("EXPLAIN QUERY PLAN SELECT id FROM entries WHERE content_hash = 'x'")
+        assert "entries_hash" in " ".join(str(r) for r in plan)
+        # a bulk load into a tier that holds rows keeps its indexes as they are
+        store.capture_many(entries(2 * BULK_ROWS, start=50_000), batch_size=BULK_ROWS)
+        assert secondary_indexes(store.db.conn) == after
+        assert store.integrity_problems() == []
+
+
+def test_a_failing_bulk_load_into_an_empty_tier_still_builds_its_indexes(tmp_path):
+    def failing():
+        yield from entries(2 * BULK_ROWS + 10)
+        raise OSError("the input broke")
+
+    with TierStore(tmp_path / "t.db", name="agent") as store:
+        store.create()
+        with pytest.raises(OSError, match="the input broke"):
+            store.capture_many(failing(), batch_size=BULK_ROWS)
+        assert {n: s for n, (_, s) in secondary_indexes(store.db.conn).items() if n in _DECLARED} == _DECLARED
+        assert store.count() == 2 * BULK_ROWS
+
+
+# A bulk load into an empty tier that stops for good after its second batch (the parent
+# kills it with SIGKILL once it said so): its deferred indexes were never built.
+_KILLED_LOAD = textwrap.dedent("""
+    import sys, time
+    from tiervault.vault.entry import Entry
+    from tiervault.vault.store import BULK_ROWS, TierStore
+    def stop(batch):
+        print("ack", batch.total, flush=True)
+        if batch.total >= 2 * BULK_ROWS:
+            time.sleep(600)
+    with TierStore(sys.argv[1], name="team") as store:
+        store.capture_many((Entry.from_dict({"id": f"bulk-{i:05d}", "title": f"bulk entry {i}",
+                                             "description": f"Entry {i} of a bulk load, word {i % 9}."})
+                            for i in range(5 * BULK_ROWS)), batch_size=BULK_ROWS, on_batch=stop)
+""")
+
+
+def test_a_load_killed_before_its_end_leaves_a_tier_that_answers_and_gets_its_indexes_back(tmp_path):
+    import signal
+    db = tmp_path / "t.db"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_LOAD, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        acks = [proc.stdout.readline().split() for _ in range(2)]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    assert acks == [["ack", str(BULK_ROWS)], ["ack", str(2 * BULK_ROWS)]]
+    hashes = [e.content_hash for e in entries(2 * BULK_ROWS)]
+    with TierStore(db, name="team", read_only=True) as store:  # a reader builds nothing
+        assert store.count() == 2 * BULK_ROWS
+        assert not set(_DECLARED) & set(secondary_indexes(store.db.conn))
+        assert len(store.ids_by_hash(hashes)) == 2 * BULK_ROWS  # answers without the index
+    with TierStore(db, name="team") as store:  # the next writable open builds them
+        store.count()
+        indexes = secondary_indexes(store.db.conn)
+        assert {n: indexes[n][1] for n in _DECLARED} == _DECLARED
+        assert len(store.ids_by_hash(hashes)) == 2 * BULK_ROWS
+        assert store.integrity_problems() == []

@@ -18,7 +18,8 @@ from typing import Iterator
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from tiervault.errors import StorageError, TierUnavailable
-from tiervault.vault.schema import APPLICATION_ID, READABLE_FROM, SCHEMA_VERSION, migrate
+from tiervault.vault.schema import (APPLICATION_ID, COUNT_DEFERRABLE, DEFERRABLE_INDEXES, READABLE_FROM,
+                                    SCHEMA_VERSION, build_deferred_indexes, migrate)
 
 __all__ = ["open_tier_connection", "check_tier_path", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS",
            "EPOCH_WINDOW", "epoch_key", "TIER_CACHE_KIB"]
@@ -129,10 +130,10 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # One statement, one snapshot: read separately, a tier another process is
         # creating right now could show its tables but not yet its application id.
-        app_id, version, tables = conn.execute(
+        app_id, version, tables, indexes = conn.execute(
             "SELECT (SELECT application_id FROM pragma_application_id), "
             "(SELECT user_version FROM pragma_user_version), "
-            "(SELECT count(*) FROM sqlite_master)").fetchone()
+            f"(SELECT count(*) FROM sqlite_master), ({COUNT_DEFERRABLE})").fetchone()
     except sqlite3.DatabaseError as exc:
         raise TierUnavailable(name, str(path), _open_failure(exc)) from exc
     if tables and app_id != APPLICATION_ID:
@@ -167,6 +168,13 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
             for attempt in _busy_retrying():
                 with attempt:
                     migrate(conn)
+        elif not read_only and version >= 1 and indexes < len(DEFERRABLE_INDEXES):
+            # A bulk load into this tier was stopped before it built its deferred
+            # indexes (sqlite_bulk); a load still running builds them at its end, and
+            # IF NOT EXISTS makes either build a no-op after the other.
+            for attempt in _busy_retrying():
+                with attempt:
+                    build_deferred_indexes(conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
         why = _open_failure(exc) if is_busy(exc) else f"cannot be opened: {exc}"

@@ -12,7 +12,7 @@ import sqlite3
 
 from tiervault.vault.scoring import FTS_COLUMNS, FTS_WEIGHTS
 
-__all__ = ["SCHEMA_VERSION", "READABLE_FROM", "FEEDBACK_CONTEXT_FROM", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
+__all__ = ["DEFERRABLE_INDEXES", "COUNT_DEFERRABLE", "build_deferred_indexes", "SCHEMA_VERSION", "READABLE_FROM", "FEEDBACK_CONTEXT_FROM", "APPLICATION_ID", "MIGRATIONS", "migrate", "FTS_COLUMNS", "FTS_WEIGHTS"]
 
 #: Written to ``PRAGMA application_id`` so a random SQLite file is not taken for a tier.
 APPLICATION_ID = 0x54565431  # "TVT1"
@@ -190,6 +190,33 @@ SCHEMA_VERSION = len(MIGRATIONS)
 READABLE_FROM = 2
 #: First version whose feedback rows carry agent/context and that has weight_history.
 FEEDBACK_CONTEXT_FROM = 4
+
+
+#: Secondary indexes of ``entries`` that a bulk load into an empty tier drops in its first
+#: batch's transaction and builds once, sorted, at its end (:mod:`sqlite_bulk`: a B-tree
+#: insert per row and index costs more than one build). Nothing needs them to be right
+#: (they only speed up look-ups by domain and by content hash): a tier that lacks one
+#: because a load was killed before its end answers the same, and gets it back at its
+#: next writable open (:func:`build_deferred_indexes`). Name -> statement.
+DEFERRABLE_INDEXES = {
+    "entries_domain": "CREATE INDEX IF NOT EXISTS entries_domain ON entries(domain)",
+    "entries_hash": "CREATE INDEX IF NOT EXISTS entries_hash ON entries(content_hash)",
+}
+#: How many of DEFERRABLE_INDEXES a tier holds (a tier of schema v1+ should hold all).
+COUNT_DEFERRABLE = ("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ("
+                    + ", ".join(f"'{n}'" for n in DEFERRABLE_INDEXES) + ")")
+
+
+def build_deferred_indexes(conn: sqlite3.Connection) -> None:
+    """Build the DEFERRABLE_INDEXES a tier lacks, in one transaction of their own."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in DEFERRABLE_INDEXES.values():
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:

@@ -24,12 +24,24 @@ stored or when it is durable:
   read back from the OS.
 
 The settings are per connection and never persistent: nothing is left in the file.
+
+A load whose first bulk batch finds the tier empty also defers the secondary indexes
+:data:`~tiervault.vault.schema.DEFERRABLE_INDEXES` (``domain``, ``content_hash``): that
+batch's transaction drops them, :meth:`BulkSettings.restore` builds them once at the
+end (a sort instead of a B-tree insert per row; bench/README.md, "session 9"). The drop
+commits with the first batch's rows or not at all; a load killed before its end leaves a
+tier without them, which answers every query the same (only look-ups by domain or hash
+are slower) and gets them back at its next writable open (``connection.py``). The
+``id`` index (UNIQUE: it enforces the ids) and the ``gen`` index (each batch's FTS5
+insert and the mirrors' catch-up read through it) are never deferred.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+
+from tiervault.vault.schema import DEFERRABLE_INDEXES, build_deferred_indexes
 
 __all__ = ["BulkSettings", "BULK_WAL_PAGES", "BULK_CACHE_KIB"]
 
@@ -47,6 +59,7 @@ class BulkSettings:
         self._lock = lock
         self._conn: sqlite3.Connection | None = None
         self._saved: tuple[int, int] = (0, 0)
+        self._deferred = False
 
     def apply(self, conn: sqlite3.Connection) -> None:
         """Switch ``conn`` to the bulk settings (once; later calls do nothing)."""
@@ -58,13 +71,24 @@ class BulkSettings:
         self._conn = conn
         conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
         conn.execute(f"PRAGMA wal_autocheckpoint = {BULK_WAL_PAGES}")
+        # Inside the first batch's transaction: the tier is still empty when it commits.
+        if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM entries)").fetchone()[0]:
+            for name in DEFERRABLE_INDEXES:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+            self._deferred = True
 
     def restore(self) -> None:
-        """Put back the connection's own settings (if :meth:`apply` ran)."""
+        """Build the deferred indexes (with the bulk cache still set), then put back the
+        connection's own settings (if :meth:`apply` ran)."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        deferred, self._deferred = self._deferred, False
         cache, pages = self._saved
         with self._lock:
-            conn.execute(f"PRAGMA cache_size = {cache}")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
+            try:
+                if deferred:
+                    build_deferred_indexes(conn)
+            finally:
+                conn.execute(f"PRAGMA cache_size = {cache}")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
