@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(text)
                 pg.close()
-        except _Done:
+        except _Done:  # --skip-scan: the phases asked for are done; the server still stops
             pass
         finally:
             server.stop()

@@ -58,14 +58,14 @@ def machine_info() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    except OSError:
+    except OSError:  # no /proc (not Linux): the platform's processor name stays
         pass
     mem_gb = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal"):
                 mem_gb = round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
+    except OSError:  # no /proc (not Linux): the memory is reported as unknown (None)
         pass
     try:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],

@@ -7,7 +7,8 @@ FixtureRequest, for a backend that needs a server fixture
 the same ``where`` and ``name`` opens ANOTHER handle on the SAME tier (a second
 process, as far as the backend can tell); another ``name`` is another tier. A
 new tier is empty. The PostgreSQL backend registers ``"postgres"`` here, a remote tier
-``"remote"``: the same tests then run against them (tests/test_tier_contract.py).
+``"remote"``: the same tests then run against them (tests/test_tier_contract.py and the
+lexical and browse contract files beside it).
 """
 
 from __future__ import annotations

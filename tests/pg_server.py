@@ -132,7 +132,7 @@ def _ensure_os_user(name: str) -> pwd.struct_passwd:
     """The unprivileged user the server runs as (created as a system user if missing)."""
     try:
         return pwd.getpwnam(name)
-    except KeyError:
+    except KeyError:  # no such user yet: it is created below
         pass
     useradd = shutil.which("useradd") or "/usr/sbin/useradd"
     if not Path(useradd).exists():
@@ -285,13 +285,13 @@ class TcpProxy:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
-        except OSError:
+        except OSError:  # either side closed: the pipe ends, both sockets are shut below
             pass
         finally:
             for s in (src, dst):
                 try:
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
+                except OSError:  # already shut by the other direction's pipe
                     pass
 
     def stop(self) -> None:
@@ -307,6 +307,6 @@ class TcpProxy:
         for s in conns:
             try:
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
+            except OSError:  # the peer closed it already
                 pass
             s.close()

@@ -76,7 +76,7 @@ class ServeProcess:
                 if httpx.get(f"{self.url}/healthz", timeout=1,
                              verify=self.health_verify).status_code == 200:
                     return self
-            except httpx.HTTPError:
+            except httpx.HTTPError:  # not listening yet: ask again until the deadline
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"serve did not answer /healthz: {self.output()}")

@@ -6,6 +6,7 @@ import importlib
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -14,8 +15,14 @@ import pytest
 import tiervault
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["tiervault", "tiervault.vault", "tiervault.brain", "tiervault.embeddings", "tiervault.config",
-            "tiervault.web"]
+# Every package the wheel ships (pyproject.toml's list: a new package is pinned at once).
+PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+    "packages"]
+# Packages still without an explicit __all__, each with why; the test fails once one has it.
+NO_ALL_YET = {
+    # embeddings/ is the hybrid engineer's this session: its __init__ is a docstring only.
+    "tiervault.embeddings.providers",
+}
 
 PROBE = """
 import tiervault.config, tiervault.vault.manager, tiervault.brain, tiervault.embeddings
@@ -68,7 +75,7 @@ def test_wheel_layout_maps_folders_under_one_import_name(tmp_path):
     assert str(target) in r.stdout
 
 
-@pytest.mark.parametrize("name", PACKAGES)
+@pytest.mark.parametrize("name", [n for n in PACKAGES if n not in NO_ALL_YET])
 def test_all_matches_public_names(name):
     module = importlib.import_module(name)
     declared = set(getattr(module, "__all__", ()))
@@ -78,6 +85,12 @@ def test_all_matches_public_names(name):
     assert declared == public, f"{name}: __all__ differs from public names: {declared ^ public}"
     for n in declared:
         assert hasattr(module, n)
+
+
+def test_the_packages_without_all_are_still_without_it():
+    assert len(PACKAGES) >= 10 and "tiervault.vault.postgres" in PACKAGES
+    for name in NO_ALL_YET:  # a package that gained its __all__ leaves the list
+        assert name in PACKAGES and not hasattr(importlib.import_module(name), "__all__"), name
 
 
 def test_no_bare_imports_of_project_folders():

@@ -85,7 +85,7 @@ def atomic_write(path: str | Path, *, binary: bool = False, mode: int | None = N
     except BaseException as exc:
         try:
             os.unlink(tmp)
-        except OSError:
+        except OSError:  # already gone or never made: the first error is the one to report
             pass
         if isinstance(exc, OSError):
             raise ValidationError("output", f"cannot write {target}: "
@@ -102,7 +102,7 @@ def _fsync_dir(directory: Path) -> None:
         return
     try:
         os.fsync(fd)
-    except OSError:
+    except OSError:  # some filesystems refuse a directory fsync; the rename itself is done
         pass
     finally:
         os.close(fd)

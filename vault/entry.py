@@ -121,7 +121,7 @@ def parse_timestamp(value: Any, field_name: str) -> float | None:
         text = value.strip()
         try:
             number = float(text)
-        except ValueError:
+        except ValueError:  # not a number: an ISO 8601 date is tried below
             pass
         else:
             return _checked(number, field_name, value)

@@ -169,7 +169,7 @@ def _write_if_changed(path: Path, text: str) -> bool:
     try:
         if path.read_text(encoding="utf-8") == text:
             return False
-    except (FileNotFoundError, UnicodeDecodeError):
+    except (FileNotFoundError, UnicodeDecodeError):  # no file yet, or not ours to compare: write
         pass
     with atomic_write(path) as fh:
         fh.write(text)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Callable, Sequence
+import typing
 
-from tiervault.errors import EntryNotFound, TierVaultError
+from tiervault import errors
+
+if typing.TYPE_CHECKING:  # annotations only: the package root exports main and build_parser alone
+    from collections.abc import Callable, Sequence
 
 __all__ = ["main", "build_parser"]
 
@@ -86,11 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
-    except EntryNotFound as exc:
+    except errors.EntryNotFound as exc:
         print(f"tiervault: {exc}", file=sys.stderr)
         _json_error(args, exc)
         return 1
-    except TierVaultError as exc:
+    except errors.TierVaultError as exc:
         print(f"tiervault: error: {exc}", file=sys.stderr)
         _json_error(args, exc)
         return 2
@@ -101,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _json_error(args: argparse.Namespace, exc: TierVaultError) -> None:
+def _json_error(args: argparse.Namespace, exc: errors.TierVaultError) -> None:
     """With ``--json``, a failure is also one JSON object on stdout (what a script parses):
     ``{"error": "not_found" | "invalid" | "config" | "tier" | "error", "message", ...}``
     plus ``id`` (not found), ``field`` (invalid value), ``file``/``line`` (configuration)."""
@@ -111,7 +114,7 @@ def _json_error(args: argparse.Namespace, exc: TierVaultError) -> None:
     from tiervault.errors import ConfigError, TierError, ValidationError
 
     out: dict[str, object] = {"error": "error", "message": str(exc)}
-    if isinstance(exc, EntryNotFound):
+    if isinstance(exc, errors.EntryNotFound):
         out.update(error="not_found", id=exc.entry_id)
     elif isinstance(exc, ValidationError):
         out.update(error="invalid", field=exc.field)
