@@ -11,7 +11,7 @@ lexical signals).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,15 +28,6 @@ def passes_filters(filters: Filters, row: LightRow) -> bool:
     return matches(filters, row)
 
 
-class _Ahead(NamedTuple):
-    """Light rows read ahead by :meth:`Pool.from_candidates`: ``rows[tier]`` holds those
-    of ``ids`` each of ``tiers`` has (the searched tiers, in priority order)."""
-
-    tiers: tuple[str, ...]
-    ids: frozenset[str]
-    rows: dict[str, dict[str, LightRow]]
-
-
 @dataclass(slots=True)
 class Pool:
     """Candidates as parallel lists (index i is one candidate)."""
@@ -51,7 +42,6 @@ class Pool:
     rows: list[LightRow] = field(default_factory=list)
     _index: dict[str, int] = field(default_factory=dict)
     _hashes: set[str] = field(default_factory=set)
-    _ahead: "_Ahead | None" = None  # light rows read ahead for add_external (from_candidates)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,36 +50,19 @@ class Pool:
         return entry_id in self._index
 
     @classmethod
-    def from_candidates(cls, manager, cands, *, ahead: Sequence[str] = (),
-                        tiers: Sequence[str] | None = None) -> "Pool":
-        """The manager's candidates with their light rows (one query per tier).
-
-        ``ahead``: ids that may join later by :meth:`add_external` over ``tiers`` (a
-        hybrid query's vector hits): their light rows are read in the same statement as
-        the candidates' of each of those tiers -- one statement a tier, not one for the
-        candidates and another for the hits (~0.1 ms each) -- and kept for it."""
+    def from_candidates(cls, manager, cands) -> "Pool":
+        """The manager's candidates with their light rows (one query per tier)."""
         pool = cls()
         by_tier: dict[str, list[str]] = {}
         for eid, tier in zip(cands.ids, cands.tiers):
             by_tier.setdefault(tier, []).append(eid)
-        extra: list[str] = []
-        if ahead:
-            seen = set(cands.ids)
-            extra = [i for i in dict.fromkeys(ahead) if i not in seen]
-        ahead_tiers = [t.name for t in manager.ordered(tiers)] if extra else []
-        light: dict[str, dict[str, LightRow]] = {}
-        for t in dict.fromkeys([*by_tier, *ahead_tiers]):
-            ids = by_tier.get(t, [])
-            light[t] = manager.store(t).light_rows([*ids, *extra] if t in ahead_tiers else ids)
+        light = {t: manager.store(t).light_rows(ids) for t, ids in by_tier.items()}
         for i, (eid, tier) in enumerate(zip(cands.ids, cands.tiers)):
             row = light[tier].get(eid)
             if row is None:
                 continue  # deleted between the search and this read
             pool._append(eid, tier, "search", cands.also_in[i], float(cands.lexical[i]),
                          float(cands.tfidf[i]), float(cands.tier_weight[i]), row)
-        if extra:
-            pool._ahead = _Ahead(tuple(ahead_tiers), frozenset(extra),
-                                 {t: light[t] for t in ahead_tiers})
         return pool
 
     def _append(self, eid: str, tier: str, via: str, also_in: tuple[str, ...], lexical: float,
@@ -115,23 +88,11 @@ class Pool:
         """
         wanted = [i for i in dict.fromkeys(ids) if i not in self._index]
         found: dict[str, tuple[str, float, LightRow]] = {}
-        ordered = manager.ordered(tiers)
-        ahead = self._ahead
-        if ahead is not None and ahead.tiers != tuple(t.name for t in ordered):
-            ahead = None  # read over other tiers: not the rows this needs
-        for tier in ordered:
+        for tier in manager.ordered(tiers):
             missing = [i for i in wanted if i not in found]
             if not missing:
                 break
-            if ahead is None:
-                rows = tier.store.light_rows(missing)
-            else:  # the rows read with the candidates', the rest (if any) now
-                held = ahead.rows[tier.name]
-                rows = {i: held[i] for i in missing if i in held}
-                unread = [i for i in missing if i not in ahead.ids]
-                if unread:
-                    rows.update(tier.store.light_rows(unread))
-            for eid, row in rows.items():
+            for eid, row in tier.store.light_rows(missing).items():
                 found[eid] = (tier.name, tier.weight, row)
         joining: list[tuple[str, str, float, LightRow]] = []
         hashes = set(self._hashes)

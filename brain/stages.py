@@ -69,11 +69,7 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             cands = manager.search(lexical_text, filters=ctx.filters, limit=max(total, 1),
                                    tiers=ctx.tiers)
             ctx.complete = True
-    hits = []
-    if ctx.qvec is not None:  # first: the pool reads the hits' light rows with the candidates'
-        hits = brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
-                                    ctx.filters)
-    ctx.pool = Pool.from_candidates(manager, cands, ahead=[h[0] for h in hits], tiers=ctx.tiers)
+    ctx.pool = Pool.from_candidates(manager, cands)
     ctx.n_fts = len(ctx.pool)
     if cfg.prf_terms > 0 and ctx.n_fts and ctx.qvec is None:
         # FTS-only: with vectors the dense leg already bridges the vocabulary gap PRF is for
@@ -81,6 +77,8 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
                                  combine.per_query_scale(ctx.pool.lexical), cfg.tfidf_share)
         ctx.expansion = expand_query(brain, ctx, first)
     if ctx.qvec is not None:
+        hits = brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
+                                    ctx.filters)
         before = len(ctx.pool)
         ctx.known_cosines = {(h[1], h[0]): h[2] for h in hits}  # the scan's exact cosines
         ctx.pool.add_external(manager, [h[0] for h in hits], "vector", ctx.lq, ctx.filters,
