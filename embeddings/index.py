@@ -42,6 +42,7 @@ rows and locking.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -49,19 +50,21 @@ from typing import Literal
 
 import numpy as np
 
-from tiervault.embeddings.row_plan import plan_rows
+from tiervault.embeddings.row_plan import RowPlan, plan_rows
 from tiervault.embeddings.tier_scan import TierScan
 from tiervault.embeddings.vector_base import BaseScan
 from tiervault.embeddings.vector_delta import Tombstones, VectorDelta
 from tiervault.embeddings.vector_ids import RowIds
 from tiervault.embeddings.vector_math import (
     Int8Codes,
+    check_finite,
     cosine_scores,
     float16_scores,
     int8_scores,
     l2_normalize,
     quantize_int8,
     top_k,
+    unit_query,
 )
 from tiervault.errors import ValidationError
 from tiervault.vault.string_table import StringTable
@@ -87,6 +90,7 @@ FOLD_FRACTION = 0.05
 _EXPORT_ROWS = 8192
 
 Sink = Callable[[np.ndarray, np.ndarray], None]
+_SERIALS = itertools.count()
 
 
 class VectorIndex:
@@ -122,6 +126,7 @@ class VectorIndex:
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
         self._lock = threading.RLock()
         self.version = 0  # bumped by every upsert/remove/fold: lets callers cache id -> row maps
+        self._serial = next(_SERIALS)  # this index among all (a RowPlan names both)
         self._base = np.zeros((0, dim), dtype=np.float32)
         self._base_owned = True  # False: a caller's (mapped) array, counted as not ours
         self._dead = Tombstones(0)
@@ -168,7 +173,7 @@ class VectorIndex:
             index._set_base(ids, matrix, owned=False, codes=codes)
         else:
             exact = l2_normalize(matrix)
-            _check_finite(exact)
+            check_finite(exact)
             index._set_base(ids, exact, owned=True)
         return index
 
@@ -185,6 +190,11 @@ class VectorIndex:
         """Size of the row space (base rows, dead ones included, then delta rows):
         the length of a boolean ``allowed`` mask."""
         return self._base.shape[0] + self._delta.n
+
+    @property
+    def plan_version(self) -> tuple[int, int]:
+        """What a :class:`RowPlan` of this index is valid for: (this index, its version)."""
+        return self._serial, self.version
 
     @property
     def delta_rows(self) -> int:
@@ -302,19 +312,30 @@ class VectorIndex:
             rows, scores = scan.best()
             return self._ids_at(rows), scores
 
-    def scan(self, query_vec: np.ndarray, k: int, *, allowed: np.ndarray | None = None) -> TierScan:
+    def plan(self, allowed: np.ndarray | None) -> RowPlan:
+        """The rows a scan with the pre-filter ``allowed`` reads (:mod:`.row_plan`), for
+        :meth:`scan` while the index is unchanged (a filter view's, kept with it)."""
+        with self._lock:
+            live = len(self)
+            return plan_rows(allowed, self._dead, n_base=self._base.shape[0], row_count=self.row_count,
+                             live=live, gather_fraction=_GATHER_FRACTION,
+                             gather_limit=self._gather_limit(live), version=self.plan_version)
+
+    def scan(self, query_vec: np.ndarray, k: int, *, allowed: np.ndarray | None = None,
+             plan: RowPlan | None = None) -> TierScan:
         """:meth:`search` stopped before the rescoring of a compressed base
         (:mod:`.tier_scan`): finish it with ``complete()`` or with other indexes'
         scans (``rescore_federated``), then :meth:`ids_at` of its ``best()`` rows, the
-        index unchanged meanwhile (the caller holds what serialises its updates)."""
-        q = self._query(query_vec)
+        index unchanged meanwhile (the caller holds what serialises its updates).
+        ``plan``: :meth:`plan` of ``allowed`` (used while the index is at its version)."""
+        q = unit_query(query_vec, self.dim, self.model)
         if k < 0:
             raise ValidationError("k", f"must be >= 0, got {k}")
         with self._lock:
             live = len(self)
             nb = self._base.shape[0]
-            plan = plan_rows(allowed, self._dead, n_base=nb, row_count=self.row_count, live=live,
-                             gather_fraction=_GATHER_FRACTION, gather_limit=self._gather_limit(live))
+            if plan is None or plan.version != self.plan_version:
+                plan = self.plan(allowed)
             if k == 0 or live == 0 or not q.any() or plan.count == 0:
                 return TierScan(0)
             if (rows := plan.gather) is not None:
@@ -323,7 +344,8 @@ class VectorIndex:
                 scores = np.concatenate([cosine_scores(self._vectors_at(rows[s:s + _EXPORT_ROWS]), q)
                                          for s in range(0, rows.size, _EXPORT_ROWS)])
                 return TierScan(k, base_rows=rows, base_scores=scores)
-            scan = self._scan.scan(q, k, rows=plan.base_rows, dead=self._dead.rows(), mask=plan.base_mask)
+            scan = self._scan.scan(q, k, rows=plan.base_rows, dead=self._dead.rows(), mask=plan.base_mask,
+                                   excluded=plan.excluded, count=plan.base_count)
             scan.k = k
             if self._delta.n and (plan.delta_rows is None or plan.delta_rows.size):
                 drows = np.arange(self._delta.n) if plan.delta_rows is None else plan.delta_rows
@@ -344,7 +366,7 @@ class VectorIndex:
         (e.g. an entry whose embedding is still pending), so callers can tell
         "no vector" from "similarity 0".
         """
-        q = self._query(query_vec)
+        q = unit_query(query_vec, self.dim, self.model)
         with self._lock:
             arr = np.asarray(ids_or_rows)
             if arr.size and np.issubdtype(arr.dtype, np.integer):
@@ -380,7 +402,7 @@ class VectorIndex:
         if len(last) != len(ids):
             ids, vecs = list(last), vecs[list(last.values())]
         unit = l2_normalize(vecs)
-        _check_finite(unit)
+        check_finite(unit)
         with self._lock:
             row_ids = self._ids
             base_rows = row_ids.base_rows_of(ids).tolist()  # base rows never move
@@ -473,22 +495,7 @@ class VectorIndex:
         out[~in_base] = self._delta.matrix[rows[~in_base] - nb]
         return out
 
-    def _query(self, query_vec: np.ndarray) -> np.ndarray:
-        q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-        if q.shape[0] != self.dim:
-            raise ValidationError(
-                "query_vec", f"has dimension {q.shape[0]} but this index ({self.model or 'model ?'}) holds {self.dim}"
-            )
-        if not np.isfinite(q).all():
-            raise ValidationError("query_vec", "contains NaN or infinite values")
-        norm = float(np.linalg.norm(q))
-        return q / norm if norm > 0 else q
-
     def __repr__(self) -> str:
         return (f"VectorIndex(tier={self.tier!r}, model={self.model!r}, n={len(self)}, dim={self.dim}, "
                 f"dtype={self.dtype!r}, delta={self.delta_rows})")
 
-
-def _check_finite(m: np.ndarray) -> None:
-    if m.size and not np.isfinite(m).all():
-        raise ValidationError("vectors", "contain NaN or infinite values")

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
+from tiervault.embeddings.row_plan import RowPlan
 from tiervault.embeddings.tier_scan import TierScan, rescore_federated
 from tiervault.embeddings.vector_cache import CACHE_VERSION, cache_paths, read_cache, tier_epoch, write_cache
 from tiervault.embeddings.vector_math import Int8Codes, simd_available
@@ -79,9 +80,9 @@ class _TierState:
     slot_rows_key: tuple | None = None
     slot_has_row: np.ndarray | None = None  # slot_rows >= 0, cached with it
     slot_ids: Any = None  # the view's id column slot_rows was made of (_rows_by_slot)
-    # The last few filter views' masks and the row masks made of them (read-only for
-    # searches), most recent first.
-    recent_allowed: list[tuple[np.ndarray, np.ndarray | None]] = field(default_factory=list)
+    # The last few filter views' masks, the row masks made of them (read-only for
+    # searches) and the index's RowPlan of each (made at its first scan), most recent first.
+    recent_allowed: list[list[Any]] = field(default_factory=list)
 
 
 class VectorRecall:
@@ -126,7 +127,9 @@ class VectorRecall:
                 if index is None or len(index) == 0:
                     continue
                 _check_dim(index, q)
-                scans.append((rank, tier, index, index.scan(q, k, allowed=allowed_rows(view, index, state))))
+                allowed = allowed_rows(view, index, state)
+                plan = _kept_plan(state, index, allowed)
+                scans.append((rank, tier, index, index.scan(q, k, allowed=allowed, plan=plan)))
             hits = None
             if self.federated and rescore_federated([(tier.weight, scan) for _, tier, _, scan in scans], k):
                 hits = _hits(scans)
@@ -352,7 +355,7 @@ def allowed_rows(view: IdMask, index: VectorIndex,
     """
     key = (view.version, index.version, len(index))
     if state is not None and state.slot_rows_key == key:
-        for pos, (seen, rows) in enumerate(state.recent_allowed):
+        for pos, (seen, rows, _) in enumerate(state.recent_allowed):
             if np.array_equal(view.mask, seen):  # a filter view seen lately: the same rows
                 state.recent_allowed.insert(0, state.recent_allowed.pop(pos))
                 return rows
@@ -373,9 +376,22 @@ def allowed_rows(view: IdMask, index: VectorIndex,
         allowed = np.zeros(index.row_count, dtype=bool)
         allowed[slot_rows[passing]] = True
     if state is not None:
-        state.recent_allowed.insert(0, (view.mask.copy(), allowed))
+        state.recent_allowed.insert(0, [view.mask.copy(), allowed, None])
         del state.recent_allowed[_RECENT_VIEWS:]
     return allowed
+
+
+def _kept_plan(state: _TierState, index: VectorIndex, allowed: np.ndarray | None) -> RowPlan | None:
+    """The index's :meth:`~VectorIndex.plan` of ``allowed``, kept with the filter view
+    :func:`allowed_rows` just answered it from (the first of the recent views), so a
+    query of a view seen lately makes no pass over its masks."""
+    recent = state.recent_allowed
+    if not recent or recent[0][1] is not allowed:
+        return None
+    plan = recent[0][2]
+    if plan is None or plan.version != index.plan_version:
+        plan = recent[0][2] = index.plan(allowed)
+    return plan
 
 
 def _rows_by_slot(state: _TierState, index: VectorIndex, ids: Sequence[str]) -> np.ndarray | None:

@@ -112,19 +112,22 @@ class BaseScan:
         return scan.best()
 
     def scan(self, q: np.ndarray, k: int, *, rows: np.ndarray | None = None,
-             dead: np.ndarray | None = None, mask: np.ndarray | None = None) -> TierScan:
+             dead: np.ndarray | None = None, mask: np.ndarray | None = None,
+             excluded: np.ndarray | None = None, count: int | None = None) -> TierScan:
         """:meth:`search` stopped before its rescoring (:class:`TierScan`: a float32
-        base's exact top k, or a compressed base's approximate scores and bounds)."""
+        base's exact top k, or a compressed base's approximate scores and bounds).
+        With ``mask``: ``excluded`` (the rows it leaves out) and ``count`` (the rows it
+        sets), when known, spare a pass over it each."""
         n = self.matrix.shape[0]
         if mask is not None:
-            allowed = int(np.count_nonzero(mask))
+            allowed = int(np.count_nonzero(mask)) if count is None else count
         else:
             allowed = n - (0 if dead is None else dead.size) if rows is None else rows.size
         k = min(k, allowed)
         if k <= 0:
             return TierScan(0)
         if self.dtype == "float32":
-            scores = _excluded(cosine_scores(self.matrix, q), rows, dead, mask)
+            scores = _excluded(cosine_scores(self.matrix, q), rows, dead, mask, excluded)
             pick = top_k(scores, k)
             return TierScan(k, base_rows=pick, base_scores=scores[pick])
         if rows is not None and rows.size * _GATHER_SHARE < n:
@@ -133,7 +136,7 @@ class BaseScan:
             approx, bound = self._approx_at(q, rows)
         else:
             approx, bound = self._approx_scores(q)
-            approx, rows = _excluded(approx, rows, dead, mask), None
+            approx, rows = _excluded(approx, rows, dead, mask, excluded), None
         return TierScan(k, approx=approx, bound=bound, pos_rows=rows, base_k=k, allowed=allowed,
                         exact_of=lambda at: cosine_scores(self.rows(at), q), pool=self.rescore_pool)
 
@@ -198,10 +201,12 @@ class _RowFile:
 
 
 def _excluded(scores: np.ndarray, rows: np.ndarray | None, dead: np.ndarray | None,
-              mask: np.ndarray | None = None) -> np.ndarray:
-    """``scores`` with rows outside ``rows`` or ``mask`` (or the ``dead`` rows) set to -inf."""
+              mask: np.ndarray | None = None, excluded: np.ndarray | None = None) -> np.ndarray:
+    """``scores`` with rows outside ``rows`` or ``mask`` (or the ``dead`` rows) set to -inf;
+    ``excluded``: the rows outside ``mask``, when known."""
     if mask is not None:  # in place (the scans' scores are new arrays): a scatter to the few
-        scores[np.flatnonzero(~mask)] = -np.inf  # rows out, ~3x faster than a masked copy
+        # rows out, ~3x faster than a masked copy
+        scores[np.flatnonzero(~mask) if excluded is None else excluded] = -np.inf
         return scores
     if rows is not None:
         return mask_outside(scores, rows)

@@ -14,9 +14,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tiervault.errors import ValidationError
+
 __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "int8_scores",
            "float16_scores", "int8_codes", "int8_scan", "int8_approx", "int8_error", "QueryCode", "Int8Codes",
-           "float16_error_bound", "simd_available"]
+           "float16_error_bound", "simd_available", "unit_query", "check_finite"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
@@ -42,6 +44,25 @@ def l2_normalize(m: np.ndarray) -> np.ndarray:
     nz = norms > 0
     out[nz] /= norms[nz, None]
     return out
+
+
+def unit_query(query_vec: np.ndarray, dim: int, model: str | None = None) -> np.ndarray:
+    """``q / ||q||_2`` as float32 (a zero query stays zero), after checking it has ``dim``
+    finite components (``model`` names the index's model in the error)."""
+    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    if q.shape[0] != dim:
+        raise ValidationError("query_vec", f"has dimension {q.shape[0]} but this index "
+                              f"({model or 'model ?'}) holds {dim}")
+    if not np.isfinite(q).all():
+        raise ValidationError("query_vec", "contains NaN or infinite values")
+    norm = float(np.linalg.norm(q))
+    return q / norm if norm > 0 else q
+
+
+def check_finite(m: np.ndarray) -> None:
+    """Raise unless every value of ``m`` is finite (stored vectors)."""
+    if m.size and not np.isfinite(m).all():
+        raise ValidationError("vectors", "contain NaN or infinite values")
 
 
 def cosine_scores(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:

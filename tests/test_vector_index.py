@@ -93,6 +93,49 @@ def test_prefiltered_search_returns_best_of_the_allowed(data, dtype: str) -> Non
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_a_kept_plan_is_used_only_by_its_index_at_its_version(dtype: str) -> None:
+    """scan(plan=index.plan(allowed)) answers as scan(allowed=...); a plan made before an
+    update, or by another index, is not used (the rows it names moved)."""
+    rng = np.random.default_rng(19)
+    d, n = 48, 3000
+    m = unit(rng, n, d).astype(np.float32)
+    ids = [f"p{i}" for i in range(n)]
+    truth = dict(zip(ids, m.astype(np.float64)))
+    index = VectorIndex.build(ids, m, dtype=dtype, normalized=True)  # type: ignore[arg-type]
+    keep = {ids[i] for i in range(n) if i % 5}  # a mask scanned in full (80% pass)
+    mask = np.zeros(index.row_count, dtype=bool)
+    mask[index.rows_for(sorted(keep))] = True
+    plan = index.plan(mask)
+    assert plan.excluded is not None and plan.base_count == len(keep)
+
+    def answer(q: np.ndarray, allowed: np.ndarray, plan=None) -> tuple[np.ndarray, np.ndarray]:
+        scan = index.scan(q, 20, allowed=allowed, plan=plan)
+        scan.complete()
+        rows, scores = scan.best()
+        return index.ids_at(rows), scores
+
+    q = rng.standard_normal(d).astype(np.float32)
+    assert_same(answer(q, mask, plan), reference(truth, q, 20, keep))
+    # An update: row p1's vector moves to the delta (its base row dies), p2 leaves.
+    index.upsert(["p1"], q[None, :])
+    index.remove(["p2"])
+    truth["p1"] = q.astype(np.float64)
+    del truth["p2"]
+    keep -= {"p2"}
+    mask = np.zeros(index.row_count, dtype=bool)
+    mask[index.rows_for(sorted(keep))] = True
+    got = answer(q, mask, plan)  # the old plan would miss p1's new row and keep p2's old one
+    assert got[0][0] == "p1"
+    assert_same(got, reference(truth, q, 20, keep))
+    other = VectorIndex.build(ids, m, dtype=dtype, normalized=True)  # type: ignore[arg-type]
+    other.upsert(["p1"], q[None, :])
+    other.remove(["p2"])
+    assert other.version == index.version
+    stranger = other.plan(np.ones(other.row_count, dtype=bool))  # same version, all rows
+    assert_same(answer(q, mask, stranger), reference(truth, q, 20, keep))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_incremental_updates_match_reference(dtype: str) -> None:
     rng = np.random.default_rng(11)
     d = 32
