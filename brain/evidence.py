@@ -111,8 +111,8 @@ def latent_raw(brain: Any, ctx: ScoringContext, start: int) -> None:
     ctx.lsa_raw = new if start == 0 or ctx.lsa_raw is None else np.concatenate([ctx.lsa_raw[:start], new])
     ms = ctx.memories
     if start == 0 and ms is not None and len(ms.content):
-        docs = [(tier, split_words(" ".join(x or "" for x in (h.summary, h.context, h.topics,
-                                                                    h.project))))
-                for h, tier in ms.hits]
+        docs = [latent.TierText(m.tier, split_words(" ".join(
+                    x or "" for x in (m.hit.summary, m.hit.context, m.hit.topics, m.hit.project))))
+                for m in ms.hits]
         ctx.memory_lsa_raw = np.where(ms.content, latent.text_scores(brain.manager, ctx.lq.words,
                                                                     docs, k), 0.0)

@@ -17,11 +17,11 @@ Brain then uses the candidate's own lexical signal (round 3's ranking inside tha
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["scores", "text_scores"]
+__all__ = ["TierText", "scores", "text_scores"]
 
 
 def _floats(values: Sequence[float | None]) -> list[float]:
@@ -42,15 +42,21 @@ def scores(manager: Any, words: Sequence[str], ids: Sequence[str], tiers: Sequen
     return out
 
 
-def text_scores(manager: Any, words: Sequence[str], docs: Sequence[tuple[str, Sequence[str]]],
+class TierText(NamedTuple):
+    """A free text (a memory's words) and the tier whose latent space scores it."""
+
+    tier: str
+    words: Sequence[str]
+
+
+def text_scores(manager: Any, words: Sequence[str], docs: Sequence[TierText],
                 k: int) -> np.ndarray:
-    """lsa of free texts ``(tier, words)`` (memories) under their tier's latent space
-    (NaN as in :func:`scores`)."""
+    """lsa of free texts (memories) under their tier's latent space (NaN as in :func:`scores`)."""
     out = np.zeros(len(docs))
     by_tier: dict[str, list[int]] = {}
-    for i, (tier, _) in enumerate(docs):
-        by_tier.setdefault(tier, []).append(i)
+    for i, doc in enumerate(docs):
+        by_tier.setdefault(doc.tier, []).append(i)
     for tier, idx in by_tier.items():
-        got = manager.store(tier).latent_text_scores(list(words), [list(docs[i][1]) for i in idx], k)
+        got = manager.store(tier).latent_text_scores(list(words), [list(docs[i].words) for i in idx], k)
         out[idx] = _floats(got)
     return out

@@ -29,9 +29,7 @@ which memories are scored (with the same safe query transformation).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -41,7 +39,7 @@ from tiervault.vault.rows import MemoryHit
 from tiervault.vault.scoring import FTS_WEIGHTS, bm25_term
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 
-__all__ = ["MemorySignals", "memory_signals", "MEMORY_COLUMN_WEIGHTS"]
+__all__ = ["MemorySignals", "TieredMemory", "memory_signals", "MEMORY_COLUMN_WEIGHTS"]
 
 _W = dict(zip(("id", "title", "description", "context", "tags"), FTS_WEIGHTS))
 #: Memory field -> weight of the entry column it is scored as.
@@ -49,18 +47,26 @@ MEMORY_COLUMN_WEIGHTS = {"summary": _W["title"], "context": _W["description"],
                          "topics": _W["tags"], "project": _W["context"]}
 
 
+class TieredMemory(NamedTuple):
+    """One memory hit and the tier that holds it."""
+
+    hit: MemoryHit
+    tier: str
+
+
 @dataclass(slots=True)
 class MemorySignals:
-    hits: list[tuple[MemoryHit, str]]
+    hits: list[TieredMemory]
     lexical: np.ndarray
     tfidf: np.ndarray
     signals: SignalMatrix  # semantic is filled by the score stage (per-query scale)
     content: np.ndarray  # bool: the memory matches at least one query word that is not a stop word
 
 
-def memory_signals(hits: list[tuple[MemoryHit, str]], lq, *, now: float, half_life_days: float,
-                   query_tags: Sequence[str], manager: Any) -> MemorySignals:
+def memory_signals(found: Sequence[tuple[MemoryHit, str]], lq, *, now: float,
+                   half_life_days: float, query_tags: Sequence[str], manager: Any) -> MemorySignals:
     """Signals of each (memory, tier) hit on the entries' scale (see the module docstring)."""
+    hits = [TieredMemory(hit, tier) for hit, tier in found]
     n = len(hits)
     lexical = np.zeros(n)
     tfidf = np.zeros(n)

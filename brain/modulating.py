@@ -62,7 +62,7 @@ def lexical_targets(brain: Any, mods: Modulations, tiers: Any) -> list[Any]:
         if entry_id not in found:
             raise QueryError("modulate", f"suppress:@{entry_id}: no searched tier holds an entry "
                                          f"with id {entry_id!r}")
-        e = found[entry_id][0]
+        e, _ = found[entry_id]  # (entry, tier)
         text = " ".join([e.title, e.description, e.context, " ".join(e.tags)])
         out.append(brain.manager.lexical_query(text, tiers))
     return out
@@ -173,7 +173,7 @@ def apply(ctx: Any, age_days: np.ndarray) -> None:
         f = (mod.exponential_decay if mods.decay_kind == "exp" else mod.reciprocal_decay)
         s = s * f(age_days, mods.decay_days)
         if ctx.memories is not None and len(ctx.memory_score):
-            m_age = (ctx.now - np.asarray([h[0].created_at for h in ctx.memories.hits],
+            m_age = (ctx.now - np.asarray([m.hit.created_at for m in ctx.memories.hits],
                                           dtype=np.float64)) / DAY_SECONDS
             ctx.memory_score = ctx.memory_score * f(m_age, mods.decay_days)
     ctx.score = s

@@ -99,7 +99,8 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
         modulating.direction_sims(brain, ctx, 0)
     f = ctx.filters
     if ctx.include_memories and memories_possible(f):
-        hits = [h for h in manager.search_memories(ctx.query, fetch) if memory_matches(f, h[0])]
+        hits = [(memory, tier) for memory, tier in manager.search_memories(ctx.query, fetch)
+                if memory_matches(f, memory)]
         if hits:
             ctx.memories = memory_signals(hits, ctx.lq, manager=manager, now=ctx.now,
                                           half_life_days=cfg.half_life_days,

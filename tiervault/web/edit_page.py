@@ -34,7 +34,7 @@ def _target(call: Call) -> tuple[Entry, str]:
         found = call.manager.get_many([entry_id], readable) if readable else {}
         if entry_id not in found:
             raise EntryNotFound(entry_id)
-        tier = found[entry_id][1]
+        _, tier = found[entry_id]  # (entry, tier)
     call.require_read(tier)
     call.require_write(tier)
     item = call.manager.store(tier).get(entry_id)

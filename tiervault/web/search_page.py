@@ -111,8 +111,9 @@ def _links(call: Call, entry_id: str) -> dict[str, Any]:
     others = list({e[0] for e in edges})
     found = call.manager.get_many(others, call.readable()) if others else {}
     titles = {eid: e.title for eid, (e, _) in found.items()}
+    tier_of = {eid: tier for eid, (_, tier) in found.items()}
     rows = [{"other": o, "type": t, "note": n, "outgoing": out, "title": titles.get(o),
-             "tier": found[o][1] if o in found else None} for o, t, n, out in edges]
+             "tier": tier_of.get(o)} for o, t, n, out in edges]
     return {"rows": rows, "titles": titles, "edges": edges}
 
 
