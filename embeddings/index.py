@@ -315,11 +315,13 @@ class VectorIndex:
     def plan(self, allowed: np.ndarray | None) -> RowPlan:
         """The rows a scan with the pre-filter ``allowed`` reads (:mod:`.row_plan`), for
         :meth:`scan` while the index is unchanged (a filter view's, kept with it)."""
-        with self._lock:
+        with self._lock:  # at most this many allowed rows are scored exactly one by one
             live = len(self)
+            limit = _GATHER_FRACTION * live if self.dtype == "float32" else \
+                min(_GATHER_FRACTION * live, _GATHER_ROWS_COMPRESSED)
             return plan_rows(allowed, self._dead, n_base=self._base.shape[0], row_count=self.row_count,
-                             live=live, gather_fraction=_GATHER_FRACTION,
-                             gather_limit=self._gather_limit(live), version=self.plan_version)
+                             live=live, gather_fraction=_GATHER_FRACTION, gather_limit=limit,
+                             version=self.plan_version)
 
     def scan(self, query_vec: np.ndarray, k: int, *, allowed: np.ndarray | None = None,
              plan: RowPlan | None = None) -> TierScan:
@@ -479,11 +481,6 @@ class VectorIndex:
 
     def _ids_nbytes(self) -> int:
         return sum(a.nbytes for a in self._ids.base.arrays().values())
-
-    def _gather_limit(self, live: int) -> float:
-        """Most allowed rows scored exactly one by one (else the base scan filters)."""
-        limit = _GATHER_FRACTION * live
-        return limit if self.dtype == "float32" else min(limit, _GATHER_ROWS_COMPRESSED)
 
     def _vectors_at(self, rows: np.ndarray) -> np.ndarray:
         nb = self._base.shape[0]
