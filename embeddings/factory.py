@@ -17,20 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tiervault.embeddings.base import Embedder
+from tiervault.embeddings.providers import PROVIDERS, REMOTE
 from tiervault.errors import ConfigError
 
 __all__ = ["make_embedder", "PROVIDERS"]
 
-# provider name -> (module, class); "local" is someone else's module, loaded lazily too.
-PROVIDERS: dict[str, tuple[str, str]] = {
-    "openai": ("tiervault.embeddings.providers.openai", "OpenAIEmbedder"),
-    "voyage": ("tiervault.embeddings.providers.voyage", "VoyageEmbedder"),
-    "ollama": ("tiervault.embeddings.providers.ollama", "OllamaEmbedder"),
-    "http": ("tiervault.embeddings.providers.http", "HttpEmbedder"),
-    "hash": ("tiervault.embeddings.providers.hash", "HashEmbedder"),
-    "local": ("tiervault.embeddings.providers.local", "LocalEmbedder"),
-}
-_REMOTE = ("openai", "voyage", "ollama", "http")
 
 
 def make_embedder(cfg: Any, *, env: Mapping[str, str] = os.environ, **remote_kwargs: Any) -> Embedder:
@@ -48,6 +39,6 @@ def make_embedder(cfg: Any, *, env: Mapping[str, str] = os.environ, **remote_kwa
         )
     module_name, class_name = PROVIDERS[provider]
     cls = getattr(importlib.import_module(module_name), class_name)
-    if provider in _REMOTE:
+    if provider in REMOTE:
         return cls.from_config(cfg, env=env, **remote_kwargs)
     return cls.from_config(cfg)

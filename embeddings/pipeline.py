@@ -39,6 +39,7 @@ import numpy as np
 
 from tiervault.embeddings.base import Embedder
 from tiervault.embeddings.index import l2_normalize
+from tiervault.embeddings.providers import REMOTE
 from tiervault.errors import ConfigError, EmbeddingError
 from tiervault.vault.entry import Entry
 from tiervault.vault.backend import TierBackend
@@ -66,7 +67,6 @@ DEFAULT_BATCH = 100
 TEMPLATE_FIELDS = ("id", "title", "description", "context", "example", "counter_example", "why",
                    "tags", "applies_to", "type", "domain", "severity")
 _PAGE = 1_000
-_REMOTE = ("openai", "voyage", "ollama", "http")
 
 Progress = Callable[[int, int], None]
 
@@ -112,7 +112,7 @@ def model_key_for(embedder: Embedder, dim: int | None = None) -> str:
     (OpenAI's ``dimensions``); ``hash`` already carries its dimension in the model.
     """
     key = f"{embedder.name}:{embedder.model}"
-    if dim and embedder.name in _REMOTE:
+    if dim and embedder.name in REMOTE:
         key += f"@{int(dim)}"
     return key
 
