@@ -24,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from tiervault.errors import ValidationError
+
 __all__ = [
     "DEFAULT_CENTROID_ALPHA",
     "DEFAULT_DIVERSE_LAMBDA",
@@ -65,7 +67,8 @@ def centroid_query(q: np.ndarray, examples: np.ndarray, alpha: float = DEFAULT_C
     """
     e = np.asarray(examples, dtype=np.float32)
     if e.ndim != 2 or e.shape[0] == 0:
-        raise ValueError("centroid needs at least one example vector")
+        raise ValidationError("centroid", f"needs at least one example vector, got an array of "
+                                          f"shape {e.shape}; give entry ids that have vectors")
     return unit(alpha * np.asarray(q, dtype=np.float32) + (1.0 - alpha) * e.mean(axis=0))
 
 
@@ -88,7 +91,8 @@ def fold_direction(q: np.ndarray, *, trajectory: np.ndarray | None = None,
     if trajectory is not None:
         u = (1.0 - trajectory_share) * u + trajectory_share * np.asarray(trajectory, np.float32)
     if len(suppress) != len(suppress_weights):
-        raise ValueError("one weight per suppress direction")
+        raise ValidationError("suppress", f"{len(suppress)} directions but {len(suppress_weights)} "
+                                          "weights; give one weight per suppress direction")
     for x, w in zip(suppress, suppress_weights):
         u = u - np.float32(w) * np.asarray(x, dtype=np.float32)
     return u
@@ -106,7 +110,8 @@ def suppress(scores: np.ndarray, m: np.ndarray, directions: Sequence[np.ndarray]
 def reciprocal_decay(age_days: np.ndarray, half_life_days: float) -> np.ndarray:
     """f = 1 / (1 + age / N): 1 today, 1/2 at N days; NaN (unknown age) -> 1."""
     if half_life_days <= 0:
-        raise ValueError("decay needs a positive number of days")
+        raise ValidationError("decay", f"half-life {half_life_days!r} days is not positive; give "
+                                       "a number of days above 0, as decay:30")
     age = np.nan_to_num(np.maximum(np.asarray(age_days, dtype=np.float32), 0), nan=0.0)
     return 1.0 / (1.0 + age / np.float32(half_life_days))
 
@@ -114,7 +119,8 @@ def reciprocal_decay(age_days: np.ndarray, half_life_days: float) -> np.ndarray:
 def exponential_decay(age_days: np.ndarray, half_life_days: float) -> np.ndarray:
     """f = 2 ** (-age / N): halves every N days; NaN (unknown age) -> 1."""
     if half_life_days <= 0:
-        raise ValueError("decay needs a positive number of days")
+        raise ValidationError("decay", f"half-life {half_life_days!r} days is not positive; give "
+                                       "a number of days above 0, as decay:30")
     age = np.nan_to_num(np.maximum(np.asarray(age_days, dtype=np.float32), 0), nan=0.0)
     return np.exp2(-age / np.float32(half_life_days))
 
@@ -141,7 +147,8 @@ def mmr(relevance: np.ndarray, m: np.ndarray, k: int,
     n = rel.size
     k = min(int(k), n)
     if not 0.0 <= lam <= 1.0:
-        raise ValueError("diverse lambda must be within [0, 1]")
+        raise ValidationError("diverse", f"lambda {lam!r} is outside [0, 1]; give a value from 0 "
+                                         "(spread only) to 1 (relevance only)")
     vecs = np.asarray(m, dtype=np.float32)
     max_sim = np.zeros(n, dtype=np.float64)
     taken = np.zeros(n, dtype=bool)

@@ -31,9 +31,10 @@ def resident_pages(a: np.ndarray) -> int:
     return int(np.count_nonzero(entries >> np.uint64(63)))
 
 
-def build(db, monkeypatch) -> tuple[list[str], list[float | None]]:
+def build(db, monkeypatch) -> tuple[list[str], list[float | None], list[float | None]]:
     """A 2,000-entry tier over 3,000 words whose base counts as large; the LSA scores of
-    a few entries as the building process computes them (projected from T in memory)."""
+    a few entries for two queries as the building process computes them (projected from
+    T in memory)."""
     monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 1000)
     monkeypatch.setattr(vlatent, "EAGER_BASE_BYTES", 1024)
     rng = np.random.default_rng(11)
@@ -44,7 +45,8 @@ def build(db, monkeypatch) -> tuple[list[str], list[float | None]]:
         m.store("agent").capture_many(entries)
         p = m.store("agent").postings()
         assert isinstance(p.latent_V, np.ndarray) and p.latent_rows is None  # dropped after the save
-        return words, m.store("agent").latent_scores(words[:5], IDS, K)
+        store = m.store("agent")
+        return words, store.latent_scores(words[:5], IDS, K), store.latent_scores(words[5:9], IDS[:3], K)
 
 
 IDS = ["e0", "e5", "e1999", "e1234", "nope"]
@@ -53,7 +55,7 @@ IDS = ["e0", "e5", "e1999", "e1234", "nope"]
 def test_a_large_base_saves_its_latent_rows_and_a_search_reads_rows_not_the_mapping(
         tmp_path, monkeypatch):
     db = tmp_path / "agent.db"
-    words, want = build(db, monkeypatch)
+    words, want, want_other = build(db, monkeypatch)
     assert sum(s is not None and s > 0 for s in want) >= 2
     with VaultManager.at({"agent": str(db)}) as m:
         p = m.store("agent").postings()
@@ -65,7 +67,7 @@ def test_a_large_base_saves_its_latent_rows_and_a_search_reads_rows_not_the_mapp
 
         monkeypatch.setattr(TfidfRows, "take", no_rows)
         assert m.store("agent").latent_scores(words[:5], IDS, K) == want  # bit for bit
-        assert m.store("agent").latent_scores(words[5:9], IDS[:3], K) is not None
+        assert m.store("agent").latent_scores(words[5:9], IDS[:3], K) == want_other  # another query
         # neither matrix was read through the mapping (V was checked whole on open before)
         assert resident_pages(p.latent_V.data.a) == 0
         assert resident_pages(p.latent_rows.data.a) == 0
@@ -73,7 +75,7 @@ def test_a_large_base_saves_its_latent_rows_and_a_search_reads_rows_not_the_mapp
 
 def test_a_damaged_block_of_the_saved_latent_rows_rebuilds_the_mirror(tmp_path, monkeypatch, caplog):
     db = tmp_path / "agent.db"
-    words, want = build(db, monkeypatch)
+    words, want, _ = build(db, monkeypatch)
     cache = tmp_path / "agent.db.postings.mirror"
     data = bytearray(cache.read_bytes())
     length = struct.unpack("<8sIIQ", bytes(data[:24]))[3]

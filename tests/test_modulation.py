@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tiervault.brain import modulation as mod
 from tiervault.brain.modulation_spec import Modulations, Target, parse_modulations
-from tiervault.errors import QueryError
+from tiervault.errors import QueryError, ValidationError
 
 
 def _unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -55,8 +55,25 @@ def test_decay_unknown_age_is_neutral_and_half_life_halves():
     np.testing.assert_allclose(f, [1.0, 1.0, 0.5])
     g = mod.exponential_decay(np.array([np.nan, 60.0]), 30)
     np.testing.assert_allclose(g, [1.0, 0.25])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError, match="half-life 0 days is not positive"):
         mod.reciprocal_decay(np.zeros(2), 0)
+
+
+def test_bad_arguments_raise_validation_errors_that_name_the_value():
+    """The pure functions refuse what the token grammar would never produce, in the
+    project's error tree (ValidationError is also a ValueError) and naming the value."""
+    cases = [
+        (lambda: mod.exponential_decay(np.zeros(2), -3), "decay", "half-life -3 days"),
+        (lambda: mod.centroid_query(np.ones(4), np.zeros((0, 4))), "centroid", r"shape \(0, 4\)"),
+        (lambda: mod.fold_direction(np.ones(4), suppress=[np.ones(4)], suppress_weights=[]),
+         "suppress", "1 directions but 0 weights"),
+        (lambda: mod.mmr(np.ones(3), np.eye(3, dtype=np.float32), 2, lam=1.5), "diverse",
+         "lambda 1.5 is outside"),
+    ]
+    for call, field, message in cases:
+        with pytest.raises(ValidationError, match=message) as info:
+            call()
+        assert info.value.field == field and isinstance(info.value, ValueError)
 
 
 def test_mmr_matches_a_direct_implementation_and_trades_relevance_for_spread():
