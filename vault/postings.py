@@ -107,6 +107,9 @@ class Postings:
         # the base rows' unit latent vectors, saved with a large base (latent.saved_rows)
         self.latent_rows: "np.ndarray | latent.MatrixRows | None" = None
         self._tfidf_columns: tuple[tuple, dict] = ((), {})  # tfidf_at's columns of one query
+        # the last query's TF-IDF weights: a search asks ~3 times a tier (top k, TF-IDF of
+        # the kept, LSA); catch-up adds no fitted term, a rebuild replaces this memo
+        self._query_weights: tuple[tuple, QueryWeights | None] | None = None
 
     @property
     def terms(self) -> Terms:
@@ -429,7 +432,15 @@ class Postings:
     def query_tfidf(self, words: Sequence[str]) -> QueryWeights | None:
         """The query's l2-normalised TF-IDF weights ``(term ids, weights)`` (fitted terms
         only, stop words out); None if no known content word (:mod:`tfidf_query`)."""
-        return query_weights(words, self.vocab, self.idf, self.tfidf_terms)
+        key = tuple(words)
+        memo = self._query_weights
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        q = query_weights(words, self.vocab, self.idf, self.tfidf_terms)
+        if q is not None:  # shared by the query's calls: read only
+            q.tids.flags.writeable = q.weights.flags.writeable = False
+        self._query_weights = (key, q)  # replaced whole: safe across threads
+        return q
 
     def tfidf_vector(self, words: Sequence[str]) -> sp.csr_matrix | None:
         """l2-normalised TF-IDF row (1, fitted terms) of ``words``; None if no known content word."""
