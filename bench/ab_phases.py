@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SUMMARY_KEYS = ("cold", "rss_mb", "scan_fts", "full_fts", "baseline_fts5", "scan_hybrid",
+SUMMARY_KEYS = ("cold", "rss_mb", "scan_fts", "full_fts", "baseline_fts5", "scan_hybrid", "scan_hybrid_paired",
                 "full_hybrid", "baseline_numpy_topk_1t", "capture")
 
 

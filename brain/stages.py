@@ -80,8 +80,9 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
         hits = brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
                                     ctx.filters)
         before = len(ctx.pool)
-        ctx.known_cosines = {(h[1], h[0]): h[2] for h in hits}  # the scan's exact cosines
-        ctx.pool.add_external(manager, [h[0] for h in hits], "vector", ctx.lq, ctx.filters,
+        # (id, tier, cosine) rows (VectorMatch), unpacked: any VectorSource's 3-tuples read alike
+        ctx.known_cosines = {(tier, eid): cos for eid, tier, cos in hits}  # the scan's exact cosines
+        ctx.pool.add_external(manager, [eid for eid, _, _ in hits], "vector", ctx.lq, ctx.filters,
                               ctx.tiers, fetch)
         if ctx.expansion is not None:
             ctx.expansion.lexical = expansion_scores(manager, ctx.expansion.lq, ctx.pool, before,

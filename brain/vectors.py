@@ -8,13 +8,22 @@ weights (never the hybrid weights with a zero vector term).
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from tiervault.vault.filters import Filters
 
-__all__ = ["VectorSource"]
+__all__ = ["VectorSource", "VectorMatch"]
+
+
+class VectorMatch(NamedTuple):
+    """One answer of :meth:`VectorSource.search`: an entry, the tier it was found in,
+    and its raw cosine with the query."""
+
+    id: str
+    tier: str
+    cosine: float
 
 
 @runtime_checkable
@@ -32,5 +41,6 @@ class VectorSource(Protocol):
         none; None when the tier has no vectors), so re-rankers can see candidates."""
 
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str],
-               filters: Filters) -> list[tuple[str, str, float]]:
-        """Top ``k`` (id, tier, cosine) over ``tiers``, filters applied before the limit."""
+               filters: Filters) -> list[VectorMatch]:
+        """Top ``k`` entries by ``cosine * tier weight`` over ``tiers``, filters applied
+        before the limit."""

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tiervault.brain.vectors import VectorMatch
 from tiervault.embeddings.base import Embedder
 from tiervault.embeddings.pipeline import EmbeddingPipeline
 from tiervault.embeddings.recall import VectorRecall
@@ -97,10 +98,10 @@ class EmbeddingRuntime:
         return self.recall.vectors_for(tier, ids)
 
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str] | None = None,
-               filters: Filters | None = None) -> list[tuple[str, str, float]]:
-        """Top ``k`` ``(id, tier, cosine)`` over ``tiers``, filters applied first."""
+               filters: Filters | None = None) -> list[VectorMatch]:
+        """Top ``k`` (id, tier, cosine) over ``tiers``, filters applied first."""
         ids, tier_names, cos = self.recall.search(query_vector, k, filters=filters, tiers=tiers)
-        return [(i, t, float(c)) for i, t, c in zip(ids, tier_names, cos)]
+        return [VectorMatch(i, t, c) for i, t, c in zip(ids, tier_names, cos.tolist())]
 
     # -- maintenance -----------------------------------------------------------------------
     def backfill(self, tier: str, *, rebuild: bool = False, on_progress: Any = None) -> dict[str, int]:

@@ -214,7 +214,7 @@ class Runner:
 
     def vector(self) -> Ranked:
         rt = self.runtime
-        return self._each("vector", lambda t: [h[0] for h in rt.search(rt.embed_query(t), self.depth)])
+        return self._each("vector", lambda t: [h.id for h in rt.search(rt.embed_query(t), self.depth)])
 
     def rrf(self, *runs: Ranked) -> Ranked:
         from tiervault.brain.fusion import rrf

@@ -237,9 +237,6 @@ def positional_rows(tree: ast.AST, name: str) -> list[str]:
 # Known places that still reach past the contract, each with why. The test fails
 # when a new one appears AND when one of these is fixed (so the list stays true).
 KNOWN_REACH = {
-    # A vector source answers (id, tier, cosine) tuples (embeddings/runtime.py); the hybrid
-    # engineer is rewriting these lines of gather this session.
-    "brain/stages.py": ("h[0]", "h[1]", "h[2]"),
     # The CLI walks argparse's parsers to list every sub-command and option (stdlib
     # internals, not another tiervault module's).
     "tiervault/cli/__init__.py": ("parser._actions", "argparse._SubParsersAction",

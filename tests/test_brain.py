@@ -10,6 +10,7 @@ import pytest
 
 from tiervault.brain import Brain
 from tiervault.brain.shapes import SIGNALS
+from tiervault.brain.vectors import VectorMatch
 from tiervault.brain.weights import base_weights
 from tiervault.config import BrainConfig
 from tiervault.errors import EntryNotFound, QueryError, ValidationError
@@ -403,7 +404,7 @@ class HashVectors:
     def search(self, qv, k, tiers, filters):
         hits = sorted(((float(v @ qv), t, i) for (t, i), v in self.vecs.items() if t in tiers),
                       reverse=True)[:k]
-        return [(i, t, s) for s, t, i in hits]
+        return [VectorMatch(i, t, s) for s, t, i in hits]
 
 
 class ProviderVectors(HashVectors):

@@ -299,7 +299,7 @@ def test_attach_embeddings_hash_offline_end_to_end(tmp_path):
                                      description="Keys expire"), "team")
         q = rt.embed_query("sqlite wal readers")
         hits = rt.search(q, 2, None, Filters())
-        assert [(h[0], h[1]) for h in hits] == [("wal", "agent"), ("jwt", "team")]
+        assert [(h.id, h.tier) for h in hits] == [("wal", "agent"), ("jwt", "team")]
         sims = rt.similarities(q, "agent", ["wal", "jwt"])
         assert sims[0] == pytest.approx(hits[0][2]) and np.isnan(sims[1])
         assert rt.embed_query("sqlite wal readers") is q  # cached
