@@ -118,6 +118,15 @@ def private_access(tree: ast.AST, name: str) -> list[str]:
             for alias in node.names:
                 if alias.name.startswith("_") and not alias.name.startswith("__"):
                     out.append(f"{name}:{node.lineno}: imports private {alias.name} from {node.module}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "__dict__"
+                and not (isinstance(node.func.value.value, ast.Name)
+                         and node.func.value.value.id in ("self", "cls"))
+                and node.args and isinstance(node.args[0], ast.Constant)
+                and str(node.args[0].value).startswith("_")):
+            # obj.__dict__.setdefault("_x", ...): the same reach, spelled around the check
+            out.append(f"{name}:{node.lineno}: {ast.unparse(node.func.value)}[{node.args[0].value!r}] "
+                       "reaches a private member of another object")
         if not isinstance(node, ast.Attribute):
             continue
         attr = node.attr
@@ -346,6 +355,7 @@ class Recall:
         other._own                      # allowed: _own is this module's member, plain name
         self.store._query("x")          # chain into another object
         other._conn.execute("y")        # _conn is not defined here
+        self.store.__dict__.setdefault("_cache", set())  # the same, through __dict__
         manager.embeddings = self       # sets an attribute on another module's object
         self.store.postings()           # SQLite-only
         found = manager.get_many(["a"])
@@ -358,7 +368,7 @@ class Recall:
 
 @pytest.mark.parametrize("checker, expected", [
     (sqlite_imports, ["imports sqlite3"]),
-    (private_access, ["private _SELECT", "self.store._query", "other._conn"]),
+    (private_access, ["private _SELECT", "self.store._query", "other._conn", "__dict__['_cache']"]),
     (foreign_attribute_writes, ["manager.embeddings"]),
     (sqlite_reach, ["tiervault.vault.sqlite_db", "self.store.postings"]),
     (positional_rows, ["row[3]", "LIGHT"]),

@@ -100,7 +100,8 @@ class PgEntryStore(PgJournal):
         self._postings: Any = None
         self._uid: str | None = None
         self._written = False
-        self._vector_indexes: set[str] = set()
+        #: HNSW index names known to exist (vectors.py: found once, trusted from then on)
+        self.vector_indexes: set[str] = set()
         #: (model, dim) HNSW index name -> when it was last found missing (vectors.py)
         self.vector_index_misses: dict[str, float] = {}
         #: True inside :meth:`deferring_vector_indexes` (a bulk copy): ``put_vectors``
@@ -130,7 +131,7 @@ class PgEntryStore(PgJournal):
     def _forget_schema(self) -> None:
         """A new pool: the schema may have been re-created meanwhile."""
         self._uid = None
-        self._vector_indexes.clear()
+        self.vector_indexes.clear()
         self.vector_index_misses.clear()
 
     @contextmanager

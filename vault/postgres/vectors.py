@@ -191,18 +191,18 @@ class PgVectors:
                          f"((vector::{kind}({int(dim)})) {kind}_cosine_ops) "
                          f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
                          f"WHERE model = {_quote(model)} AND dim = {int(dim)}")
-        self.store.__dict__.setdefault("_vector_indexes", set()).add(name)
-        self.store.__dict__.setdefault("vector_index_misses", {}).pop(name, None)
+        self.store.vector_indexes.add(name)
+        self.store.vector_index_misses.pop(name, None)
         return True
 
     def has_index(self, name: str) -> bool:
         """Whether the HNSW index ``name`` exists. A positive answer is remembered by the
         store; a negative one for :data:`INDEX_RECHECK_S` (an index another process builds is
         used from then on; until then the search is exact, so only slower, never wrong)."""
-        known = self.store.__dict__.setdefault("_vector_indexes", set())
+        known = self.store.vector_indexes
         if name in known:
             return True
-        absent = self.store.__dict__.setdefault("vector_index_misses", {})
+        absent = self.store.vector_index_misses
         now = time.monotonic()
         if now - absent.get(name, -INDEX_RECHECK_S) < INDEX_RECHECK_S:
             return False
