@@ -18,7 +18,8 @@ from tiervault.errors import ValidationError
 
 __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "int8_scores",
            "float16_scores", "int8_codes", "int8_scan", "int8_approx", "int8_error", "QueryCode", "Int8Codes",
-           "float16_error_bound", "simd_available", "unit_query", "check_finite"]
+           "float16_error_bound", "simd_available", "unit_query", "check_finite",
+           "forget_query"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
@@ -46,17 +47,39 @@ def l2_normalize(m: np.ndarray) -> np.ndarray:
     return out
 
 
+# The last query's derived values, kept by its bytes (a tuple, swapped whole): one search
+# asks them of every tier, and the candidates' cosines of every tier again; the same bytes
+# give the same values, so a hit is bit for bit what the computation returns.
+_LAST_UNIT: tuple[bytes, np.ndarray] | None = None
+_LAST_CODE: tuple[bytes, np.ndarray, float, float, float] | None = None
+
+
+def forget_query() -> None:
+    """Drop the last query's kept values (bench/query_memo_ab.py times the scan without)."""
+    global _LAST_UNIT, _LAST_CODE
+    _LAST_UNIT = _LAST_CODE = None
+
+
 def unit_query(query_vec: np.ndarray, dim: int, model: str | None = None) -> np.ndarray:
-    """``q / ||q||_2`` as float32 (a zero query stays zero), after checking it has ``dim``
-    finite components (``model`` names the index's model in the error)."""
+    """``q / ||q||_2`` as a read-only float32 array (a zero query stays zero), after
+    checking it has ``dim`` finite components (``model`` names the index's model in the
+    error)."""
+    global _LAST_UNIT
     q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
     if q.shape[0] != dim:
         raise ValidationError("query_vec", f"has dimension {q.shape[0]} but this index "
                               f"({model or 'model ?'}) holds {dim}")
+    key = q.tobytes()
+    last = _LAST_UNIT
+    if last is not None and last[0] == key:
+        return last[1]
     if not np.isfinite(q).all():
         raise ValidationError("query_vec", "contains NaN or infinite values")
     norm = float(np.linalg.norm(q))
-    return q / norm if norm > 0 else q
+    out = q / norm if norm > 0 else q.copy()
+    out.flags.writeable = False
+    _LAST_UNIT = (key, out)
+    return out
 
 
 def check_finite(m: np.ndarray) -> None:
@@ -251,13 +274,22 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
     ``q ~= b * r`` (``b = max|q_j| / 127``), and ``s_i ~= a_i * b * sum_j c_ij r_ij``
     in exact integer arithmetic. Without it: :func:`int8_scores` (f32 query, b = 0).
     """
+    global _LAST_CODE
     simd = _simsimd()
-    l1 = float(np.abs(q).sum())
     if simd is None:
+        l1 = float(np.abs(q).sum())
         return int8_scores(codes, scale, q, threads=threads), QueryCode(l1, 0.0, 0.0, q.shape[0])
-    qcodes, qs = quantize_int8(q[None, :])
-    b = float(qs[0])
-    resid = float(np.linalg.norm(q.astype(np.float64) - b * qcodes[0].astype(np.float64)))
+    key = q.dtype.char.encode() + q.tobytes()
+    last = _LAST_CODE
+    if last is not None and last[0] == key:
+        _, qcodes, l1, b, resid = last
+    else:
+        l1 = float(np.abs(q).sum())
+        qcodes, qs = quantize_int8(q[None, :])
+        qcodes.flags.writeable = False
+        b = float(qs[0])
+        resid = float(np.linalg.norm(q.astype(np.float64) - b * qcodes[0].astype(np.float64)))
+        _LAST_CODE = (key, qcodes, l1, b, resid)
     if codes.shape[0]:
         # Not cdist(..., out=...): SimSIMD 6.5 returns None from it without a reference
         # of its own, so every such call takes one from None and a long-running

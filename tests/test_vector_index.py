@@ -273,6 +273,36 @@ def test_pure_functions() -> None:
     np.testing.assert_allclose(z, [[0.6, 0.8], [0.0, 0.0]])
 
 
+def test_the_last_querys_derived_values_are_kept_by_its_bytes() -> None:
+    """unit_query and int8_approx keep the last query's unit vector and int8 code: the same
+    bytes again give the very values computed for them (read-only), other bytes new ones."""
+    rng = np.random.default_rng(8)
+    m = unit(rng, 500, 64).astype(np.float32)
+    codes, scale = quantize_int8(m)
+    q1, q2 = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+
+    def fresh(q: np.ndarray) -> np.ndarray:
+        return q / np.float32(np.linalg.norm(q))
+
+    u1 = vector_math.unit_query(q1, 64)
+    assert not u1.flags.writeable and np.array_equal(u1, fresh(q1))
+    assert vector_math.unit_query(q1.copy(), 64) is u1  # same bytes, another array
+    u2 = vector_math.unit_query(q2, 64)
+    assert np.array_equal(u2, fresh(q2)) and not np.array_equal(u1, u2)
+    with pytest.raises(ValueError):
+        u2[0] = 1.0  # shared by every caller: never written
+    with pytest.raises(ValidationError):
+        vector_math.unit_query(q2, 32)  # the dimension is checked before the kept value
+    zero = vector_math.unit_query(np.zeros(64, dtype=np.float32), 64)
+    assert not zero.any()
+    first = [vector_math.int8_approx(codes, scale, u) for u in (u1, u2)]
+    again = [vector_math.int8_approx(codes, scale, u.copy()) for u in (u2, u1)][::-1]
+    for (s_a, qc_a), (s_b, qc_b) in zip(first, again):
+        assert np.array_equal(s_a, s_b) and qc_a == qc_b
+    assert first[0][1] != first[1][1]
+    np.testing.assert_allclose(first[0][0], m @ u1, atol=0.05)
+
+
 def test_top_k_of_a_long_array_cut_by_a_sample_is_exact() -> None:
     """Arrays of 8,192+ scores are first cut at a threshold read off every 32nd score;
     whatever their order, the answer is the partition's (or it falls back to it)."""
