@@ -39,7 +39,8 @@ from bench.phases import query_kwargs, write_config  # noqa: E402
 #: ``file:attr`` in this session's scan changes (issue 16, session 9)
 DEFAULT_SWAPS = ("vault/dedup.py:keep", "vault/string_table.py:StringTable._find",
                  "vault/hash_table.py:HashTable._find", "vault/postings.py:Postings.slots_of",
-                 "vault/postings.py:Postings.slots_by_hash")
+                 "vault/postings.py:Postings.slots_by_hash", "vault/postings.py:Postings.query_tfidf",
+                 "vault/postings.py:Postings.n_alive")
 
 
 class Swap:

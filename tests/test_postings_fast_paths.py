@@ -352,3 +352,25 @@ def test_tfidf_at_batched_weights_equal_the_term_by_term_sum_bit_for_bit(tmp_pat
         slots = rng.choice(m.base_rows, size=60, replace=True).astype(np.int64)  # repeats too
         np.testing.assert_array_equal(m.tfidf_at(words, slots), _scores_at_term_by_term(q, slots, m))
     store.close()
+
+
+def test_kept_live_count_and_query_weights_follow_every_write(tmp_path):
+    """n_alive and a query's TF-IDF weights are kept between calls; a delete (a slot
+    killed in place), an update (a new delta slot) and a rebuild each show at once."""
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1500))
+    m = store.postings()
+    words = ["retry", "backoff", "cache"]
+    before = m.query_tfidf(words)
+    assert m.n_alive == int(np.count_nonzero(m.alive)) == 1500
+    store.delete("e7")
+    store.capture(Entry.create(id="e8", title="retry zyzzyva", description="an update"))
+    m = store.postings()
+    assert m.n_alive == int(np.count_nonzero(m.alive)) == 1499 and m.delta_W
+    assert m.query_tfidf(words).weights.tobytes() == before.weights.tobytes()  # no refit
+    store.capture_many(random_entries(400, seed=5, prefix="r"))  # past 5%: a rebuild
+    m = store.postings()
+    assert not m.delta_W and m.n_alive == int(np.count_nonzero(m.alive)) == 1899
+    fresh = TierStore(tmp_path / "a.db").postings().query_tfidf(words)
+    assert m.query_tfidf(words).weights.tobytes() == fresh.weights.tobytes()
+    store.close()
