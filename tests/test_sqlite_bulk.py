@@ -183,3 +183,32 @@ def test_a_load_killed_before_its_end_leaves_a_tier_that_answers_and_gets_its_in
         assert {n: indexes[n][1] for n in _DECLARED} == _DECLARED
         assert len(store.ids_by_hash(hashes)) == 2 * BULK_ROWS
         assert store.integrity_problems() == []
+
+
+def test_a_build_the_tier_is_locked_against_is_logged_and_left_to_the_next_open(tmp_path, caplog):
+    import logging
+    import sqlite3
+    db = tmp_path / "t.db"
+    other = []
+
+    def lock_at_the_end(batch):  # another writer holds the tier when the load ends
+        if batch.total == 2 * BULK_ROWS:
+            conn = sqlite3.connect(db, isolation_level=None)
+            conn.execute("BEGIN IMMEDIATE")
+            other.append(conn)
+
+    with TierStore(db, name="team") as store:
+        store.create()
+        store.db.query("PRAGMA busy_timeout = 50")
+        with caplog.at_level(logging.WARNING):
+            assert store.capture_many(entries(2 * BULK_ROWS), batch_size=BULK_ROWS,
+                                      on_batch=lock_at_the_end) == 2 * BULK_ROWS
+        assert [r.getMessage() for r in caplog.records if "deferred" in r.getMessage()] == [
+            "tier 'team': the indexes a bulk load deferred were not built (database is locked); "
+            "its next writable open builds them"]
+        other.pop().rollback()
+        assert not set(_DECLARED) & set(secondary_indexes(store.db.conn))
+        assert store.count() == 2 * BULK_ROWS
+    with TierStore(db, name="team") as store:
+        store.count()
+        assert {n: s for n, (_, s) in secondary_indexes(store.db.conn).items() if n in _DECLARED} == _DECLARED

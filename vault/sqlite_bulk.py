@@ -38,12 +38,15 @@ insert and the mirrors' catch-up read through it) are never deferred.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 
 from tiervault.vault.schema import DEFERRABLE_INDEXES, build_deferred_indexes
 
 __all__ = ["BulkSettings", "BULK_WAL_PAGES", "BULK_CACHE_KIB"]
+
+log = logging.getLogger(__name__)
 
 #: WAL pages between automatic checkpoints during a bulk load (SQLite's default: 1,000).
 BULK_WAL_PAGES = 32_768
@@ -55,8 +58,9 @@ class BulkSettings:
     """Applied once by the first bulk batch (in the writer's thread, inside its
     transaction), restored by :meth:`restore` when the load ends, whatever the outcome."""
 
-    def __init__(self, lock: threading.RLock) -> None:
+    def __init__(self, lock: threading.RLock, tier: str = "") -> None:
         self._lock = lock
+        self._tier = tier
         self._conn: sqlite3.Connection | None = None
         self._saved: tuple[int, int] = (0, 0)
         self._deferred = False
@@ -79,7 +83,11 @@ class BulkSettings:
 
     def restore(self) -> None:
         """Build the deferred indexes (with the bulk cache still set), then put back the
-        connection's own settings (if :meth:`apply` ran)."""
+        connection's own settings (if :meth:`apply` ran). A build that fails (the tier
+        locked by another writer past the busy timeout, a full disk) is logged, not
+        raised: the load's rows are committed, nothing needs the indexes to be right,
+        the next writable open builds them, and an error of the load itself (this runs
+        in its ``finally``) is not masked."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
@@ -89,6 +97,9 @@ class BulkSettings:
             try:
                 if deferred:
                     build_deferred_indexes(conn)
+            except sqlite3.Error as exc:
+                log.warning("tier %r: the indexes a bulk load deferred were not built (%s); "
+                            "its next writable open builds them", self._tier, exc)
             finally:
                 conn.execute(f"PRAGMA cache_size = {cache}")
                 conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")

@@ -180,7 +180,7 @@ class TierStore:
         A batch is all-or-nothing: after a crash every acknowledged batch is
         present and the interrupted one is absent (re-running is idempotent).
         """
-        bulk = BulkSettings(self.db.lock)  # a load of bulk batches: bigger cache, fewer checkpoints
+        bulk = BulkSettings(self.db.lock, self.name)  # a load of bulk batches: bigger cache, fewer checkpoints
         try:
             return write_pipelined(entries, batch_size,
                                    lambda batch, inserted: self._write_batch(batch, inserted, bulk),
