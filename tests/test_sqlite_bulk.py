@@ -212,3 +212,28 @@ def test_a_build_the_tier_is_locked_against_is_logged_and_left_to_the_next_open(
     with TierStore(db, name="team") as store:
         store.count()
         assert {n: s for n, (_, s) in secondary_indexes(store.db.conn).items() if n in _DECLARED} == _DECLARED
+
+
+def test_an_open_while_another_connection_writes_does_not_wait_to_build_the_indexes(tmp_path):
+    """A load still running builds its deferred indexes at its end: another process's
+    writable open goes on without them instead of waiting for the tier's write lock."""
+    import sqlite3
+    db = tmp_path / "t.db"
+    with TierStore(db, name="team") as store:
+        store.capture_many(entries(50))
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    for name in _DECLARED:  # as a bulk load's first batch leaves them, not yet committed
+        writer.execute(f"DROP INDEX {name}")
+    writer.execute("COMMIT")
+    writer.execute("BEGIN IMMEDIATE")  # the load's next batch holds the write lock
+    try:
+        with TierStore(db, name="team") as store:
+            assert store.count() == 50
+            assert not set(_DECLARED) & set(secondary_indexes(store.db.conn))
+    finally:
+        writer.rollback()
+        writer.close()
+    with TierStore(db, name="team") as store:
+        assert store.count() == 50
+        assert {n: s for n, (_, s) in secondary_indexes(store.db.conn).items() if n in _DECLARED} == _DECLARED

@@ -6,6 +6,7 @@ SQLite; a PostgreSQL tier would replace both behind the same ``TierStore`` API.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sqlite3
@@ -23,6 +24,8 @@ from tiervault.vault.schema import (APPLICATION_ID, COUNT_DEFERRABLE, DEFERRABLE
 
 __all__ = ["open_tier_connection", "check_tier_path", "write_transaction", "is_busy", "BUSY_TIMEOUT_MS",
            "EPOCH_WINDOW", "epoch_key", "TIER_CACHE_KIB"]
+
+log = logging.getLogger(__name__)
 
 #: SQLite waits this long on a lock before reporting busy; the store then retries
 #: BEGIN with jittered backoff for up to BUSY_RETRY_SECONDS more.
@@ -169,17 +172,29 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
                 with attempt:
                     migrate(conn)
         elif not read_only and version >= 1 and indexes < len(DEFERRABLE_INDEXES):
-            # A bulk load into this tier was stopped before it built its deferred
-            # indexes (sqlite_bulk); a load still running builds them at its end, and
-            # IF NOT EXISTS makes either build a no-op after the other.
-            for attempt in _busy_retrying():
-                with attempt:
-                    build_deferred_indexes(conn)
+            _build_deferred_indexes(name, conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
         why = _open_failure(exc) if is_busy(exc) else f"cannot be opened: {exc}"
         raise TierUnavailable(name, str(path), why) from exc
     return conn
+
+
+def _build_deferred_indexes(name: str, conn: sqlite3.Connection) -> None:
+    """The secondary indexes a bulk load deferred (sqlite_bulk), for a tier that lacks
+    them: a load was stopped before its end, or one is running. Never waited for: while
+    another connection writes (a running load builds them at its end; IF NOT EXISTS makes
+    either build a no-op after the other) the open goes on without them, as it does if
+    the build fails; the tier answers the same without them, and a later open builds them."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        build_deferred_indexes(conn)
+    except sqlite3.Error as exc:
+        if not is_busy(exc):
+            log.warning("tier %r: its deferred indexes were not built (%s); a later open "
+                        "tries again", name, exc)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 def _open_failure(exc: sqlite3.DatabaseError) -> str:
