@@ -31,11 +31,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from eval.beir import DEFAULT_CACHE, attach_vectors, brain_settings, make_embedder  # noqa: E402
+from eval.beir import DEFAULT_CACHE, LabQuery, attach_vectors, brain_settings, make_embedder  # noqa: E402
 from eval.metrics import per_query  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -61,14 +61,6 @@ def load_set(directory: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str,
         qid, eid, grade = line.split("\t")
         qrels.setdefault(qid, {})[eid] = int(grade)
     return queries, qrels
-
-
-class LabQuery(NamedTuple):
-    """One query as a lab runs it: id, text, filters (``Filters.build`` keywords)."""
-
-    id: str
-    text: str
-    filters: dict[str, Any]
 
 
 @dataclass(frozen=True)

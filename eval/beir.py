@@ -38,8 +38,9 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
@@ -287,6 +288,38 @@ def table(report: dict[str, Any]) -> str:
             lines.append(f"| {m} | " + " | ".join(f"{r[k]:.4f}" for k in METRICS)
                          + f" | {ms.get(m, 0):.1f} |")
     return "\n".join(lines)
+
+
+class LabQuery(NamedTuple):
+    """One query as a lab runs it: id, text, filters (``Filters.build`` keywords)."""
+
+    id: str
+    text: str
+    filters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BeirHalf:
+    """A BEIR collection with its test queries cut to one half (:func:`half`)."""
+
+    coll: BeirCollection
+    queries: dict[str, str]  # id -> text
+
+    @property
+    def items(self) -> list[LabQuery]:
+        """The half's queries as (id, text, no filters)."""
+        return [LabQuery(q, t, {}) for q, t in self.queries.items()]
+
+    @property
+    def qrels(self) -> dict[str, dict[str, int]]:
+        """The half's grades by document id."""
+        return {q: self.coll.qrels[q] for q in self.queries}
+
+
+def beir_half(path: str | Path, split: str) -> BeirHalf:
+    """The collection at ``path`` (its test split) cut to ``split`` ("odd", "even", "all")."""
+    coll = load(path, "test")
+    return BeirHalf(coll, half(coll.queries, split))
 
 
 def half(queries: dict[str, str], split: str) -> dict[str, str]:

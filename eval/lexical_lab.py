@@ -70,16 +70,12 @@ def capture_all(data: str, half: str, scifact: Path) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tiervault-lexlab-"))
     idmap: dict[str, str] = {}
     if data == "scifact":
-        from eval.beir import Runner, half as split_half
-        from eval.beir_data import load
+        from eval.beir import Runner, beir_half
 
-        coll = load(scifact, "test")
-        qs = split_half(coll.queries, half)
-        runner = Runner(coll, qs, tmp, DEPTH)
+        bh = beir_half(scifact, half)
+        coll, items, qrels, now = bh.coll, bh.items, bh.qrels, None
+        runner = Runner(coll, bh.queries, tmp, DEPTH)
         runner.attach(emb, DEFAULT_CACHE, tmp)
-        items = [(q, t, {}) for q, t in qs.items()]
-        qrels = {q: coll.qrels[q] for q in qs}
-        now = None
     else:
         from eval import agent as A
 

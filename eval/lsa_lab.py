@@ -78,15 +78,11 @@ def main(argv: list[str] | None = None) -> int:
                         brain=BrainConfig(), config_path=None)
     tmp = Path(tempfile.mkdtemp(prefix="tiervault-lsalab-"))
     if args.data == "scifact":
-        from eval.beir import TIER, Runner, half as split_half
-        from eval.beir_data import load
+        from eval.beir import TIER, Runner, beir_half
 
-        coll = load(args.scifact, "test")
-        qs = split_half(coll.queries, args.half)
-        runner = Runner(coll, qs, tmp, DEPTH)
-        items = [(q, t, {}) for q, t in qs.items()]
-        qrels = {q: coll.qrels[q] for q in qs}
-        now, to_doc = None, coll.run_to_doc_ids
+        bh = beir_half(args.scifact, args.half)
+        items, qrels, now, to_doc = bh.items, bh.qrels, None, bh.coll.run_to_doc_ids
+        runner = Runner(bh.coll, bh.queries, tmp, DEPTH)
     else:
         from eval import agent as A
 

@@ -147,17 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(why)
     tmp = Path(tempfile.mkdtemp(prefix="tiervault-lab-"))
     if args.data == "scifact":
-        from eval.beir import Runner, half
-        from eval.beir_data import load
+        from eval.beir import Runner, beir_half
 
-        coll = load(args.scifact, "test")
-        qs = half(coll.queries, args.half)
-        runner = Runner(coll, qs, tmp, DEPTH)
+        bh = beir_half(args.scifact, args.half)
+        items, qrels, now, to_doc = bh.items, bh.qrels, None, bh.coll.run_to_doc_ids
+        runner = Runner(bh.coll, bh.queries, tmp, DEPTH)
         runner.attach(emb, DEFAULT_CACHE, tmp)
-        items = [(q, t, {}) for q, t in qs.items()]
-        qrels = {q: coll.qrels[q] for q in qs}
-        manager, runtime, now = runner.manager, runner.runtime, None
-        to_doc = coll.run_to_doc_ids
+        manager, runtime = runner.manager, runner.runtime
     else:
         from eval import agent as A
 

@@ -115,3 +115,16 @@ def test_scifact_counts():
     assert len(coll.queries) == 300
     assert sum(len(v) for v in coll.qrels.values()) == 339
     assert all(d in coll.ids for q in coll.qrels.values() for d in q)
+
+
+def test_a_half_of_a_collection_carries_its_queries_and_grades(tmp_path):
+    """eval/beir.py's beir_half: what the relevance labs run (was the same four lines in
+    lexical_lab, lsa_lab and relevance_lab)."""
+    from eval.beir import beir_half
+
+    base = _write(tmp_path / "mini", gz=False)
+    odd, even, whole = (beir_half(base, h) for h in ("odd", "even", "all"))
+    assert odd.queries == {"q1": "numeric id"} and even.queries == {"q2": "untitled"}
+    assert [(q.id, q.text, q.filters) for q in even.items] == [("q2", "untitled", {})]
+    assert even.qrels == {"q2": {"Doc-A": 2, "a/b c": 0}} and odd.qrels == {"q1": {"12345": 1}}
+    assert whole.queries == load(base).queries and len(whole.coll.docs) == len(DOCS)
