@@ -49,7 +49,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from tiervault.brain.learning import ACTION_VALUES, FeedbackContext, profile_similarity
+from tiervault.brain.learning import (ACTION_VALUES, FeedbackContext, event_source,
+                                       profile_similarity)
 from tiervault.errors import EntryNotFound, ValidationError
 from tiervault.vault.entry import FEEDBACK_ACTIONS
 from tiervault.vault.rows import FeedbackEvent
@@ -156,7 +157,7 @@ def entry_nudges(query: str, entry_ids: Sequence[str], events: Iterable[Feedback
             words = _jaccard(current, query_stems(ev.query))
             sim = words
             if profile and sim < 1.0:
-                past = FeedbackContext.from_json(ev.context).profile
+                past = FeedbackContext.from_json(ev.context, source=event_source(ev)).profile
                 # a dismissal counts only through the *other* entries both queries
                 # retrieve (see the module docstring); an acceptance through all
                 sim = max(sim, profile_similarity(profile, past,

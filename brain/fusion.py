@@ -58,13 +58,21 @@ def min_max_normalize(scores: Mapping[str, float], *, constant: float = 1.0) -> 
 
     When every score is equal (including a single score) there is no spread to
     rescale; all get ``constant`` (1.0 by default: "as good as the best"; pass 0.0
-    to make a flat signal contribute nothing). NaN scores are refused.
+    to make a flat signal contribute nothing). NaN scores are refused: min and max
+    are meaningless with one. No tiervault path hands it user values (user-given
+    numbers -- brain.weights, modulation tokens -- are refused as non-finite where
+    they enter: config/fields.py, brain/weights.py, brain/modulation_spec.py), so a
+    NaN here is a caller's computed score.
     """
     if not scores:
         return {}
     values = list(scores.values())
     if any(v != v for v in values):
-        raise ValidationError("scores", "min_max_normalize got NaN scores")
+        bad = [key for key, v in scores.items() if v != v]
+        raise ValidationError("scores", f"NaN score for {', '.join(map(repr, bad[:5]))}"
+                                        f"{' ...' if len(bad) > 5 else ''}; drop these "
+                                        "candidates or give them a number (e.g. the lowest "
+                                        "score) before normalising")
     lo, hi = min(values), max(values)
     if hi == lo:
         return {key: constant for key in scores}

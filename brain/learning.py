@@ -16,21 +16,26 @@ the text weight raises ``beta``. Regularisation toward the base weights ``w0``
 the solver's bounds (SciPy L-BFGS-B) and normalised to sum 1 afterwards; the guard
 rails of :func:`bounded` then apply.
 
-Everything here is pure (NumPy / SciPy, no storage, no clock) and deterministic:
+Everything here is pure (NumPy / SciPy, no storage, no clock; the one side effect is
+a warning about an unreadable stored context) and deterministic:
 pairs are built in stored order and L-BFGS-B has no randomness.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from tiervault.brain.shapes import SIGNALS
 
-__all__ = ["FeedbackContext", "Pairs", "pairs_from_events", "fit_pairwise", "bounded",
+log = logging.getLogger(__name__)
+
+__all__ = ["FeedbackContext", "event_source", "Pairs", "pairs_from_events", "fit_pairwise", "bounded",
            "query_profile", "profile_similarity", "normalise_query", "ACTION_VALUES",
            "TEMPERATURE", "DEFAULT_C", "MAX_SHIFT", "MAX_STEP", "MIN_TEXT_SHARE",
            "MAX_PAIRS_PER_QUERY", "MAX_PAIRS_PER_AGENT", "PROFILE_K", "PRIOR_STRENGTH",
@@ -107,8 +112,13 @@ class FeedbackContext:
                           separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "FeedbackContext":
-        """Parse a stored context; '' or an unreadable one is an empty context."""
+    def from_json(cls, text: str, *, source: str = "a stored feedback context") -> "FeedbackContext":
+        """Parse a stored context; '' or an unreadable one is an empty context.
+
+        An unreadable one (a damaged row) is logged once per ``source`` (e.g.
+        ``feedback #12 on entry 'x'``) with the reason's type, never the text, which
+        holds query-derived data: the feedback still counts, without its context.
+        """
         if not text:
             return cls()
         try:
@@ -116,9 +126,23 @@ class FeedbackContext:
             sig = data.get("signals")
             signals = tuple(float(v) for v in sig) if sig is not None and len(sig) == len(SIGNALS) else None
             profile = {str(k): float(v) for k, v in (data.get("profile") or {}).items()}
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError) as exc:
+            _warn_unreadable(source, type(exc).__name__)
             return cls()
         return cls(signals, profile)
+
+
+@functools.lru_cache(maxsize=1024)
+def _warn_unreadable(source: str, reason: str) -> None:
+    # Cached: the same damaged row is read on every search (feedback nudges) and refit;
+    # one warning per row and process makes the loss visible without flooding the log.
+    log.warning("%s: unreadable context (%s); it is used without its signals and query "
+                "profile. Re-record this feedback to restore them.", source, reason)
+
+
+def event_source(ev: Any) -> str:
+    """How a log line names a feedback event: its id and entry, never its content."""
+    return f"feedback #{ev.seq} on entry {ev.entry_id!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +169,7 @@ class Pairs:
 
 
 class _Event:  # the fields of tiervault.vault.journal.FeedbackEvent this module reads
+    seq: int
     query: str
     entry_id: str
     action: str
@@ -174,7 +199,7 @@ def pairs_from_events(events: Iterable[_Event], *, max_per_query: int = MAX_PAIR
         key = (ev.agent, normalise_query(ev.query))
         group = groups.pop(key, {})  # re-insert: dict order = most recently touched last
         value = ACTION_VALUES.get(ev.action, 0.0)
-        sig = FeedbackContext.from_json(ev.context).signals
+        sig = FeedbackContext.from_json(ev.context, source=event_source(ev)).signals
         group.pop(ev.entry_id, None)
         if value != 0.0 and sig is not None:
             group[ev.entry_id] = (value, sig)

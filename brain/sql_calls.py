@@ -175,9 +175,19 @@ def find_table_calls(sql: str, names: Collection[str]) -> list[TableCall]:
 
 
 def substitute(sql: str, calls: list[TableCall], tables: list[str]) -> str:
-    """``sql`` with each call replaced by its generated table name."""
+    """``sql`` with each call replaced by its generated table name.
+
+    ``calls`` must be :func:`find_table_calls` of this same ``sql`` (in order,
+    never overlapping: a call's arguments are literals, so calls cannot nest).
+    """
+    # An internal guard, not a user error: no user input reaches it. The one caller,
+    # SqlSurface.run, builds ``tables`` as one generated name per element of ``calls``;
+    # what a user writes in the statement changes how many calls there are, never
+    # whether the two lists match (a malformed call is a QueryError in
+    # find_table_calls first). A mismatch is a programming error in the caller.
     if len(calls) != len(tables):
-        raise ValueError("one table name per call")
+        raise ValueError(f"substitute() needs one table name per call: {len(calls)} calls, "
+                         f"{len(tables)} names (a bug in the caller, not in the SQL)")
     out, pos = [], 0
     for call, table in zip(calls, tables):
         out.append(sql[pos:call.start])

@@ -259,6 +259,11 @@ def _finish_embedding(st: _State, env: Mapping[str, str]) -> EmbeddingConfig | N
     )
 
 
+#: What to do about a YAML error that carries no position.
+_FIX_YAML = ("check the file with a YAML linter, or compare it with `tiervault init --example` "
+             "(agent.yaml must be one YAML mapping of plain UTF-8 text)")
+
+
 def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
     """Parse ``path`` -> (data, {key path: 1-based line})."""
     try:
@@ -270,9 +275,17 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
     try:
         # Inside the try: the reader refuses NUL/ESC and other control characters at once.
         loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        # No mark here, only the character's offset in ``text``: turn it into line and column.
+        # The character's code point is named, never the line around it (it may hold a key).
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise ConfigError(f"malformed YAML: control character U+{exc.character:04X} at column "
+                          f"{column}; YAML does not allow it: remove it (retype the value if it "
+                          "was pasted)", file=str(path), line=line) from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"malformed YAML: {type(exc).__name__} (a control character such as "
-                          "NUL or ESC?)", file=str(path)) from exc
+        raise ConfigError(f"malformed YAML: {type(exc).__name__}; {_FIX_YAML}",
+                          file=str(path)) from exc
     loader.name = str(path)  # marks (and the chained YAMLError) name the file, not "<unicode string>"
     try:
         node = loader.get_single_node()
@@ -292,8 +305,9 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
         raise ConfigError(f"malformed YAML: {reason}. agent.yaml must be one YAML mapping "
                           f"(`tiervault init --example` prints a documented one)", file=str(path),
                           line=mark.line + 1 if mark else None) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"malformed YAML: {type(exc).__name__}", file=str(path)) from exc
+    except yaml.YAMLError as exc:  # no position to give: say what to check instead
+        raise ConfigError(f"malformed YAML: {type(exc).__name__}; {_FIX_YAML}",
+                          file=str(path)) from exc
     except RecursionError as exc:
         raise ConfigError("malformed YAML: nested too deeply for a configuration",
                           file=str(path)) from exc

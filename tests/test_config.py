@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 import textwrap
 import traceback
 from pathlib import Path
@@ -308,6 +311,32 @@ def test_error_names_file_line_key_and_allowed(tmp_path: Path, home: Path, text,
     assert message.startswith(f"{path}:{line}: ")
     for fragment in fragments:
         assert fragment in message
+
+
+@pytest.mark.parametrize("text, line, column, char", [
+    ("agent_id: a\ntiers:\n  agent: x\x00y.db\n", 3, 11, "U+0000"),
+    (f"agent_id: a\nembedding:\n  apiKey: {PLANTED}\x1b\n", 3, 38, "U+001B"),
+])
+def test_control_character_error_says_where_and_what_to_do(tmp_path: Path, home: Path, text,
+                                                            line, column, char) -> None:
+    # PyYAML's reader error has no line mark, only a character offset: the message must
+    # still name the line, the column and the character, and say to remove it
+    path = tmp_path / "agent.yaml"
+    path.write_text(text, encoding="utf-8")
+    err = config_error(path, home)
+    assert (err.file, err.line) == (str(path), line)
+    message = str(err)
+    assert message.startswith(f"{path}:{line}: ")
+    assert f"column {column}" in message and char in message and "remove it" in message
+    assert_no_secret(message, repr(err), full_report(err))
+    # the CLI: one line on stderr, exit status 2, no traceback
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
+    r = subprocess.run([sys.executable, "-m", "tiervault", "stats", "--config", str(path)],
+                       cwd=tmp_path, env={**env, "HOME": str(home)}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "remove it" in r.stderr, r.stderr
+    assert_no_secret(r.stderr, r.stdout)
 
 
 def test_env_and_override_errors_name_the_variable(work: Path, home: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiervault.brain import Brain, learning
+from tiervault.brain import Brain, feedback, learning
 from tiervault.brain.shapes import SIGNALS
 from tiervault.brain.weights import base_weights
 from tiervault.config import load_settings
@@ -110,6 +110,25 @@ def test_pairs_latest_action_wins_and_caps_hold():
     burst = [event(i, f"q{i // 2}", f"e{i}", "accepted" if i % 2 else "dismissed", sig(i / 99), "b")
              for i in range(100)]
     assert len(learning.pairs_from_events(burst, max_per_agent=7)) == 7
+
+
+def test_unreadable_stored_context_is_logged_by_id_not_content(caplog):
+    # a truncated context (a damaged row) counts as "no signals", but the loss is visible:
+    # one warning naming the feedback id and entry, never the stored text itself
+    good = event(1, "q", "x", "accepted", sig(semantic=0.9))
+    bad = FeedbackEvent(7, "retry policy", "y", "dismissed", NOW, "a", '{"signals": [0.1, "sk-secret-zz')
+    with caplog.at_level("WARNING", logger="tiervault.brain.learning"):
+        assert len(learning.pairs_from_events([good, bad])) == 0
+        # another query's feedback: its stored profile is read to compare the two queries
+        feedback.entry_nudges("kafka consumer lag", ["y"], [bad], {"y": 1.0}, now=NOW)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned and all("feedback #7" in m and "'y'" in m for m in warned)
+    assert not any("sk-secret" in m for m in warned)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tiervault.brain.learning"):
+        assert learning.FeedbackContext.from_json("") == learning.FeedbackContext()
+        learning.pairs_from_events([good])  # '' and readable contexts: nothing to report
+    assert not caplog.records
 
 
 def test_guard_rails_bound_the_shift_and_the_step():
@@ -366,6 +385,31 @@ def test_cli_feedback_and_stats_show_the_learned_weights(tmp_path):
                            "stats"], capture_output=True, text=True, check=True).stdout
     assert "learned from 2 feedback actions" in text and "history" in text
     assert stats["nudgeTrust"] is None and "same-query nudge trust: unchecked" in text  # 1 pair
+
+
+def test_cli_search_warns_once_about_a_damaged_feedback_row(tmp_path):
+    config = tmp_path / "agent.yaml"
+    config.write_text(f"agent_id: cli\ntiers:\n  agent: {tmp_path / 'agent.db'}\n")
+    m = VaultManager.at({"agent": str(tmp_path / "agent.db")})
+    m.capture_many(filler(10) + [E(id=f"lag-{i}", title=f"Kafka consumer lag {i}",
+                                   description=f"Watch the consumer lag {i}.") for i in range(3)],
+                   tier="agent")
+    m.close()
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tiervault", "--config", str(config), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    assert cli("feedback", "lag-1", "accepted", "--query", "consumer lag watch").returncode == 0
+    db = sqlite3.connect(tmp_path / "agent.db")
+    with db:
+        db.execute("UPDATE feedback SET context = '{\"signals\": [1.0, \"sk-secret-zz' WHERE seq = 1")
+    db.close()
+    r = cli("search", "kafka topic")
+    assert r.returncode == 0 and "lag-1" in r.stdout and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "WARNING" in lines[0] and "feedback #1 on entry 'lag-1'" in lines[0]
+    assert "sk-secret" not in r.stderr
 
 
 def test_team_pooling_on_a_postgresql_team_tier(pg_tier, tmp_path):

@@ -49,5 +49,7 @@ def test_min_max_normalize() -> None:
     assert min_max_normalize({}) == {}
     assert min_max_normalize({"a": 5.0, "b": 5.0}) == {"a": 1.0, "b": 1.0}
     assert min_max_normalize({"a": 5.0}, constant=0.0) == {"a": 0.0}
-    with pytest.raises(ValidationError, match="NaN"):
+    with pytest.raises(ValidationError, match="NaN") as info:
         min_max_normalize({"a": float("nan"), "b": 1.0})
+    # the message names the candidate and what to do about it
+    assert "'a'" in str(info.value) and "drop" in str(info.value)
