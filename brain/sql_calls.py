@@ -107,7 +107,8 @@ def lex(sql: str) -> list[Token]:
                 try:
                     value = float(text)
                 except ValueError:
-                    raise QueryError(FIELD, f"{text!r} is not a number") from None
+                    raise QueryError(FIELD, f"{text!r} is not a number; write it in decimal "
+                                           "(as 16, 1.5 or 2e3)") from None
             out.append(Token("number", i, k, value))
             i = k
         else:

@@ -149,6 +149,8 @@ def test_lexer_keeps_literals_and_calls_apart():
     assert one_statement("SELECT 1 ; -- done") == "SELECT 1 "
     with pytest.raises(QueryError, match="unterminated string"):
         lex("SELECT 'open")
+    with pytest.raises(QueryError, match="'0x10' is not a number; write it in decimal"):
+        lex("SELECT * FROM keyword('x', 0x10)")
 
 
 @settings(max_examples=200, deadline=None)
