@@ -23,6 +23,12 @@ def entries(n: int, start: int = 0) -> list[Entry]:
             for i in range(start, start + n)]
 
 
+def failing_input():
+    """Two bulk batches and a few rows, then the input breaks (an OSError mid-load)."""
+    yield from entries(2 * BULK_ROWS + 10)
+    raise OSError("the input broke")
+
+
 def settings(store: TierStore) -> tuple[int, int]:
     conn = store.db.conn
     assert conn is not None
@@ -49,15 +55,11 @@ def test_a_bulk_load_runs_with_the_bulk_settings_and_restores_the_connections(tm
 
 
 def test_a_failing_bulk_load_restores_the_settings_too(tmp_path):
-    def failing():
-        yield from entries(2 * BULK_ROWS + 10)
-        raise OSError("the input broke")
-
     with TierStore(tmp_path / "t.db", name="agent") as store:
         store.create()
         own = settings(store)
         with pytest.raises(OSError, match="the input broke"):
-            store.capture_many(failing(), batch_size=BULK_ROWS)
+            store.capture_many(failing_input(), batch_size=BULK_ROWS)
         assert settings(store) == own
         assert store.count() == 2 * BULK_ROWS
 
@@ -133,14 +135,10 @@ def test_a_bulk_load_into_an_empty_tier_builds_its_secondary_indexes_once_at_the
 
 
 def test_a_failing_bulk_load_into_an_empty_tier_still_builds_its_indexes(tmp_path):
-    def failing():
-        yield from entries(2 * BULK_ROWS + 10)
-        raise OSError("the input broke")
-
     with TierStore(tmp_path / "t.db", name="agent") as store:
         store.create()
         with pytest.raises(OSError, match="the input broke"):
-            store.capture_many(failing(), batch_size=BULK_ROWS)
+            store.capture_many(failing_input(), batch_size=BULK_ROWS)
         assert {n: s for n, (_, s) in secondary_indexes(store.db.conn).items() if n in _DECLARED} == _DECLARED
         assert store.count() == 2 * BULK_ROWS
 
