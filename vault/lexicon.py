@@ -36,7 +36,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
 from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
-from tiervault.vault.scoring import top_k
+from tiervault.vault.scoring import top_k, top_k_from_head
 
 __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores"]
 
@@ -171,10 +171,14 @@ class MirrorLexicon:
     def _top_k(self, p: Postings, terms: Sequence[str], stats: TermStats, filters: Filters,
                k: int, words: Sequence[str]) -> list[LexicalHit]:
         bm25 = self._bm25(p, terms, stats)
-        mask = self._mask(p, filters, bm25.slots, ("union", tuple(terms)))
-        # top_k over the union: the candidates (and their order) of the dense top k
-        pick = top_k(bm25.scores, k, mask & (bm25.scores > 0))
-        slots = bm25.slots[pick]
+        union = bm25.slots
+        # the filters read at the best scores first (most pass): the same pick as below
+        pick = top_k_from_head(bm25.scores, k, lambda at: p.mask(filters, union[at]), _head(k))
+        if pick is None:
+            mask = self._mask(p, filters, union, ("union", tuple(terms)))
+            # top_k over the union: the candidates (and their order) of the dense top k
+            pick = top_k(bm25.scores, k, mask & (bm25.scores > 0))
+        slots = union[pick]
         tfidf = p.tfidf_at(words, slots).tolist() if words else [0.0] * slots.size
         best = bm25.scores[pick].tolist()
         # the ids remembered by slot: LSA and the pool look the same ids up next
@@ -253,6 +257,12 @@ class MirrorLexicon:
 
     def filter_mask(self, filters: Filters) -> IdMask:
         return self._answer(lambda p: IdMask(p.ids, self._mask(p, filters), self._version(p)))
+
+
+def _head(k: int) -> int:
+    """How many of the best scores a top ``k`` masks first (:func:`top_k_from_head`):
+    room for some to fail the filters and for the score after the ``k``-th."""
+    return 2 * k + 16
 
 
 def _mask_at(p: Postings, filters: Filters, at: np.ndarray) -> np.ndarray:

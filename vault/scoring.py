@@ -16,10 +16,13 @@ These functions reproduce it exactly, so the in-memory mirror ranks as FTS5 does
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k", "tfidf_rows"]
+__all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k",
+           "top_k_from_head", "tfidf_rows"]
 
 K1 = 1.2
 B = 0.75
@@ -63,6 +66,38 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
     # Ties broken by position (older rows first) so results are deterministic.
     order = np.lexsort((candidates, -values))
     return candidates[order]
+
+
+def top_k_from_head(scores: np.ndarray, k: int, passes: Callable[[np.ndarray], np.ndarray],
+                    head: int) -> np.ndarray | None:
+    """``top_k(scores, k, passes(every index) & (scores > 0))``, the mask read at the
+    best ``head`` or so indices only; None when they do not decide the answer (the
+    caller then masks every index and calls :func:`top_k`).
+
+    ``passes(idx)`` is the mask at the sorted indices ``idx``, aligned with them. The
+    indices with a score >= the ``head``-th largest are a prefix of the order
+    (score descending, index ascending), so the first passing ones among them are the
+    first passing overall. When more than ``k`` of them pass and the ``k``-th and
+    ``k+1``-th passing scores differ, :func:`top_k` picks exactly those ``k`` (its
+    ``argpartition`` has no tie to break at the cut) in the same order; with a tie at
+    the cut :func:`top_k`'s choice among the tied is ``argpartition``'s, so None.
+    (A query's filter mask at the thousands of slots matching a common word cost
+    more than its BM25 there: issue 16, session 10.)"""
+    n = scores.size
+    if k <= 0 or head <= k or 2 * head >= n:
+        return None
+    v = np.partition(scores, n - head)[n - head]  # the head-th largest score
+    idx = np.flatnonzero(scores >= v)
+    if 2 * idx.size >= n:  # ties everywhere: the head is most of the array
+        return None
+    values = scores[idx]
+    ok = passes(idx)
+    ok &= values > 0
+    order = np.lexsort((idx, -values))
+    first = order[ok[order]]
+    if first.size <= k or values[first[k - 1]] == values[first[k]]:
+        return None
+    return idx[first[:k]]
 
 
 def tfidf_rows(counts: sp.spmatrix, idf: np.ndarray) -> sp.csr_matrix:
