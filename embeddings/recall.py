@@ -50,14 +50,13 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
-from tiervault.embeddings.row_plan import RowPlan
+from tiervault.embeddings.slot_map import SlotMap, allowed_rows, kept_plan, ids_by_slot, rows_by_slot
 from tiervault.embeddings.tier_scan import TierScan, rescore_federated
 from tiervault.embeddings.vector_cache import CACHE_VERSION, cache_paths, read_cache, tier_epoch, write_cache
 from tiervault.embeddings.vector_math import Int8Codes, simd_available
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import IdMask
-from tiervault.vault.string_table import StringColumn, StringTable
+from tiervault.vault.string_table import StringTable
 
 __all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache", "default_dtype"]
 
@@ -75,14 +74,7 @@ class _TierState:
     saved_rows: int = 0  # rows caught up since the cache was written
     broken: str | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
-    # Index row of each mirror slot (-1: dead slot or no vector), cached until either changes.
-    slot_rows: np.ndarray | None = None
-    slot_rows_key: tuple | None = None
-    slot_has_row: np.ndarray | None = None  # slot_rows >= 0, cached with it
-    slot_ids: Any = None  # the view's id column slot_rows was made of (_rows_by_slot)
-    # The last few filter views' masks, the row masks made of them (read-only for
-    # searches) and the index's RowPlan of each (made at its first scan), most recent first.
-    recent_allowed: list[list[Any]] = field(default_factory=list)
+    slots: SlotMap = field(default_factory=SlotMap)  # mirror slot <-> index row (slot_map.py)
 
 
 class VectorRecall:
@@ -114,6 +106,7 @@ class VectorRecall:
         q = _query(query_vec)
         filters = filters if filters is not None else Filters()
         scans: list[tuple[int, Any, VectorIndex, TierScan]] = []
+        slot_maps: list[SlotMap] = []  # each scan's tier's, to read the hits' ids by slot
         with ExitStack() as held:  # every tier's rows stay put until its ids are read
             for rank, tier in enumerate(self.manager.ordered(tiers)):
                 if k == 0:
@@ -127,16 +120,17 @@ class VectorRecall:
                 if index is None or len(index) == 0:
                     continue
                 _check_dim(index, q)
-                allowed = allowed_rows(view, index, state)
-                plan = _kept_plan(state, index, allowed)
+                allowed = allowed_rows(view, index, state.slots)
+                plan = kept_plan(state.slots, index, allowed)
                 scans.append((rank, tier, index, index.scan(q, k, allowed=allowed, plan=plan)))
+                slot_maps.append(state.slots)
             hits = None
             if self.federated and rescore_federated([(tier.weight, scan) for _, tier, _, scan in scans], k):
-                hits = _hits(scans)
+                hits = _hits(scans, slot_maps)
             if hits is None or _shadowed(hits[:k], scans):
                 for *_, scan in scans:  # each tier's own top k, as a higher tier's copy may decide
                     scan.complete()
-                hits = _hits(scans)
+                hits = _hits(scans, slot_maps)
             kept = _dedup(hits, k)
         return ([h.id for h in kept], [h.tier for h in kept],
                 np.array([h.cosine for h in kept], dtype=np.float32))
@@ -159,7 +153,7 @@ class VectorRecall:
             ids = [pairs[p][1] for p in positions]
             state = self._state(tier)
             with state.lock:  # the slot -> row map and the index it was made for, together
-                rows = _rows_by_slot(state, index, ids)
+                rows = rows_by_slot(state.slots, index, ids)
                 if rows is None:
                     out[positions] = index.scores_for(ids, q)
                 elif (hit := rows >= 0).any():
@@ -329,95 +323,10 @@ class VectorRecall:
         return True
 
 
-# Filter views whose row masks a tier keeps (allowed_rows): the unfiltered view stays
-# among them between a few filtered queries.
-_RECENT_VIEWS = 4
-
-
 def default_dtype() -> str:
     """``"int8"`` where SimSIMD's integer kernels are installed (extra ``simd``), else
     ``"float32"`` (numpy's own int8 -> f32 conversion costs more than it saves)."""
     return "int8" if simd_available() else "float32"
-
-
-def allowed_rows(view: IdMask, index: VectorIndex,
-                 state: _TierState | None = None) -> np.ndarray | None:
-    """The pre-filter for ``index``: a boolean row mask, or None when every row passes.
-
-    The tier's filter view (``TierBackend.filter_mask``) says which entry positions
-    pass; the position -> row map turns it into rows. That map is cached in
-    ``state`` until the view's positions or the index change, so a query costs a
-    few vector operations, not id look-ups; so are the row masks of the last
-    ``_RECENT_VIEWS`` views (a query whose filters pass the same positions as one of
-    them -- the usual unfiltered one, whose default filters drop the expired entries --
-    costs a comparison of the masks, not a mask over every row).
-    The returned mask is shared: read it, never write it.
-    """
-    key = (view.version, index.version, len(index))
-    if state is not None and state.slot_rows_key == key:
-        for pos, (seen, rows, _) in enumerate(state.recent_allowed):
-            if np.array_equal(view.mask, seen):  # a filter view seen lately: the same rows
-                state.recent_allowed.insert(0, state.recent_allowed.pop(pos))
-                return rows
-        slot_rows, has_row = state.slot_rows, state.slot_has_row
-    else:
-        slot_rows = index.rows_of(view.ids)
-        has_row = slot_rows >= 0
-        if state is not None:
-            state.slot_rows, state.slot_has_row, state.slot_rows_key = slot_rows, has_row, key
-            state.slot_ids = view.ids
-            state.recent_allowed.clear()
-    assert slot_rows is not None and has_row is not None
-    passing = view.mask & has_row
-    allowed: np.ndarray | None = None
-    # None when every vector passes: an id holds at most one passing position and one
-    # live row, so the count says it without building the rows.
-    if np.count_nonzero(passing) != len(index):
-        allowed = np.zeros(index.row_count, dtype=bool)
-        allowed[slot_rows[passing]] = True
-    if state is not None:
-        state.recent_allowed.insert(0, [view.mask.copy(), allowed, None])
-        del state.recent_allowed[_RECENT_VIEWS:]
-    return allowed
-
-
-def _kept_plan(state: _TierState, index: VectorIndex, allowed: np.ndarray | None) -> RowPlan | None:
-    """The index's :meth:`~VectorIndex.plan` of ``allowed``, kept with the filter view
-    :func:`allowed_rows` just answered it from (the first of the recent views), so a
-    query of a view seen lately makes no pass over its masks."""
-    recent = state.recent_allowed
-    if not recent or recent[0][1] is not allowed:
-        return None
-    plan = recent[0][2]
-    if plan is None or plan.version != index.plan_version:
-        plan = recent[0][2] = index.plan(allowed)
-    return plan
-
-
-def _rows_by_slot(state: _TierState, index: VectorIndex, ids: Sequence[str]) -> np.ndarray | None:
-    """The index row of each id (-1: no vector) through the last filter view's slot -> row
-    map, or None when there is none for this index (its version moved since).
-
-    The ids a search's candidates are scored for are the search mirror's, whose id column
-    remembers the slots it just read (``StringTable.remember``): a slot look-up is a dict
-    hit where the index's own table would fingerprint each id (~40% of the cosines of a
-    hybrid query's lexical candidates). The map was made by id, so any slot of an id
-    gives its row; a column only grows (an id it does not hold yet: the index's table)."""
-    column = state.slot_ids
-    slot_rows, key = state.slot_rows, state.slot_rows_key
-    if (slot_rows is None or key is None or key[1:] != (index.version, len(index))
-            or not isinstance(column, StringColumn)):
-        return None
-    rows = np.full(len(ids), -1, dtype=np.int64)
-    missing: list[int] = []
-    for i, slots in enumerate(column.slots_many(list(ids))):
-        if slots and slots[0] < slot_rows.size:
-            rows[i] = slot_rows[slots[0]]
-        else:
-            missing.append(i)
-    if missing:
-        rows[missing] = index.rows_of([ids[i] for i in missing])
-    return rows
 
 
 def _query(query_vec: np.ndarray) -> np.ndarray:
@@ -451,17 +360,18 @@ _rank_key = attrgetter("key", "rank")
 _new_tuple = tuple.__new__
 
 
-def _hits(scans: list[tuple[int, Any, VectorIndex, TierScan]]) -> list[VectorHit]:
-    """The tiers' answers ranked by ``cosine * tier weight`` (ties: the higher-priority tier)."""
+def _hits(scans: list[tuple[int, Any, VectorIndex, TierScan]], slot_maps: list[SlotMap]) -> list[VectorHit]:
+    """The tiers' answers ranked by ``cosine * tier weight`` (ties: the higher-priority tier);
+    ids read by mirror slot where a tier's map allows (:func:`ids_by_slot`)."""
     hits: list[VectorHit] = []
-    for rank, tier, index, scan in scans:
+    for (rank, tier, index, scan), slots in zip(scans, slot_maps):
         rows, cos = scan.best()
         weight, name = tier.weight, tier.name
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (the same object;
         # ~105 hits a hybrid query: 35 us here against 48 through VectorHit(...)).
         # The index's ids are str already (VectorIndex.upsert / the string table).
         hits.extend([_new_tuple(VectorHit, (-c * weight, rank, i, name, c))
-                     for i, c in zip(index.ids_at(rows).tolist(), cos.tolist())])
+                     for i, c in zip(ids_by_slot(slots, index, rows), cos.tolist())])
     hits.sort(key=_rank_key)
     return hits
 

@@ -267,8 +267,10 @@ KNOWN_TOOL_REACH = {
     "tests/test_string_memo.py": ("StringTable._find",),
     # Runs the worker's own command line (vault/mirror_workers.py) in a subprocess.
     "tests/test_mirror_workers.py": ("mirror_workers._WORKER_CODE",),
-    # White-box checks of embeddings/recall.py's slot map (the hybrid engineer's module).
-    "tests/test_recall.py": ("private _rows_by_slot", "recall._state"),
+    # White-box checks of embeddings/slot_map.py's maps as recall keeps them per tier; the
+    # table's private look-up counted to prove the vector hits' ids come remembered.
+    "tests/test_recall.py": ("recall._state",),
+    "tests/test_slot_map.py": ("recall._state", "StringTable._find"),
     # Asserts that Secret's private field cannot be written.
     "tests/test_config.py": ("s._value",),
     # Walks argparse's parsers (stdlib internals) for every sub-command's options.

@@ -347,7 +347,7 @@ def test_scores_for_maps_ids_through_the_last_filter_views_slots(vault):
     not the index's own id table -- while the index is the one the map was made for.
     After a capture without a vector, a rewrite, a new vector and a delete, every cosine
     is still the brute force's (NaN: no vector)."""
-    from tiervault.embeddings.recall import _rows_by_slot
+    from tiervault.embeddings.slot_map import rows_by_slot
 
     rng = np.random.default_rng(29)
     store = vault.store("agent")
@@ -362,10 +362,10 @@ def test_scores_for_maps_ids_through_the_last_filter_views_slots(vault):
 
     q = unit(rng, 1)[0]
     ids = [f"a{i:05d}" for i in range(0, 400, 9)] + ["missing"]
-    assert _rows_by_slot(recall._state("agent"), index, ids) is None  # no search yet: no map
+    assert rows_by_slot(recall._state("agent").slots, index, ids) is None  # no search yet: no map
     check(q, ids)
     recall.search(q, 10)
-    rows = _rows_by_slot(recall._state("agent"), index, ids)
+    rows = rows_by_slot(recall._state("agent").slots, index, ids)
     assert rows is not None and rows.tolist() == index.rows_of(ids).tolist()
     check(q, ids)
     store.capture(Entry.create(id="b00000", title="no vector yet", description="d"))
@@ -379,6 +379,6 @@ def test_scores_for_maps_ids_through_the_last_filter_views_slots(vault):
     store.delete("a00027")
     del vecs["a00027"]
     check(q, ids + ["b00000"])
-    assert _rows_by_slot(recall._state("agent"), recall.index("agent"), ids) is None  # index moved on
+    assert rows_by_slot(recall._state("agent").slots, recall.index("agent"), ids) is None  # index moved on
     recall.search(q, 10)
     check(q, ids + ["b00000"])
