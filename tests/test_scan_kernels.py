@@ -4,13 +4,19 @@ the whole scan, these pin each kernel on the inputs where a shortcut could diffe
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+
 import numpy as np
 import pytest
 
 from tiervault.brain import combine
 from tiervault.brain.pool import Pool
+from tiervault.errors import StorageError, ValidationError
 from tiervault.vault import latent as vlatent
+from tiervault.vault.entry import Entry
 from tiervault.vault.rows import LightRow
+from tiervault.vault.store import TierStore
 
 from brain_vault import at_a_day_old, vault_at
 
@@ -123,3 +129,22 @@ def test_latent_query_vector_is_kept_only_for_the_same_words(tmp_path):
     assert vlatent.scores(p, ["retry", "timeout"], ids, 2) == vlatent.scores(p, ["retry", "timeout"],
                                                                              ids, 2)
     gen.close()
+
+
+# -- SqliteDb.query maps errors only when the driver raised (vault/sqlite_db.py) -------------
+def test_a_read_statement_still_leaves_only_tiervault_errors(tmp_path):
+    path = tmp_path / "a.db"
+    with TierStore(path) as store:
+        store.capture(Entry.create(id="e1", title="one", description="x"))
+        assert store.db.query("SELECT id FROM entries") == [("e1",)]
+        with pytest.raises(StorageError, match=r"tier .*a\.db.*: light rows failed") as info:
+            store.db.query("SELECT nope FROM nowhere", action="light rows")
+        assert isinstance(info.value.__cause__, sqlite3.Error)
+        with pytest.raises(ValidationError):  # a value the driver cannot bind
+            store.db.query("SELECT ?", ("\ud800",))
+        # the lock is released after a failure: another thread reads at once
+        done = []
+        reader = threading.Thread(target=lambda: done.append(store.db.query("SELECT 1")))
+        reader.start()
+        reader.join(5)
+        assert done == [[(1,)]]
