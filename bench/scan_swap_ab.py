@@ -53,6 +53,7 @@ class Swap:
         loader = importlib.util.spec_from_file_location(f"_old_swap_{n}", old_root / path)
         assert loader is not None and loader.loader is not None
         old_mod = importlib.util.module_from_spec(loader)
+        sys.modules[loader.name] = old_mod  # a dataclass looks its module up while it is built
         loader.loader.exec_module(old_mod)
         *owner_path, self.name = attr.split(".")
         self.owner: Any = new_mod
@@ -62,6 +63,13 @@ class Swap:
         self.new = self.owner.__dict__[self.name] if owner_path else getattr(self.owner, self.name)
         self.old = old_owner.__dict__[self.name] if owner_path else getattr(old_owner, self.name)
         self.spec = spec
+        # the old code's other classes are this checkout's (an isinstance check in an old
+        # function must see the objects the new code builds); the swapped one stays old
+        swapped = owner_path[0] if owner_path else self.name
+        for name, value in list(vars(old_mod).items()):
+            if (name != swapped and isinstance(value, type)
+                    and isinstance(getattr(new_mod, name, None), type)):
+                setattr(old_mod, name, getattr(new_mod, name))
 
     def use(self, old: bool, callers: list[Any]) -> None:
         value = self.old if old else self.new

@@ -30,6 +30,12 @@ from tiervault.brain.matrix import pick
 
 __all__ = ["TextRelevance", "text_relevance"]
 
+#: the memories' arrays of a query without memories (read-only: shared by every query)
+_EMPTY = np.zeros(0)
+_EMPTY.flags.writeable = False
+_EMPTY_BOOL = np.zeros(0, dtype=bool)
+_EMPTY_BOOL.flags.writeable = False
+
 
 class TextRelevance(NamedTuple):
     """One query's relevance arrays (entries aligned with the pool, memories with
@@ -41,19 +47,31 @@ class TextRelevance(NamedTuple):
     memories: np.ndarray  # R of each memory (its semantic signal)
 
 
-def _latent(ctx: ScoringContext) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(lsa_q entries, lsa_q memories): ``ctx.lsa_raw`` / ``memory_lsa_raw`` on one per-query
-    scale, or (None, None) when the share is 0. NaN (a tier too small for k dimensions)
-    stays NaN: the caller puts the candidate's own lexical signal there; the scale is set
-    by the candidates that have an LSA value."""
+def _latent(ctx: ScoringContext) -> tuple[np.ndarray | None, np.ndarray | None, bool]:
+    """(lsa_q entries, lsa_q memories, any entry NaN): ``ctx.lsa_raw`` / ``memory_lsa_raw`` on
+    one per-query scale, or (None, None, False) when the share is 0. NaN (a tier too small
+    for k dimensions) stays NaN: the caller puts the candidate's own lexical signal there;
+    the scale is set by the candidates that have an LSA value."""
     lsa = ctx.lsa_raw
     if lsa is None or not len(ctx.pool):
-        return None, None
-    m_lsa = ctx.memory_lsa_raw if ctx.memory_lsa_raw is not None else np.zeros(0)
-    top = float(max(np.nanmax(lsa, initial=0.0), np.nanmax(m_lsa, initial=0.0)))
+        return None, None, False
+    # max(initial=0) is NaN exactly when a value is NaN; without one it is nanmax's value
+    # (the same reduction over the same numbers) without nanmax's copy (~5 us)
+    top_e = lsa.max(initial=0.0)
+    has_nan = bool(np.isnan(top_e))
+    if has_nan:
+        top_e = np.nanmax(lsa, initial=0.0)
+    m_lsa = ctx.memory_lsa_raw
+    if m_lsa is None or not m_lsa.size:
+        # no memory: max(top_e, 0.0) is top_e (top_e >= 0 by initial=0.0)
+        lsa_q = combine.per_query_scale(lsa, float(top_e))
+        if has_nan:
+            lsa_q[np.isnan(lsa)] = np.nan  # per_query_scale zeroes NaN
+        return lsa_q, _EMPTY, has_nan
+    top = float(max(top_e, np.nanmax(m_lsa, initial=0.0)))
     lsa_q, m_lsa_q = combine.per_query_scale(lsa, top), combine.per_query_scale(m_lsa, top)
     lsa_q[np.isnan(lsa)], m_lsa_q[np.isnan(m_lsa)] = np.nan, np.nan  # per_query_scale zeroes NaN
-    return lsa_q, m_lsa_q
+    return lsa_q, m_lsa_q, has_nan
 
 
 def text_relevance(ctx: ScoringContext) -> TextRelevance:
@@ -62,15 +80,20 @@ def text_relevance(ctx: ScoringContext) -> TextRelevance:
     w = ctx.weights.array  # type: ignore[union-attr]
     w_sem, w_vec = (float(x) for x in pick(w, ("semantic", "vector")))
     ms = ctx.memories
-    keep = ms.content if ms is not None else np.zeros(0, dtype=bool)
     lex, tfidf = np.asarray(ctx.pool.lexical), np.asarray(ctx.pool.tfidf)
-    m_lex = ms.lexical[keep] if ms is not None else np.zeros(0)
-    m_tfidf = ms.tfidf[keep] if ms is not None else np.zeros(0)
-    lex_top = float(max(lex.max(initial=0.0), m_lex.max(initial=0.0)))
-    tfidf_top = float(max(tfidf.max(initial=0.0), m_tfidf.max(initial=0.0)))
+    if ms is None:
+        # no memory (every scan without include_memories): the memories' empty arrays
+        # and their maxima (0.0, never above the entries' max(initial=0.0)) left out
+        keep, m_lex = _EMPTY_BOOL, _EMPTY
+        lex_top, tfidf_top = float(lex.max(initial=0.0)), float(tfidf.max(initial=0.0))
+    else:
+        keep = ms.content
+        m_lex, m_tfidf = ms.lexical[keep], ms.tfidf[keep]
+        lex_top = float(max(lex.max(initial=0.0), m_lex.max(initial=0.0)))
+        tfidf_top = float(max(tfidf.max(initial=0.0), m_tfidf.max(initial=0.0)))
     share = ctx.config.tfidf_share if ctx.qvec is None else ctx.config.hybrid_tfidf_share
     lex_q = combine.per_query_scale(lex, lex_top)
-    m_lex_q = combine.per_query_scale(m_lex, lex_top)
+    m_lex_q = combine.per_query_scale(m_lex, lex_top) if ms is not None else _EMPTY
     if ctx.expansion is not None:
         # RM3's interpolation on the per-query scale, then the best candidate back at 1.0
         # (a memory has no expansion score: the same scale, no expansion evidence)
@@ -85,8 +108,8 @@ def text_relevance(ctx: ScoringContext) -> TextRelevance:
         top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
         lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
     b = latent_share(ctx)
-    lsa_q, m_lsa_q = _latent(ctx)
-    if lsa_q is not None:
+    lsa_q, m_lsa_q, lsa_nan = _latent(ctx)
+    if lsa_nan:
         # a tier with no latent space: its candidates' LSA is their lexical signal (the
         # round-3 ranking inside that tier, on the same per-query scale as the others)
         lsa_q = np.where(np.isnan(lsa_q), lex_q, lsa_q)
@@ -101,8 +124,9 @@ def text_relevance(ctx: ScoringContext) -> TextRelevance:
     else:
         vec = np.zeros(len(ctx.pool))
         rel = combine.relevance(sem, vec, w_sem, 0.0)
-    m_sem = np.zeros(len(keep))
+    m_sem = _EMPTY
     if ms is not None:
+        m_sem = np.zeros(len(keep))
         m_all = np.zeros(len(keep))
         m_all[keep] = m_lex_q
         if m_lsa_q is not None and len(m_lsa_q):

@@ -10,7 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from tiervault.brain import combine
+from tiervault.brain import combine, relevance, signals, stages
+from tiervault.brain.evidence import latent_share, proximity_weight
+from tiervault.brain.matrix import pick
 from tiervault.brain.pool import Pool
 from tiervault.errors import StorageError, ValidationError
 from tiervault.vault import latent as vlatent
@@ -18,7 +20,7 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.rows import LightRow
 from tiervault.vault.store import TierStore
 
-from brain_vault import at_a_day_old, vault_at
+from brain_vault import NOW, at_a_day_old, fixed_brain, vault_at
 
 
 def _scale_reference(x, top=None):
@@ -148,3 +150,92 @@ def test_a_read_statement_still_leaves_only_tiervault_errors(tmp_path):
         reader.start()
         reader.join(5)
         assert done == [[(1,)]]
+
+
+# -- text relevance without the memories' empty arrays (brain/relevance.py) ------------------
+def _reference_latent(ctx):
+    """brain/relevance._latent as written before session 10."""
+    lsa = ctx.lsa_raw
+    if lsa is None or not len(ctx.pool):
+        return None, None
+    m_lsa = ctx.memory_lsa_raw if ctx.memory_lsa_raw is not None else np.zeros(0)
+    top = float(max(np.nanmax(lsa, initial=0.0), np.nanmax(m_lsa, initial=0.0)))
+    lsa_q, m_lsa_q = combine.per_query_scale(lsa, top), combine.per_query_scale(m_lsa, top)
+    lsa_q[np.isnan(lsa)], m_lsa_q[np.isnan(m_lsa)] = np.nan, np.nan
+    return lsa_q, m_lsa_q
+
+
+def _reference_text_relevance(ctx):
+    """brain/relevance.text_relevance as written before session 10 (FTS-only part)."""
+    w = ctx.weights.array
+    w_sem, w_vec = (float(x) for x in pick(w, ("semantic", "vector")))
+    ms = ctx.memories
+    keep = ms.content if ms is not None else np.zeros(0, dtype=bool)
+    lex, tfidf = np.asarray(ctx.pool.lexical), np.asarray(ctx.pool.tfidf)
+    m_lex = ms.lexical[keep] if ms is not None else np.zeros(0)
+    m_tfidf = ms.tfidf[keep] if ms is not None else np.zeros(0)
+    lex_top = float(max(lex.max(initial=0.0), m_lex.max(initial=0.0)))
+    tfidf_top = float(max(tfidf.max(initial=0.0), m_tfidf.max(initial=0.0)))
+    share = ctx.config.tfidf_share
+    lex_q = combine.per_query_scale(lex, lex_top)
+    m_lex_q = combine.per_query_scale(m_lex, lex_top)
+    if ctx.pairs:
+        lex_q = lex_q + proximity_weight(ctx) * ctx.proximity
+        top = float(max(lex_q.max(initial=0.0), m_lex_q.max(initial=0.0)))
+        lex_q, m_lex_q = combine.per_query_scale(lex_q, top), combine.per_query_scale(m_lex_q, top)
+    b = latent_share(ctx)
+    lsa_q, m_lsa_q = _reference_latent(ctx)
+    if lsa_q is not None:
+        lsa_q = np.where(np.isnan(lsa_q), lex_q, lsa_q)
+    sem = signals.semantic(combine.per_query_scale(tfidf, tfidf_top), lex_q, share, lsa_q, b)
+    vec = np.zeros(len(ctx.pool))
+    rel = combine.relevance(sem, vec, w_sem, 0.0)
+    m_sem = np.zeros(len(keep))
+    m_lsa_out = m_lsa_q
+    if ms is not None:
+        m_all = np.zeros(len(keep))
+        m_all[keep] = m_lex_q
+        if m_lsa_q is not None and len(m_lsa_q):
+            m_lsa_q = np.where(np.isnan(m_lsa_q), m_all, m_lsa_q)
+            m_lsa_out = m_lsa_q
+        m_sem = signals.semantic(combine.per_query_scale(ms.tfidf, tfidf_top), m_all, share,
+                                 m_lsa_q, b) * keep
+    return (rel, sem, vec, m_sem), lsa_q, m_lsa_out
+
+
+def test_text_relevance_is_bit_for_bit_the_old_formula(tmp_path, monkeypatch):
+    pay = ["payment", "charge", "retry", "timeout", "provider", "idempotency", "duplicate", "refund"]
+    gen = vault_at(tmp_path, "agent", "team")
+    manager = next(gen)
+    # the agent tier is too small for 16 latent dimensions: its candidates' LSA is NaN
+    manager.capture(at_a_day_old(id="one", title="payment retry timeout", description="charge."),
+                    tier="agent")
+    manager.capture_many([at_a_day_old(id=f"p-{i}", title=f"{pay[i % 8]} {pay[(i + 1) % 8]}",
+                                       description=f"{pay[(i + 3) % 8]} {pay[(i + 5) % 8]} note {i}.")
+                          for i in range(80)], tier="team")
+    manager.store("team").add_memory("Agreed payment retry policy: 3 attempts", topics=["retry"],
+                                     created_at=NOW - 86_400)
+    seen = []
+
+    def checked(brain, ctx):
+        (rel, sem, vec, m_sem), lsa_q, m_lsa_q = _reference_text_relevance(ctx)
+        got = relevance.text_relevance(ctx)
+        for a, b in ((got.entries, rel), (got.semantic, sem), (got.vector, vec),
+                     (got.memories, m_sem)):
+            assert _same_bits(a, b)
+        assert (ctx.lsa is None) == (lsa_q is None) and (lsa_q is None or _same_bits(ctx.lsa, lsa_q))
+        if ctx.memories is not None and m_lsa_q is not None:
+            assert _same_bits(ctx.memory_lsa, m_lsa_q)
+        seen.append((ctx.memories is not None,
+                     ctx.lsa_raw is not None and bool(np.isnan(ctx.lsa_raw).any())))
+        return score(brain, ctx)
+
+    score = stages.score
+    monkeypatch.setattr(stages, "STAGES", tuple(checked if s is score else s for s in stages.STAGES))
+    for share in (0.1, 0.0):
+        b = fixed_brain(manager, lsa_share=share)
+        for q in ("payment retry timeout", "duplicate refund charge", "provider idempotency"):
+            for memories in (False, True):
+                b.search_intelligent(q, include_memories=memories, explain=True)
+    assert (False, True) in seen and (True, True) in seen and len(seen) == 12
+    gen.close()
