@@ -61,12 +61,15 @@ class Pool:
         for eid, tier in zip(cands.ids, cands.tiers):
             by_tier.setdefault(tier, []).append(eid)
         light = {t: manager.store(t).light_rows(ids) for t, ids in by_tier.items()}
+        # the arrays as Python floats at once (tolist: the same values as float(a[i]))
+        lexical, tfidf = cands.lexical.tolist(), cands.tfidf.tolist()
+        weight = cands.tier_weight.tolist()
         for i, (eid, tier) in enumerate(zip(cands.ids, cands.tiers)):
             row = light[tier].get(eid)
             if row is None:
                 continue  # deleted between the search and this read
-            pool._append(eid, tier, "search", cands.also_in[i], float(cands.lexical[i]),
-                         float(cands.tfidf[i]), float(cands.tier_weight[i]), row)
+            pool._append(eid, tier, "search", cands.also_in[i], lexical[i], tfidf[i], weight[i],
+                         row)
         return pool
 
     def _append(self, eid: str, tier: str, via: str, also_in: tuple[str, ...], lexical: float,
