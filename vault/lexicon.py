@@ -34,13 +34,14 @@ from tiervault.vault import latent
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
-from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches
+from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
 from tiervault.vault.scoring import top_k, top_k_from_head
 
 __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores"]
 
 _KEEP = 6  # matches, unions, BM25 scores and masks kept (TF-IDF: at the slots asked only)
+_TERM_SCORES = 1 << 20  # postings whose BM25 is kept per tier (float32: 4 MB)
 
 
 class SlotScores(NamedTuple):
@@ -92,6 +93,7 @@ class MirrorLexicon:
         self.mirror = mirror
         self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._terms: tuple[tuple, TermScores] = ((), TermScores(0))  # _term_scores
 
     def _cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
         with self._lock:
@@ -109,6 +111,17 @@ class MirrorLexicon:
     @staticmethod
     def _version(p: Postings) -> tuple:
         return (id(p), p.build_id, p.gen, len(p.ids), p.n_alive)
+
+    def _term_scores(self, p: Postings) -> TermScores:
+        """Each query term's BM25 at its postings by (stem, idf, avglen), kept across
+        queries while the mirror is unchanged (:meth:`TermMatches.terms_bm25`): the
+        statistics change only with a write, and common words recur (their BM25 is a
+        pass per operation over many postings). At most ``_TERM_SCORES`` postings."""
+        version = self._version(p)
+        with self._lock:
+            if self._terms[0] != version:
+                self._terms = (version, TermScores(_TERM_SCORES))
+            return self._terms[1]
 
     def _answer(self, compute: Callable[[Postings], Any]) -> Any:
         """``compute(mirror)``; again on the rebuilt mirror if a cache block failed its check."""
@@ -151,7 +164,8 @@ class MirrorLexicon:
 
         def compute() -> SlotScores:
             at = self._union(p, terms)
-            scores = p.bm25_at(self._matches(p, terms), stats.idf(), stats.avg_len, at)
+            scores = p.bm25_at(self._matches(p, terms), stats.idf(), stats.avg_len, at,
+                               self._term_scores(p))
             return SlotScores(at, _frozen(scores))
         return self._cached(key, compute)
 

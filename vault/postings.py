@@ -55,7 +55,7 @@ from tiervault.vault.slot_columns import slot_columns
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
-from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches
+from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
 from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tfidf_query import QueryWeights, dense_scores, query_row, query_weights, scores_at
 
@@ -433,10 +433,11 @@ class Postings:
         return matches.union(len(self.ids))
 
     def bm25_at(self, matches: TermMatches, idf: np.ndarray, avglen: float,
-                at: np.ndarray) -> np.ndarray:
+                at: np.ndarray, memo: TermScores | None = None) -> np.ndarray:
         """:meth:`bm25` at the sorted distinct slots ``at`` (:meth:`union`) only, bit for
-        bit: :meth:`TermMatches.bm25_at`."""
-        return matches.bm25_at(self.doclen, idf, avglen, at)
+        bit: :meth:`TermMatches.bm25_at` (``memo``: each term's BM25, kept by the caller
+        while this mirror is unchanged)."""
+        return matches.bm25_at(self.doclen, idf, avglen, at, memo)
 
     def query_tfidf(self, words: Sequence[str]) -> QueryWeights | None:
         """The query's l2-normalised TF-IDF weights ``(term ids, weights)`` (fitted terms

@@ -20,13 +20,36 @@ import numpy as np
 
 from tiervault.vault.scoring import bm25_term
 
-__all__ = ["TermMatches", "SPARSE_SHARE"]
+__all__ = ["TermMatches", "TermScores", "SPARSE_SHARE"]
 
 #: A query whose matching slots are fewer than 1/SPARSE_SHARE of the tier's is scored
 #: and masked at those slots only; above, by dense passes over every slot (cheaper
 #: than a binary search per posting). Measured on the bench corpus at 100K and 1M
 #: (issue 16: half the queries match under 7% of a tier, a tenth over 90%).
 SPARSE_SHARE = 8
+
+
+class TermScores:
+    """Terms' BM25 at their postings by (stem, idf, avglen), at most ``limit`` postings
+    in all (past it, dropped whole): one tier's, valid while its postings are unchanged
+    (the owner replaces it when the mirror changes). The arrays are read only."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held: dict[tuple[str, float, float], np.ndarray] = {}
+        self.size = 0
+
+    def get(self, key: tuple[str, float, float]) -> np.ndarray | None:
+        return self.held.get(key)
+
+    def put(self, key: tuple[str, float, float], scores: np.ndarray) -> None:
+        if scores.size > self.limit:
+            return
+        if self.size + scores.size > self.limit:
+            self.held, self.size = {}, 0  # replaced, not cleared: a reader keeps its dict
+        scores.flags.writeable = False
+        self.held[key] = scores
+        self.size += scores.size
 
 
 @dataclass(slots=True)
@@ -41,13 +64,32 @@ class TermMatches:
     def df(self) -> np.ndarray:
         return np.array([s.size for s in self.slots], dtype=np.float64)
 
-    def bm25(self, doclen: np.ndarray, idf: np.ndarray, avglen: float) -> np.ndarray:
+    def terms_bm25(self, doclen: np.ndarray, idf: np.ndarray, avglen: float,
+                   memo: TermScores | None = None) -> list[np.ndarray]:
+        """Each term's BM25 at its slots (``bm25_term``, float32, aligned with
+        ``slots``). ``memo`` keeps them by (stem, idf, avglen) across queries: the same
+        postings under the same statistics give the same numbers, and a common word's
+        are the costly ones (a pass per operation over its postings); the caller
+        keeps ``memo`` for one state of the mirror (its postings unchanged)."""
+        out = []
+        for stem, slots, wtf, term_idf in zip(self.stems, self.slots, self.wtf, idf.tolist()):
+            key = (stem, term_idf, avglen)
+            got = memo.get(key) if memo is not None else None
+            if got is None:
+                got = bm25_term(wtf, doclen[slots], avglen, term_idf)
+                if memo is not None and slots.size:
+                    memo.put(key, got)
+            out.append(got)
+        return out
+
+    def bm25(self, doclen: np.ndarray, idf: np.ndarray, avglen: float,
+             memo: TermScores | None = None) -> np.ndarray:
         """Dense BM25 score per slot of a tier whose slots' lengths are ``doclen``
-        (0 where no query term occurs)."""
+        (0 where no query term occurs); ``memo``: :meth:`terms_bm25`'s."""
         scores = np.zeros(len(doclen), dtype=np.float64)
-        for slots, wtf, term_idf in zip(self.slots, self.wtf, idf):
+        for slots, part in zip(self.slots, self.terms_bm25(doclen, idf, avglen, memo)):
             if slots.size:
-                scores[slots] += bm25_term(wtf, doclen[slots], avglen, float(term_idf))
+                scores[slots] += part
         return scores
 
     def union(self, n_slots: int) -> np.ndarray:
@@ -69,17 +111,16 @@ class TermMatches:
         return np.flatnonzero(marked).astype(np.int32)  # int32: kept for the query
 
     def bm25_at(self, doclen: np.ndarray, idf: np.ndarray, avglen: float,
-                at: np.ndarray) -> np.ndarray:
+                at: np.ndarray, memo: TermScores | None = None) -> np.ndarray:
         """:meth:`bm25` at the slots ``at`` only (sorted, distinct, holding every match:
         :meth:`union`), aligned with them. The same terms are added in the same order, so
         the numbers are :meth:`bm25`'s bit for bit; a query at 1M rows no longer writes
         and scans a dense array of every slot per tier (issue 16)."""
         if at.size * SPARSE_SHARE >= len(doclen):
             # many matches: one dense pass costs less than a binary search per posting
-            return self.bm25(doclen, idf, avglen)[at]
+            return self.bm25(doclen, idf, avglen, memo)[at]
         scores = np.zeros(at.size, dtype=np.float64)
-        for slots, wtf, term_idf in zip(self.slots, self.wtf, idf):
+        for slots, part in zip(self.slots, self.terms_bm25(doclen, idf, avglen, memo)):
             if slots.size:
-                scores[np.searchsorted(at, slots.astype(at.dtype, copy=False))] += bm25_term(
-                    wtf, doclen[slots], avglen, float(term_idf))
+                scores[np.searchsorted(at, slots.astype(at.dtype, copy=False))] += part
         return scores

@@ -1,0 +1,119 @@
+"""Each term's BM25 kept across queries (lexicon._term_scores, term_matches.TermScores):
+reused while the tier is unchanged, never served after a write or under other
+statistics; the numbers are those computed afresh, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tiervault.vault import term_matches
+from tiervault.vault.entry import Entry
+from tiervault.vault.filters import Filters
+from tiervault.vault.rows import TermStats
+from tiervault.vault.scoring import fts5_idf, top_k
+from tiervault.vault.store import TierStore
+from tiervault.vault.term_matches import TermScores
+from tiervault.vault.tokenizer import STEMMER
+
+from tests.test_vault_manager import random_entries
+
+NOW = Filters(now=1.8e9)
+
+
+def _stems(words: list[str]) -> list[str]:
+    return list(dict.fromkeys(s for s in STEMMER.stems(words).values() if s))
+
+
+def _expected(store: TierStore, stems: list[str], stats: TermStats, k: int) -> tuple[list[str], list[float]]:
+    """The top k computed afresh: dense BM25 over every slot, no memo."""
+    m = store.postings()
+    matches = m.matches(stems)
+    dense = m.bm25(matches, fts5_idf(stats.n_docs, np.asarray(stats.df, dtype=np.float64)),
+                   stats.avg_len)
+    top = top_k(dense, k, m.mask(NOW) & (dense > 0))
+    return m.ids.take(top), dense[top].tolist()
+
+
+def _check(store: TierStore, words: list[str], stats: TermStats | None = None, k: int = 12,
+           computed: list[int] | None = None) -> tuple[list[str], int]:
+    """The tier's top k equals :func:`_expected`; returns its ids and how many terms'
+    BM25 the tier computed for it (``computed``: the counter's list)."""
+    stems = _stems(words)
+    stats = stats or store.term_stats(stems)
+    before = len(computed) if computed is not None else 0
+    hits = store.lexical_top_k(stems, stats, NOW, k)
+    fresh = len(computed) - before if computed is not None else 0
+    ids, scores = _expected(store, stems, stats, k)
+    assert [h.id for h in hits] == ids
+    assert [h.score for h in hits] == scores  # bit for bit
+    return ids, fresh
+
+
+def test_a_terms_kept_bm25_is_reused_then_dropped_by_a_write(tmp_path, monkeypatch):
+    computed: list[int] = []
+    real = term_matches.bm25_term
+
+    def counted(wtf, doclen, avglen, idf):
+        computed.append(wtf.size)
+        return real(wtf, doclen, avglen, idf)
+    monkeypatch.setattr(term_matches, "bm25_term", counted)
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1500))
+    assert _check(store, ["retry"], computed=computed)[1] == 1
+    # retry's BM25 kept: only jitter's computed
+    assert _check(store, ["retry", "jitter"], computed=computed)[1] == 1
+    assert _check(store, ["jitter", "retry"], k=5, computed=computed)[1] == 0
+    # a write: new postings, new statistics; nothing kept is served
+    store.capture_many([Entry.create(id=f"w{i}", title="retry retry jitter", description="retry now")
+                        for i in range(30)])
+    top, fresh = _check(store, ["retry", "jitter"], computed=computed)
+    assert fresh == 2 and any(i.startswith("w") for i in top)
+    store.delete(top[0])  # a delete too
+    after, fresh = _check(store, ["retry", "jitter"], computed=computed)
+    assert top[0] not in after and fresh == 2
+    store.close()
+
+
+def test_an_update_under_unchanged_statistics_is_not_served_the_kept_bm25(tmp_path):
+    """An edit that keeps every count (rows, the term's df, the total length) leaves
+    (stem, idf, avglen) as they were, but moves the entry to a new slot: the kept
+    BM25 of the old postings must not be served (the mirror's version keys it)."""
+    store = TierStore(tmp_path / "a.db")
+    # "u" first: its new slot (after every other) reorders the term's postings
+    store.capture_many([Entry.create(id="u", title="retry retry retry gamma", description="delta")]
+                       + random_entries(1500))
+    before, _ = _check(store, ["retry"], k=40)
+    assert "u" in before
+    stats = store.term_stats(_stems(["retry"]))
+    store.capture(Entry.create(id="u", title="retry retry retry omega", description="delta"))
+    assert store.term_stats(_stems(["retry"])) == stats  # the same statistics
+    after, _ = _check(store, ["retry"], k=40)
+    assert after.index("u") == before.index("u")  # the same score, at its new slot
+    store.close()
+
+
+def test_other_statistics_are_not_served_the_kept_bm25(tmp_path):
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1200))
+    stems = _stems(["cache", "retry"])
+    own = store.term_stats(stems)
+    _check(store, ["cache", "retry"], own)
+    # federated statistics of a larger vault (another tier's rows): other idf and avglen
+    other = own + TermStats(5000, own.total_len * 3.0, tuple(d * 2 for d in own.df))
+    _check(store, ["cache", "retry"], other)
+    _check(store, ["retry", "cache"], other)  # the same terms in another order
+    _check(store, ["cache", "retry"], own)
+    store.close()
+
+
+def test_term_scores_hold_at_most_their_limit():
+    memo = TermScores(100)
+    memo.put(("a", 1.0, 2.0), np.ones(60, dtype=np.float32))
+    memo.put(("b", 1.0, 2.0), np.ones(30, dtype=np.float32))
+    assert memo.size == 90 and memo.get(("a", 1.0, 2.0)) is not None
+    memo.put(("c", 1.0, 2.0), np.ones(20, dtype=np.float32))  # past the limit: dropped whole
+    assert memo.size == 20 and memo.get(("a", 1.0, 2.0)) is None
+    memo.put(("d", 1.0, 2.0), np.ones(101, dtype=np.float32))  # larger than the limit: not kept
+    assert memo.get(("d", 1.0, 2.0)) is None and memo.size == 20
+    kept = memo.get(("c", 1.0, 2.0))
+    assert kept is not None and not kept.flags.writeable
