@@ -15,10 +15,13 @@ and hash look-ups were ~1.1 ms of a 5 ms FTS-only scan at 100K).
 
 from __future__ import annotations
 
+from itertools import filterfalse, groupby
+from operator import attrgetter, itemgetter
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import LexicalHit, TermStats
+from tiervault.vault.string_table import lookup_fingerprints
 
 __all__ = ["holders", "keep", "Pooled", "Kept"]
 
@@ -35,6 +38,9 @@ class Pooled(NamedTuple):
     hit: LexicalHit
 
 
+_ID, _HASH = attrgetter("id"), attrgetter("content_hash")
+
+
 class Kept(NamedTuple):
     """The copy kept of one entry: from the highest-priority tier holding it."""
 
@@ -43,6 +49,10 @@ class Kept(NamedTuple):
     tier: str  # the tier the kept copy is from
     hit: LexicalHit
     also_in: tuple[str, ...]  # the other tiers holding a copy, in priority order
+
+
+_PRIORITY = itemgetter(1, 0)  # a Pooled's (rank, neg_score)
+_ORDER = itemgetter(0, 1)  # a Kept's (neg_score, rank)
 
 
 def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, LexicalHit]],
@@ -55,28 +65,38 @@ def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, Lexical
     with that hash, then a copy found by the hash alone (what asking for every id
     and hash at once answered). No TF-IDF: a kept hit is nearly always its tier's own
     top-k hit, which has it."""
-    ids = list(dict.fromkeys(h.id for _, h in hits))
-    hashes = list(dict.fromkeys(h.content_hash for _, h in hits))
     own: dict[str, dict[str, LexicalHit]] = {t.name: {} for t in chosen}
-    for name, hit in hits:
-        own.setdefault(name, {}).setdefault(hit.id, hit)
+    names, pooled = zip(*hits) if hits else ((), ())
+    at = 0
+    for name, run in groupby(names):  # one tier's hits at a time (the pool's usual order)
+        n = len(list(run))
+        part = pooled[at:at + n][::-1]
+        at += n
+        mine = own.setdefault(name, {})
+        if mine:  # the tier's hits in two runs: an id's first hit stays
+            mine.update({k: v for k, v in zip(map(_ID, part), part) if k not in mine})
+        else:  # each id's first hit in pool order (reversed: the first one is written last)
+            mine.update(zip(map(_ID, part), part))
+    ids = list(dict.fromkeys(map(_ID, pooled)))
+    hashes = list(dict.fromkeys(map(_HASH, pooled)))
+    # every id is asked of one tier or two: its fingerprint computed once, not per tier
+    lookup_fingerprints(ids)
     by_id: dict[str, dict[str, LexicalHit]] = {}
     by_hash: dict[str, dict[str, LexicalHit]] = {}
     for tier in chosen:
         mine = own[tier.name]
-        mine_hashes = {h.content_hash for h in mine.values()}
-        ask_ids = [i for i in ids if i not in mine]
-        ask_hashes = [h for h in hashes if h not in mine_hashes]
+        mine_hashes = set(map(_HASH, mine.values()))
+        ask_ids = list(filterfalse(mine.__contains__, ids))
+        ask_hashes = list(filterfalse(mine_hashes.__contains__, hashes))
         for _, held in each([tier], lambda s: s.lexical_scores(
                 stems, stats, ids=ask_ids, hashes=ask_hashes, filters=filters)):
             found = {h.id: h for h in held}
             found.update(mine)
             by_id[tier.name] = found
-            first: dict[str, LexicalHit] = {}
-            for i in ids:
-                h = found.get(i)
-                if h is not None:
-                    first.setdefault(h.content_hash, h)
+            # the copies held under pool ids, in pool order; the first of each hash wins
+            in_pool = list(map(found.__getitem__, filter(found.__contains__, ids)))
+            in_pool.reverse()
+            first = dict(zip(map(_HASH, in_pool), in_pool))  # reversed: the first one stays
             for h in held:
                 first.setdefault(h.content_hash, h)
             by_hash[tier.name] = first
@@ -84,47 +104,59 @@ def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, Lexical
 
 
 def keep(pool: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapping[str, LexicalHit]],
-         by_hash: Mapping[str, Mapping[str, LexicalHit]], tiers: Mapping[str, Any]) -> list[Kept]:
-    """One copy of each pooled entry, best first (by ``neg_score``, then ``rank``).
+         by_hash: Mapping[str, Mapping[str, LexicalHit]], tiers: Mapping[str, Any],
+         limit: int | None = None) -> list[Kept]:
+    """One copy of each pooled entry, best first (by ``neg_score``, then ``rank``); the
+    first ``limit`` of them (all when None).
 
     Pooled hits are taken in priority order (tier rank, then score); each one's
     holders are the tiers of ``chosen`` (priority order) holding its id, or else
     its content hash (:func:`holders`); the first holder supplies the copy, which
     must pass the filters. A copy already kept (same tier and id) is not kept
     twice. ``tiers`` maps a name to its tier (``.name``, ``.weight``)."""
-    kept: list[Kept] = []
+    rows: list[tuple[float, int, str, LexicalHit, tuple[str, ...]]] = []
     taken: set[tuple[str, str]] = set()
-    # How many tiers hold each id / hash: a hit whose id and hash only its own tier
-    # holds (~96% of a bench pool) skips the walk over every tier (same answer).
-    id_holders: dict[str, int] = {}
-    hash_holders: dict[str, int] = {}
-    for t in chosen:
-        for i in by_id[t.name]:
-            id_holders[i] = id_holders.get(i, 0) + 1
-        for h in by_hash[t.name]:
-            hash_holders[h] = hash_holders.get(h, 0) + 1
-    by_name = {t.name: t for t in chosen}
-    for p in sorted(pool, key=lambda x: (x.rank, x.neg_score)):
-        hit = p.hit
-        mine = by_name.get(p.tier)
-        if (mine is not None and id_holders.get(hit.id) == 1 and hash_holders.get(hit.content_hash) == 1
-                and hit.id in by_id[p.tier]):
-            w_hit = by_id[p.tier][hit.id]
-            if (p.tier, w_hit.id) in taken or not w_hit.passes:
+    # The ids and hashes more than one tier holds: a hit whose id and hash only its own
+    # tier holds (~96% of a bench pool) skips the walk over every tier (same answer).
+    # Built with set operations over the tiers' keys, no Python per key (session 10).
+    shared_ids, _ = _shared([by_id[t.name] for t in chosen])
+    shared_hashes, any_hash = _shared([by_hash[t.name] for t in chosen])
+    own = {t.name: (by_id[t.name], t.weight) for t in chosen}
+    for p in sorted(pool, key=_PRIORITY):
+        _, rank, name, hit = p
+        mine = own.get(name)
+        if mine is not None:
+            here = mine[0]
+            hid, hh = hit.id, hit.content_hash
+            if hid in here and hid not in shared_ids and hh not in shared_hashes and hh in any_hash:
+                w_hit = here[hid]
+                key = (name, w_hit.id)
+                if key in taken or not w_hit.passes:
+                    continue
+                taken.add(key)
+                rows.append((-w_hit.score * mine[1], rank, name, w_hit, ()))
                 continue
-            taken.add((p.tier, w_hit.id))
-            kept.append(Kept(-w_hit.score * mine.weight, p.rank, p.tier, w_hit, ()))
-            continue
         found_in: list[tuple[Any, LexicalHit]] = []
         for other in chosen:
             found = by_id[other.name].get(hit.id) or by_hash[other.name].get(hit.content_hash)
             if found is not None:
                 found_in.append((other, found))
-        winner, w_hit = found_in[0] if found_in else (tiers[p.tier], hit)
+        winner, w_hit = found_in[0] if found_in else (tiers[name], hit)
         if (winner.name, w_hit.id) in taken or not w_hit.passes:
             continue
         taken.update((t.name, h.id) for t, h in found_in)
-        kept.append(Kept(-w_hit.score * winner.weight, p.rank, winner.name, w_hit,
-                         tuple(t.name for t, _ in found_in[1:])))
-    kept.sort(key=lambda k: (k.neg_score, k.rank))
-    return kept
+        rows.append((-w_hit.score * winner.weight, rank, winner.name, w_hit,
+                     tuple(t.name for t, _ in found_in[1:])))
+    rows.sort(key=_ORDER)  # stable: ties stay in priority order
+    # plain tuples until here: only the rows returned are made Kept
+    return list(map(Kept._make, rows if limit is None else rows[:limit]))
+
+
+def _shared(maps: Sequence[Mapping[str, Any]]) -> tuple[set[str], set[str]]:
+    """(the keys of more than one of ``maps``, the keys of any)."""
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for m in maps:
+        shared |= seen.intersection(m)
+        seen.update(m)
+    return shared, seen

@@ -207,10 +207,9 @@ class MirrorLexicon:
     def _scores(self, p: Postings, terms: Sequence[str], stats: TermStats, ids: Sequence[str],
                 hashes: Sequence[str], filters: Filters | None,
                 words: Sequence[str]) -> list[LexicalHit]:
-        slots: dict[int, None] = {}
-        for s in [*p.slots_of(list(ids)), *p.slots_by_hash(list(hashes))]:  # batched look-ups
-            if s is not None:
-                slots[s] = None
+        # batched look-ups; the distinct slots found, in the order asked (ids, then hashes)
+        slots = dict.fromkeys([*p.slots_of(list(ids)), *p.slots_by_hash(list(hashes))])
+        slots.pop(None, None)
         if not slots:
             return []
         at = np.fromiter(slots, dtype=np.int64, count=len(slots))

@@ -399,8 +399,8 @@ class VaultManager:
         by_id, by_hash = dedup.holders(self._each, chosen, [(p.tier, p.hit) for p in pool], lq.stems,
                                        lq.stats, filters)
         chosen = [t for t in chosen if t.name in by_id]
-        kept = dedup.keep(pool, chosen, by_id, by_hash, self.tiers)
-        kept = self._with_tfidf(kept[:limit], pool, lq)
+        kept = dedup.keep(pool, chosen, by_id, by_hash, self.tiers, limit)
+        kept = self._with_tfidf(kept, pool, lq)
         return candidates_of(kept, lq, {t.name: t.weight for t in self.tiers.values()})
 
     def _with_tfidf(self, kept: list[dedup.Kept], pool: list[dedup.Pooled],

@@ -25,19 +25,18 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
 
 if TYPE_CHECKING:
     from tiervault.vault.hash_table import HashTable
 
-__all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints", "lookup_fingerprints",
-           "memo_find"]
+__all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints", "lookup_fingerprints"]
 
 _P = np.uint64(0x100000001B3)
 _LEN_MIX = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _CHUNK_BYTES = 1 << 20
-_MEMO_MAX = 50_000  # remembered look-ups per table (a few MB at most)
 # Fingerprints of a look-up in plain Python up to this many characters in all, else
 # NumPy: Python costs ~1 us + ~0.13 us a byte per string, NumPy ~20 us a call. Measured
 # on bench ids (18 characters): 8 strings 19.8 / 21.4 us, 30 strings 72 / 25 us (the
@@ -79,6 +78,21 @@ def _py_fingerprint(data: bytes) -> int:
     return _py_mix(h ^ ((len(data) * int(_LEN_MIX)) & _MASK))
 
 
+def _powers(n: int) -> np.ndarray:
+    """``P^j mod 2^64`` for j < n (kept: a look-up's strings are short)."""
+    global _POWERS
+    if _POWERS.size < n:
+        p = np.ones(max(n, 2 * _POWERS.size), dtype=np.uint64)
+        p[1:] = np.cumprod(np.full(p.size - 1, _P, dtype=np.uint64))
+        _POWERS = p
+    return _POWERS[:n]
+
+
+_POWERS = np.ones(64, dtype=np.uint64)
+_POWERS[1:] = np.cumprod(np.full(63, _P, dtype=np.uint64))
+_SMALL = 1 << 16  # strings x longest length up to this: one padded matrix (512 KB at most)
+
+
 def fingerprints(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """64-bit fingerprint of each string ``blob[offsets[i]:offsets[i + 1]]`` (formula above)."""
     n = offsets.size - 1
@@ -88,6 +102,16 @@ def fingerprints(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = np.diff(offsets)
     longest = int(lengths.max())
+    if n * longest <= _SMALL and blob.size:
+        # A look-up's few strings (issue 16, session 10): one (n, longest) matrix of
+        # b_j + 1, zero past each string's end, times P^j summed by row: ~15 NumPy
+        # calls, not ~30 (44 -> 15 us for 40 ids); the sums wrap mod 2^64 as above.
+        cols = np.arange(longest)
+        vals = np.asarray(blob).take(offsets[:-1, None] + cols, mode="clip").astype(np.uint64)
+        vals += np.uint64(1)
+        vals *= cols < lengths[:, None]
+        return _mix((vals * _powers(longest)).sum(axis=1, dtype=np.uint64)
+                    ^ (lengths.astype(np.uint64) * _LEN_MIX))
     powers = np.ones(max(longest, 1), dtype=np.uint64)
     if longest > 1:
         powers[1:] = np.cumprod(np.full(longest - 1, _P, dtype=np.uint64))
@@ -111,21 +135,24 @@ def fingerprints(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def lookup_fingerprints(strings: Sequence[str]) -> np.ndarray:
     """:func:`fingerprints` of ``strings`` (uint64, aligned), through the process-wide
-    memo: only the strings not remembered are hashed (plain Python up to ``_PY_CHARS``
-    characters in all, else NumPy); the memo is cleared past ``_MEMO_MAX`` strings."""
+    memo: the strings not remembered are hashed (up to 8 of them, ``_PY_CHARS``
+    characters in all: those in plain Python; else all of them with NumPy, whose cost
+    hardly depends on the count); the memo is cleared past ``MEMO_MAX`` strings."""
     memo = _FP_MEMO
     known = list(map(memo.get, strings))
     if None in known:
-        missing = [s for s, k in zip(strings, known) if k is None]
-        if sum(map(len, missing)) <= _PY_CHARS:
-            fresh = [_py_fingerprint(s.encode()) for s in missing]
-        else:
-            fresh = fingerprints(*_encode(missing)).tolist()
-        if len(memo) > _MEMO_MAX:
+        if len(memo) > MEMO_MAX:
             memo.clear()
-        memo.update(zip(missing, fresh))
-        it = iter(fresh)
-        known = [k if k is not None else next(it) for k in known]
+        missing = [s for s, k in zip(strings, known) if k is None] if known.count(None) <= 8 else ()
+        if missing and sum(map(len, missing)) <= _PY_CHARS:
+            fresh = [_py_fingerprint(s.encode()) for s in missing]
+            memo.update(zip(missing, fresh))
+            it = iter(fresh)
+            known = [k if k is not None else next(it) for k in known]
+        else:  # NumPy's cost hardly depends on the count: all of them, nothing to merge
+            out = fingerprints(*_encode(strings))
+            memo.update(zip(strings, out.tolist()))
+            return out
     return np.fromiter(known, dtype=np.uint64, count=len(known))
 
 
@@ -141,23 +168,6 @@ def _encode(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(strings) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return np.frombuffer(data, dtype=np.uint8), offsets
-
-
-def memo_find(memo: dict[str, list[int]], strings: Sequence[str],
-              find: Callable[[Sequence[str]], list[list[int]]]) -> list[list[int]]:
-    """``find(strings)`` through ``memo`` (string -> its slots): only the strings not
-    remembered are looked up; the memo is cleared past ``_MEMO_MAX`` strings. The
-    lists returned are the memo's own (read only). Shared by StringTable and
-    HashTable (vault/hash_table.py)."""
-    known = [memo.get(s) for s in strings]
-    missing = [s for s, k in zip(strings, known) if k is None]
-    if not missing:
-        return known  # type: ignore[return-value]
-    if len(memo) > _MEMO_MAX:
-        memo.clear()
-    found = dict(zip(missing, find(missing)))
-    memo.update(found)
-    return [k if k is not None else found[s] for s, k in zip(strings, known)]
 
 
 class StringTable:
@@ -247,10 +257,22 @@ class StringTable:
         is UNIQUE in a tier), whose strings were just read at those slots: a search
         reads its top k's ids by slot, then looks the same ids up (LSA, the pool)."""
         memo = self._memo
-        if len(memo) > _MEMO_MAX:
+        if len(memo) > MEMO_MAX:
             memo.clear()
         for st, slot in zip(strings, slots):
             memo.setdefault(st, [slot])
+
+    def held(self, strings: Sequence[str]) -> dict[int, list[int]]:
+        """:meth:`find` for the strings held only: {position in ``strings``: its slots,
+        ascending}. A string whose fingerprint is in no key is decided by one binary
+        search over all of them, no Python per string (issue 16, session 10: ~96% of
+        the dedup's look-ups miss); the others as :meth:`find` (memo, then the bytes)."""
+        if not strings or not self._n:
+            return {}
+        want = lookup_fingerprints(strings)
+        keys = self.keys.all()
+        lo = np.searchsorted(keys, want, side="left")
+        return held_through(self._memo, strings, keys[np.minimum(lo, self._n - 1)] == want, self._find)
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         want = lookup_fingerprints(strings)
@@ -369,6 +391,18 @@ class StringColumn(Sequence[str]):
     def slots(self, s: str) -> list[int]:
         """Every slot holding ``s``, ascending (base first, then appended)."""
         return self.base.find([s])[0] + self._index().get(s, [])
+
+    def held(self, strings: Sequence[str]) -> dict[int, list[int]]:
+        """:meth:`slots_many` for the strings held only: {position: slots} (lists
+        shared with the table's memo: read only)."""
+        found = self.base.held(strings)
+        index = self._index()
+        if not index or index.keys().isdisjoint(strings):
+            return found
+        for i, s in enumerate(strings):
+            if s in index:
+                found[i] = found.get(i, []) + index[s]
+        return found
 
     def slots_many(self, strings: Sequence[str]) -> list[list[int]]:
         """Every slot of each string (lists shared with the table's memo: read only)."""
