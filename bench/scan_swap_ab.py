@@ -43,6 +43,11 @@ DEFAULT_SWAPS = ("vault/dedup.py:keep", "vault/string_table.py:StringTable._find
                  "vault/postings.py:Postings.n_alive")
 
 
+#: every module loaded from OLD: an old function that calls another swapped one by its
+#: imported name (old stages -> text_relevance) gets the same variant as the rest
+OLD_MODULES: list[Any] = []
+
+
 class Swap:
     """One target: this checkout's owner object and attribute, the old and new values."""
 
@@ -55,6 +60,7 @@ class Swap:
         old_mod = importlib.util.module_from_spec(loader)
         sys.modules[loader.name] = old_mod  # a dataclass looks its module up while it is built
         loader.loader.exec_module(old_mod)
+        OLD_MODULES.append(old_mod)
         *owner_path, self.name = attr.split(".")
         self.owner: Any = new_mod
         old_owner: Any = old_mod
@@ -90,11 +96,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="the other assignment of queries to variants (run both, same seed)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    from tiervault.brain import stages
     from tiervault.brain.brain import Brain
     from tiervault.vault import manager
 
     swaps = [Swap(args.old, s, i) for i, s in enumerate(args.swap or DEFAULT_SWAPS)]
-    callers = [manager]
+    callers = [manager, stages, *OLD_MODULES]
     brain = Brain.open(write_config(args.workdir))
 
     def scan(q: dict[str, Any]) -> Any:

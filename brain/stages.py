@@ -170,10 +170,15 @@ def score(brain: Any, ctx: ScoringContext) -> None:
     m["temporalDecay"] = signals.temporal_decay(
         pool.times("updated_at"), pool.times("created_at"), pool.times("valid_from"),
         pool.times("valid_until"), ctx.now, cfg.half_life_days)
-    m["tagOverlap"] = signals.tag_overlap(ctx.query_tags, pool.tag_lists())
-    m["domainMatch"] = signals.domain_match(ctx.query_domain, pool.column("domain"))
-    hops = np.array([ctx.graph.hops.get(e, -1) for e in pool.ids], dtype=np.int64)
-    m["graphProximity"] = signals.graph_proximity(hops)
+    # the matrix starts at 0: a signal that is 0 for every candidate (no query tag, no
+    # query domain, no graph neighbour) is left as it is, its inputs never read
+    if ctx.query_tags:
+        m["tagOverlap"] = signals.tag_overlap(ctx.query_tags, pool.tag_lists())
+    if ctx.query_domain:
+        m["domainMatch"] = signals.domain_match(ctx.query_domain, pool.column("domain"))
+    if ctx.graph.hops:
+        hops = np.array([ctx.graph.hops.get(e, -1) for e in pool.ids], dtype=np.int64)
+        m["graphProximity"] = signals.graph_proximity(hops)
     w_text = float(pick(w, ("semantic", "vector")).sum())
     beta = combine.prior_strength(cfg.prior_strength, w_text)
     prior_w = pick(w, PRIOR_SIGNALS)
