@@ -239,3 +239,15 @@ def test_text_relevance_is_bit_for_bit_the_old_formula(tmp_path, monkeypatch):
                 b.search_intelligent(q, include_memories=memories, explain=True)
     assert (False, True) in seen and (True, True) in seen and len(seen) == 12
     gen.close()
+
+
+def test_latent_norm_and_scores_are_the_old_numbers():
+    rng = np.random.default_rng(10)
+    for _ in range(300):
+        v = (rng.standard_normal(16) * rng.choice([1e-3, 1.0, 1e3])).astype(np.float32)
+        assert float(np.sqrt(v.dot(v))) == float(np.linalg.norm(v))
+        x = (rng.standard_normal(7) * 0.8).astype(np.float32)
+        old = [float(s) for s in np.clip(x, 0.0, 1.0)]
+        new = np.clip(x, 0.0, 1.0).tolist()
+        assert old == new and all(type(a) is float for a in new)
+        assert [np.signbit(a) for a in old] == [np.signbit(a) for a in new]

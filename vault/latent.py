@@ -191,7 +191,7 @@ class LatentModel:
         tids, w = q
         V = self.V
         v = w.astype(np.float32) @ (V.take(tids) if isinstance(V, MatrixRows) else V[tids])
-        n = float(np.linalg.norm(v))
+        n = float(np.sqrt(v.dot(v)))  # np.linalg.norm's own steps for a real vector, no checks
         out = v / n if n > 0 else None
         if out is not None:
             out.flags.writeable = False  # shared by the calls that find it here
@@ -291,8 +291,8 @@ def scores(p: Any, words: Sequence[str], ids: Sequence[str], k: int) -> list[flo
     have = [j for j, s in enumerate(slots) if s is not None]
     if have:
         vecs = m.rows(p, np.array([slots[j] for j in have], dtype=np.int64))
-        for j, v in zip(have, np.clip(vecs @ q, 0.0, 1.0)):
-            out[j] = float(v)
+        for j, v in zip(have, np.clip(vecs @ q, 0.0, 1.0).tolist()):  # floats of the float32s
+            out[j] = v
     return out
 
 
