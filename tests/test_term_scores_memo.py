@@ -117,3 +117,12 @@ def test_term_scores_hold_at_most_their_limit():
     assert memo.get(("d", 1.0, 2.0)) is None and memo.size == 20
     kept = memo.get(("c", 1.0, 2.0))
     assert kept is not None and not kept.flags.writeable
+
+
+def test_the_kept_idf_is_the_statistics_own():
+    from tiervault.vault.scoring import fts5_idf_of
+
+    a, b = TermStats(1000, 5e4, (3, 400, 0)), TermStats(1001, 5e4, (3, 400, 0))
+    for stats in (a, b, a, a, TermStats(1000, 1.0, (3, 401, 0))):
+        got = fts5_idf_of(stats.n_docs, stats.df)
+        assert got.tobytes() == stats.idf().tobytes() and not got.flags.writeable

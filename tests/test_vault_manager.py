@@ -155,6 +155,29 @@ def test_a_winning_copy_outside_its_tiers_top_k_gets_its_own_evidence(vault):
     assert c.tfidf[0] > 0 and expected["tok"] == (0.0, 0.0)
 
 
+def test_every_candidates_tfidf_is_its_kept_copys_own(vault):
+    """Kept copies that are their tier's own top-k hits keep the TF-IDF they came with;
+    copies from another tier's look-up get theirs read: each equals the tier's own."""
+    rng = np.random.default_rng(4)
+    words = ["rotate", "jwt", "keys", "token", "cache", "retry", "pool", "index"]
+    for i in range(120):
+        text = " ".join(rng.choice(words, size=4))
+        tier = ("agent", "project", "team")[i % 3]
+        vault.capture(entry(f"e{i % 50}", text, " ".join(rng.choice(words, size=6))), tier)
+    # the agent's copy of "e1" has none of the words: the team copy's hit brings it in
+    vault.capture(entry("e1", "rotate jwt keys rotate", "rotate jwt keys"), "team")
+    vault.capture(entry("e1", "unrelated zebra", "nothing here"), "agent")
+    outside = 0
+    for query, limit in (("rotate jwt keys", 200), ("cache retry", 12), ("pool index token", 12),
+                         ("keys", 12)):
+        c = vault.search(query, limit=limit)
+        assert len(c) >= 5 and any(c.also_in)
+        for eid, tier, lexical, tfidf in zip(c.ids, c.tiers, c.lexical, c.tfidf):
+            assert vault.lexical_scores(c.query, tier, [eid])[eid] == (lexical, tfidf)
+        outside += ("e1", "agent") in zip(c.ids, c.tiers) and query == "rotate jwt keys"
+    assert outside == 1  # a kept copy outside its tier's top k was among them
+
+
 def test_dedup_by_content_hash_under_other_ids(vault):
     vault.capture(entry("team-copy", "Use connection pooling", "pool size"), "team")
     vault.capture(entry("project-copy", "Use connection pooling", "pool size"), "project")

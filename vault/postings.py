@@ -419,13 +419,14 @@ class Postings:
         """Live postings of each query stem (its document frequency is ``len``)."""
         delta = self._delta()
         out = TermMatches(list(stems), [], [])
+        every_slot_alive = self.n_alive == self.alive.size  # no write deleted or replaced a row
         for tid in self.vocab.ids(list(stems)):
             if tid is None:
                 slots, vals = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             else:
                 slots, vals = self._column(tid, self.W, delta[0] if delta else None)
-                live = self.alive[slots]
-                if not live.all():
+                live = None if every_slot_alive else self.alive[slots]
+                if live is not None and not live.all():
                     slots, vals = slots[live], vals[live]
             out.slots.append(slots)
             out.wtf.append(vals)

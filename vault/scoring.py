@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "bm25_term", "bm25_upper_bound", "top_k",
+__all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "fts5_idf_of", "bm25_term", "bm25_upper_bound", "top_k",
            "top_k_from_head", "tfidf_rows"]
 
 K1 = 1.2
@@ -37,6 +37,24 @@ def fts5_idf(n_rows: float, df: np.ndarray) -> np.ndarray:
     df = np.asarray(df, dtype=np.float64)
     idf = np.log((n_rows - df + 0.5) / (df + 0.5))
     return np.where(idf <= 0.0, 1e-6, idf)
+
+
+_IDF_KEPT: tuple[tuple[int, tuple[int, ...]], np.ndarray] = ((-1, ()), np.zeros(0))
+
+
+def fts5_idf_of(n_rows: int, df: tuple[int, ...]) -> np.ndarray:
+    """:func:`fts5_idf` of whole-number statistics (a ``TermStats``' ``n_docs`` and
+    ``df``), the last answer kept: a search asks for it once for its bound and once a
+    tier, with the same federated statistics. Read only."""
+    global _IDF_KEPT
+    key = (n_rows, df)
+    kept = _IDF_KEPT
+    if kept[0] == key:
+        return kept[1]
+    idf = fts5_idf(n_rows, np.asarray(df, dtype=np.float64))
+    idf.flags.writeable = False
+    _IDF_KEPT = (key, idf)  # replaced whole: safe across threads
+    return idf
 
 
 def bm25_term(wtf: np.ndarray, doclen: np.ndarray, avglen: float, idf: float) -> np.ndarray:
