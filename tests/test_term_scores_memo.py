@@ -126,3 +126,24 @@ def test_the_kept_idf_is_the_statistics_own():
     for stats in (a, b, a, a, TermStats(1000, 1.0, (3, 401, 0))):
         got = fts5_idf_of(stats.n_docs, stats.df)
         assert got.tobytes() == stats.idf().tobytes() and not got.flags.writeable
+
+
+def test_bm25_summed_by_bincount_equals_the_loop_over_terms_bit_for_bit():
+    """TermMatches.bm25 / bm25_at add the terms with one np.bincount: the same float64
+    sums as ``scores[slots] += part`` term by term (up to 12 terms on one slot)."""
+    rng = np.random.default_rng(8)
+    for trial in range(200):
+        n = int(rng.integers(50, 3000))
+        n_terms = int(rng.integers(1, 13))
+        slots = [np.sort(rng.choice(n, size=int(rng.integers(0, n // 2 + 1)), replace=False)).astype(np.int32)
+                 for _ in range(n_terms)]
+        wtf = [rng.uniform(0.5, 40.0, size=s.size).astype(np.float32) for s in slots]
+        doclen = rng.integers(1, 300, size=n).astype(np.float32)
+        idf = rng.uniform(1e-6, 9.0, size=n_terms)
+        m = term_matches.TermMatches([f"t{i}" for i in range(n_terms)], slots, wtf)
+        loop = np.zeros(n)
+        for s, w, i in zip(slots, wtf, idf):
+            loop[s] += term_matches.bm25_term(w, doclen[s], 61.3, float(i))
+        assert m.bm25(doclen, idf, 61.3).tobytes() == loop.tobytes(), trial
+        at = m.union(n)
+        assert m.bm25_at(doclen, idf, 61.3, at).tobytes() == loop[at].tobytes(), trial

@@ -86,11 +86,7 @@ class TermMatches:
              memo: TermScores | None = None) -> np.ndarray:
         """Dense BM25 score per slot of a tier whose slots' lengths are ``doclen``
         (0 where no query term occurs); ``memo``: :meth:`terms_bm25`'s."""
-        scores = np.zeros(len(doclen), dtype=np.float64)
-        for slots, part in zip(self.slots, self.terms_bm25(doclen, idf, avglen, memo)):
-            if slots.size:
-                scores[slots] += part
-        return scores
+        return _summed(self.slots, self.terms_bm25(doclen, idf, avglen, memo), len(doclen))
 
     def union(self, n_slots: int) -> np.ndarray:
         """Sorted distinct slots holding any of the query's terms (the only slots
@@ -119,8 +115,21 @@ class TermMatches:
         if at.size * SPARSE_SHARE >= len(doclen):
             # many matches: one dense pass costs less than a binary search per posting
             return self.bm25(doclen, idf, avglen, memo)[at]
-        scores = np.zeros(at.size, dtype=np.float64)
-        for slots, part in zip(self.slots, self.terms_bm25(doclen, idf, avglen, memo)):
-            if slots.size:
-                scores[np.searchsorted(at, slots.astype(at.dtype, copy=False))] += part
-        return scores
+        parts = self.terms_bm25(doclen, idf, avglen, memo)
+        where = [np.searchsorted(at, s.astype(at.dtype, copy=False)) for s in self.slots]
+        return _summed(where, parts, at.size)
+
+
+def _summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndarray:
+    """``out[where[t]] += parts[t]`` for each term t in order over ``out = zeros(n)``
+    (float64; each ``where[t]`` distinct). One ``np.bincount`` over the terms' postings
+    in term order: it adds its weights one by one in input order into zeros, so each
+    slot's sum runs term by term as the loop's does (bit for bit, tested), in one C
+    loop instead of a gather, an add and a scatter a term."""
+    keep = [t for t in range(len(where)) if where[t].size]
+    if not keep:
+        return np.zeros(n, dtype=np.float64)
+    if len(keep) == 1:
+        return np.bincount(where[keep[0]], weights=parts[keep[0]], minlength=n)
+    return np.bincount(np.concatenate([where[t] for t in keep]),
+                       weights=np.concatenate([parts[t] for t in keep]), minlength=n)
