@@ -113,7 +113,8 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
     weights = q[1]
     pos: list[np.ndarray] = []
     cnt: list[np.ndarray] = []
-    term_at: list[np.ndarray] = []
+    term_at: list[int] = []
+    sizes: list[int] = []
     if norms is not None and W.counts is not None:
         for k, t in enumerate(q[0].tolist()):
             if t >= W.n_cols:
@@ -126,18 +127,20 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
                 continue
             i = np.searchsorted(col, b_slots)
             np.minimum(i, col.size - 1, out=i)
-            c = counts[i]
-            hit = col[i] == b_slots
-            hit &= c > 0  # a posting of the term with no TF-IDF count (id, stop word)
-            at = np.flatnonzero(hit)
+            # a posting with no TF-IDF count (the id column, a stop word) is kept: its
+            # weight is 0.0 and adding +0.0 changes no sum
+            at = np.flatnonzero(col[i] == b_slots)
             if at.size:
                 pos.append(at)
-                cnt.append(c[at])
-                term_at.append(np.full(at.size, k))
+                cnt.append(counts[i[at]])
+                term_at.append(k)
+                sizes.append(at.size)
     if pos:
-        at, ks = np.concatenate(pos), np.concatenate(term_at)
+        at = np.concatenate(pos) if len(pos) > 1 else pos[0]
+        ks = np.repeat(np.array(term_at), sizes)
         # weight stays float64: a Python float times a float32 array would be float32
-        w = weights[ks] * T.weights(q[0][ks], np.concatenate(cnt), norms[at])
+        counts = np.concatenate(cnt) if len(cnt) > 1 else cnt[0]
+        w = weights[ks] * T.weights(q[0][ks], counts, norms[at])
         np.add.at(out, b_pos[at], w)
     if d_pos is not None:
         for t, weight in zip(q[0].tolist(), weights):
