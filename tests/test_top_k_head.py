@@ -71,6 +71,9 @@ def test_a_tiers_filtered_top_k_equals_the_dense_top_k_with_many_ties(tmp_path, 
     store.capture_many(twins + random_entries(1500))
     m = store.postings()
     for words, filters, k in ((["retry"], Filters(now=1.8e9), 10),
+                              (["jitter"], Filters(now=1.8e9), 4),
+                              (["retry", "backoff"], Filters(now=1.8e9), 320),
+                              (["cache", "jitter"], Filters(now=1.8e9, include_expired=True), 9),
                               (["retry", "jitter"], Filters(now=1.8e9, types=("rule",)), 25),
                               (["cache"], Filters(now=1.8e9, types=("decision", "pattern")), 7),
                               (["backoff", "the"], Filters(now=1.8e9, domains=("db",)), 30)):
@@ -83,4 +86,5 @@ def test_a_tiers_filtered_top_k_equals_the_dense_top_k_with_many_ties(tmp_path, 
         assert [h.id for h in hits] == m.ids.take(expected)
         assert [h.score for h in hits] == dense[expected].tolist()
     store.close()
-    assert True in answered and False in answered  # both paths were taken
+    # both paths were taken (a category filter goes straight to the whole mask)
+    assert True in answered and False in answered and len(answered) == 4
