@@ -2,6 +2,7 @@
 
     python bench/scan_swap_ab.py --old /path/to/old/checkout --workdir DIR \
         --swap vault/dedup.py:keep --swap vault/string_table.py:StringTable._find ... \
+        [--caller tiervault.vault.postings] [--time tiervault.vault.manager:VaultManager._search] \
         [--queries 800] [--json out.json]
 
 Fresh processes on this shared 2-core machine differ by +-10-25 % in scan CPU (other
@@ -85,6 +86,25 @@ class Swap:
                 setattr(mod, self.name, value)
 
 
+def _timed(spec: str, spent: dict[str, float]) -> None:
+    """Wrap ``MODULE:ATTR`` (``tiervault.vault.lexicon:MirrorLexicon.lexical_top_k``) so
+    its wall time (perf_counter) is added to ``spent[spec]`` on every call."""
+    module_name, attr = spec.split(":")
+    owner: Any = importlib.import_module(module_name)
+    *owner_path, name = attr.split(".")
+    for part in owner_path:
+        owner = getattr(owner, part)
+    fn = owner.__dict__[name] if owner_path else getattr(owner, name)
+
+    def timed(*a: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            spent[spec] = spent.get(spec, 0.0) + time.perf_counter() - t0
+    setattr(owner, name, timed)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", type=Path, required=True)
@@ -94,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--flip", action="store_true",
                     help="the other assignment of queries to variants (run both, same seed)")
+    ap.add_argument("--caller", action="append", default=[],
+                    help="another module importing a swapped function by name (tiervault.vault.postings)")
+    ap.add_argument("--time", action="append", default=[],
+                    help="MODULE:ATTR timed (perf_counter, summed per query) in each variant; not a swapped one")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from tiervault.brain import stages
@@ -101,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.vault import manager
 
     swaps = [Swap(args.old, s, i) for i, s in enumerate(args.swap or DEFAULT_SWAPS)]
-    callers = [manager, stages, *OLD_MODULES]
+    callers = [manager, stages, *(importlib.import_module(m) for m in args.caller), *OLD_MODULES]
+    spent: dict[str, float] = {}
+    for spec in args.time:
+        _timed(spec, spent)
     brain = Brain.open(write_config(args.workdir))
 
     def scan(q: dict[str, Any]) -> Any:
@@ -112,22 +139,30 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"old": str(args.old), "swaps": [s.spec for s in swaps],
                            "queries": args.queries, "flip": args.flip, "load_before": load_avg()}
     cpu: dict[str, list[float]] = {"old": [], "new": []}
+    parts: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     qs = queries(args.queries, args.seed)
     for i, q in enumerate(qs):
         # pairs (2j, 2j+1): old first in even pairs, new first in odd ones
         old = ((i % 2 == 0) != ((i // 2) % 2 == 1)) != args.flip
         for s in swaps:
             s.use(old, callers)
+        spent.clear()
         c0 = time.process_time()
         scan(q)
-        cpu["old" if old else "new"].append((time.process_time() - c0) * 1e3)
+        side = "old" if old else "new"
+        cpu[side].append((time.process_time() - c0) * 1e3)
+        for spec in args.time:
+            parts[side].setdefault(spec, []).append(spent.get(spec, 0.0) * 1e3)
     for s in swaps:
         s.use(False, callers)
     for name, xs in cpu.items():
         xs.sort()
         out[name] = {"cpu_p50_ms": round(statistics.median(xs), 3),
                      "cpu_mean_ms": round(statistics.fmean(xs), 3),
-                     "cpu_p95_ms": round(xs[int(0.95 * len(xs))], 3), "n": len(xs)}
+                     "cpu_p95_ms": round(xs[int(0.95 * len(xs))], 3), "n": len(xs),
+                     "timed_ms": {spec: {"p50": round(statistics.median(ys), 4),
+                                         "mean": round(statistics.fmean(ys), 4)}
+                                  for spec, ys in parts[name].items()}}
     out["new_over_old_p50"] = round(out["new"]["cpu_p50_ms"] / out["old"]["cpu_p50_ms"], 3)
     out["new_over_old_mean"] = round(out["new"]["cpu_mean_ms"] / out["old"]["cpu_mean_ms"], 3)
     out["load_after"] = load_avg()
