@@ -124,17 +124,14 @@ class VectorRecall:
                 plan = kept_plan(state.slots, index, allowed)
                 scans.append((rank, tier, index, index.scan(q, k, allowed=allowed, plan=plan)))
                 slot_maps.append(state.slots)
-            kept = None
+            hits = None
             if self.federated and rescore_federated([(tier.weight, scan) for _, tier, _, scan in scans], k):
-                top = _top_hits(scans, slot_maps, k)
-                if not _shadowed(top, scans):
-                    # Distinct ids no higher tier holds: the deduplicated top k itself
-                    # (every other copy of them ranks lower), only their ids read.
-                    kept = top
-            if kept is None:
+                hits = _hits(scans, slot_maps)
+            if hits is None or _shadowed(hits[:k], scans):
                 for *_, scan in scans:  # each tier's own top k, as a higher tier's copy may decide
                     scan.complete()
-                kept = _dedup(_hits(scans, slot_maps), k)
+                hits = _hits(scans, slot_maps)
+            kept = _dedup(hits, k)
         return ([h.id for h in kept], [h.tier for h in kept],
                 np.array([h.cosine for h in kept], dtype=np.float32))
 
@@ -377,33 +374,6 @@ def _hits(scans: list[tuple[int, Any, VectorIndex, TierScan]], slot_maps: list[S
                      for i, c in zip(ids_by_slot(slots, index, rows), cos.tolist())])
     hits.sort(key=_rank_key)
     return hits
-
-
-def _top_hits(scans: list[tuple[int, Any, VectorIndex, TierScan]], slot_maps: list[SlotMap],
-              k: int) -> list[VectorHit]:
-    """``_hits(scans, slot_maps)[:k]``, ranked in NumPy first: only the k hits kept are
-    made and have their ids read (~30 of ~90). The same keys (``-c * w`` in float64, as
-    Python computes them) and order (a stable sort by key, then tier rank, of the tiers'
-    hits in turn)."""
-    best = [scan.best() for *_, scan in scans]
-    keys = np.concatenate([-cos.astype(np.float64) * tier.weight
-                           for (_, tier, _, _), (_, cos) in zip(scans, best)])
-    ranks = np.concatenate([np.full(rows.size, rank, dtype=np.int64)
-                            for (rank, *_), (rows, _) in zip(scans, best)])
-    pick = np.lexsort((ranks, keys))[:k]  # stable: ties keep the tiers' order
-    starts = np.cumsum([0] + [rows.size for rows, _ in best])
-    tier_of = np.searchsorted(starts, pick, side="right") - 1
-    ids: dict[tuple[int, int], str] = {}
-    for t in np.unique(tier_of).tolist():  # each tier's chosen rows read at once
-        at = (pick[tier_of == t] - starts[t]).tolist()
-        ids.update(zip([(t, a) for a in at], ids_by_slot(slot_maps[t], scans[t][2], best[t][0][at])))
-    out: list[VectorHit] = []
-    for t, p in zip(tier_of.tolist(), pick.tolist()):
-        rank, tier = scans[t][0], scans[t][1]
-        a = p - int(starts[t])
-        c = float(best[t][1][a])
-        out.append(_new_tuple(VectorHit, (-c * tier.weight, rank, ids[t, a], tier.name, c)))
-    return out
 
 
 def _dedup(hits: list[VectorHit], k: int) -> list[VectorHit]:

@@ -271,8 +271,6 @@ KNOWN_TOOL_REACH = {
     # table's private look-up counted to prove the vector hits' ids come remembered.
     "tests/test_recall.py": ("recall._state",),
     "tests/test_slot_map.py": ("recall._state", "StringTable._find"),
-    # recall's NumPy ranking of the top hits checked against its reference, all hits sorted.
-    "tests/test_tier_scan.py": ("private _hits", "private _top_hits"),
     # Asserts that Secret's private field cannot be written.
     "tests/test_config.py": ("s._value",),
     # Walks argparse's parsers (stdlib internals) for every sub-command's options.

@@ -151,34 +151,3 @@ def test_no_tier_with_vectors_answers_nothing(tmp_path) -> None:
         q = unit(np.random.default_rng(1), 1)[0]
         assert VectorRecall(vault, MODEL, dtype="int8").search(q, 5)[:2] == ([], [])
     assert not rescore_federated([], 5)
-
-
-@pytest.mark.parametrize("weights", [(1.0, 0.8, 0.6), (0.7, 0.7, 0.7)])
-def test_the_top_hits_rank_as_all_hits_sorted(weights) -> None:
-    """Exact ties everywhere: every vector stored under three ids in a tier and under
-    other ids in every tier (equal weights: equal keys across tiers too). The k hits
-    ranked in NumPy with only their ids read (recall._top_hits) are the first k of every
-    hit made and sorted in Python (recall._hits): keys, ranks, ids, cosines, order."""
-    from tiervault.embeddings.recall import _hits, _top_hits
-    from tiervault.embeddings.slot_map import SlotMap
-
-    class Tier:
-        def __init__(self, name, weight):
-            self.name, self.weight = name, weight
-
-    rng = np.random.default_rng(17)
-    base = unit(rng, 40)
-    tiers = [Tier(name, w) for name, w in zip(("agent", "project", "team"), weights)]
-    indexes = [VectorIndex.build([f"{t.name}-{c}-{i:03d}" for i in range(40) for c in "abc"],
-                                 np.repeat(base, 3, axis=0), dtype="int8", normalized=True)
-               for t in tiers]
-    maps = [SlotMap() for _ in tiers]
-    checked = 0
-    for q in [*unit(rng, 30), *base[:5]]:
-        for k in (1, 4, 10, 30, 200):
-            scans = [(rank, t, index, index.scan(q, k)) for rank, (t, index) in enumerate(zip(tiers, indexes))]
-            if not rescore_federated([(t.weight, s) for _, t, _, s in scans], k):
-                continue
-            assert _top_hits(scans, maps, k) == _hits(scans, maps)[:k]
-            checked += 1
-    assert checked == 175
