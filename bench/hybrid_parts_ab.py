@@ -15,7 +15,10 @@ pool's additions (``Pool.add_external``: vector hits and graph neighbours, their
 rows and lexical evidence) -- and the lexical leg (``manager.search``) and the pool's
 candidates (``Pool.from_candidates``: their light rows). Both passes see
 the queries' vectors cached (the embedder is not timed: ``embed_query`` keeps the last
-256). Rounds run A, B, A, B, ...; compare the two variants' medians of the same rounds.
+256). ``--fresh``: every pass sees queries it has not answered yet (the warm-up 30 others,
+the wrapper pass another ``--queries``), as ``bench/run.py``'s first hybrid pass does: the
+ids' look-ups are not remembered yet and each query's vector is embedded (in both passes).
+Rounds run A, B, A, B, ...; compare the two variants' medians of the same rounds.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ PARTS = ("vectors.search", "vectors.similarities", "Pool.add_external", "Pool.fr
          "manager.search")
 
 
-def worker(workdir: Path, n_queries: int, seed: int, dim: int) -> dict[str, Any]:
+def worker(workdir: Path, n_queries: int, seed: int, dim: int, fresh: bool = False) -> dict[str, Any]:
     from bench.corpus import queries
     from bench.phases import open_hybrid_brain, query_kwargs
     from tiervault.brain.pool import Pool
@@ -48,7 +51,7 @@ def worker(workdir: Path, n_queries: int, seed: int, dim: int) -> dict[str, Any]
     def scan(q: dict[str, Any]) -> Any:
         return brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
 
-    for q in queries(30, seed + 1) + qs:  # warm-up; every query's vector cached
+    for q in queries(30, seed + 1) + ([] if fresh else qs):  # warm-up (every query's vector cached)
         scan(q)
     plain = []
     for q in qs:
@@ -74,7 +77,7 @@ def worker(workdir: Path, n_queries: int, seed: int, dim: int) -> dict[str, Any]
     Pool.from_candidates = classmethod(wrap(Pool.from_candidates.__func__,  # type: ignore[method-assign]
                                             "Pool.from_candidates"))
     wrapped = []
-    for q in qs:
+    for q in (queries(n_queries, seed + 2) if fresh else qs):
         c0 = time.process_time_ns()
         scan(q)
         wrapped.append((time.process_time_ns() - c0) / 1e6)
@@ -86,17 +89,18 @@ def worker(workdir: Path, n_queries: int, seed: int, dim: int) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--_worker":
-        _, _, workdir, n, seed, dim = sys.argv
-        print(json.dumps(worker(Path(workdir), int(n), int(seed), int(dim))))
+        _, _, workdir, n, seed, dim, fresh = sys.argv
+        print(json.dumps(worker(Path(workdir), int(n), int(seed), int(dim), fresh == "1")))
         return 0
     ap = ab_parser(__doc__)
     ap.add_argument("--workdir-a", type=Path, required=True)
     ap.add_argument("--workdir-b", type=Path, required=True)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--fresh", action="store_true", help="no pass sees a query twice (docstring)")
     args = ap.parse_args(argv)
     variants = {"A": (args.a, args.workdir_a), "B": (args.b, args.workdir_b)}
-    out: dict[str, Any] = {"queries": args.queries, "dim": args.dim,
+    out: dict[str, Any] = {"queries": args.queries, "dim": args.dim, "fresh": args.fresh,
                            "checkouts": {k: str(v[0]) for k, v in variants.items()},
                            "commits": {"A": args.a_commit or commit_of(args.a),
                                        "B": args.b_commit or commit_of(args.b)}, "runs": []}
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, (checkout, workdir) in variants.items():
             before = load_avg()
             res = run_worker(checkout, script, [str(workdir), str(args.queries), str(args.seed),
-                                                str(args.dim)])
+                                                str(args.dim), "1" if args.fresh else "0"])
             out["runs"].append({"variant": name, "round": r, "load_avg_before": before,
                                 "load_avg_after": load_avg(), **res})
             print(f"round {r} {name}: scan CPU p50 {res['plain_cpu_p50_ms']} ms, parts "
