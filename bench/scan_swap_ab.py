@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for q in queries(30, 8):
         scan(q)
-    out: dict[str, Any] = {"old": str(args.old), "swaps": [s.spec for s in swaps],
+    out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps],
                            "queries": args.queries, "flip": args.flip, "load_before": load_avg()}
     cpu: dict[str, list[float]] = {"old": [], "new": []}
     parts: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
