@@ -24,8 +24,9 @@ import numpy as np
 __all__ = ["TierText", "scores", "text_scores"]
 
 
-def _floats(values: Sequence[float | None]) -> list[float]:
-    return [np.nan if v is None else float(v) for v in values]
+def _floats(values: Sequence[float | None]) -> np.ndarray:
+    """float64, NaN for None (NumPy's float conversion of None is NaN)."""
+    return np.array(values, dtype=np.float64)
 
 
 def scores(manager: Any, words: Sequence[str], ids: Sequence[str], tiers: Sequence[str],

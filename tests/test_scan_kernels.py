@@ -253,3 +253,48 @@ def test_latent_norm_and_scores_are_the_old_numbers():
         new = np.clip(x, 0.0, 1.0).tolist()
         assert old == new and all(type(a) is float for a in new)
         assert [np.signbit(a) for a in old] == [np.signbit(a) for a in new]
+
+
+def _reference_rows(m, p, slots):
+    """LatentModel.rows as written before session 10 (base, stored or projected rows, then
+    the delta's), after the delta has been folded in."""
+    out = np.zeros((slots.size, m.V.shape[1]), dtype=np.float32)
+    nb = m.n_base
+    b = slots < nb
+    if m.base is not None:
+        out[b] = m.base[slots[b]]
+    elif m.stored is not None:
+        out[b] = m.stored.take(slots[b])
+    d = ~b & (slots - nb < m.delta.shape[0])
+    out[d] = m.delta[slots[d] - nb]
+    return out
+
+
+def test_latent_rows_of_base_slots_are_the_old_rows(tmp_path):
+    words = ["payment", "charge", "retry", "timeout", "provider", "kafka", "consumer", "lag",
+             "offset", "broker"]
+    gen = vault_at(tmp_path, "team")
+    manager = next(gen)
+    # above SMALL_TIER_ROWS (1,000): the later writes go to the mirror's delta
+    manager.capture_many([at_a_day_old(id=f"e-{i}", title=f"{words[i % 10]} {words[(i * 7) % 10]}",
+                                       description=f"{words[(i + 3) % 10]} {words[(i * 3) % 10]}.")
+                          for i in range(1100)], tier="team")
+    assert vlatent.model_for(manager.store("team").postings(), 4) is not None  # the base built
+    for i in range(5):
+        manager.capture(at_a_day_old(id=f"late-{i}", title=f"{words[i]} {words[i + 4]}",
+                                     description="late."), tier="team")
+    p = manager.store("team").postings()
+    m = vlatent.model_for(p, 4)
+    assert m is not None and m.base is not None and p.delta_T
+    late = np.array([s for s in p.slots_of([f"late-{i}" for i in range(5)]) if s is not None])
+    assert late.size == 5 and late.min() >= m.n_base
+    m.rows(p, late)  # the delta folded in
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        base = rng.integers(0, m.n_base, rng.integers(1, 30))
+        mixed = np.concatenate([base, rng.choice(late, 2)])
+        for slots in (base, mixed, base[:1]):
+            got = m.rows(p, slots)
+            assert _same_bits(got, _reference_rows(m, p, slots))
+    assert m.rows(p, np.zeros(0, dtype=np.int64)).shape == (0, m.V.shape[1])
+    gen.close()

@@ -205,8 +205,11 @@ class LatentModel:
             D = sp.vstack(parts).tocsr() if parts else sp.csr_matrix((0, self.V.shape[0]))
             self.delta = _normalise(np.asarray(D @ _dense(self.V))) if D.shape[0] else self.delta[:0]
             self.delta_parts = len(p.delta_T)
-        out = np.zeros((slots.size, self.V.shape[1]), dtype=np.float32)
         nb = self.n_base
+        if self.base is not None and slots.size and int(slots.max()) < nb:
+            # base rows only (the usual pool): one gather, the same float32 rows as below
+            return self.base[slots]
+        out = np.zeros((slots.size, self.V.shape[1]), dtype=np.float32)
         b = slots < nb
         if self.base is not None:
             out[b] = self.base[slots[b]]
