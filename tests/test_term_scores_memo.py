@@ -147,3 +147,31 @@ def test_bm25_summed_by_bincount_equals_the_loop_over_terms_bit_for_bit():
         assert m.bm25(doclen, idf, 61.3).tobytes() == loop.tobytes(), trial
         at = m.union(n)
         assert m.bm25_at(doclen, idf, 61.3, at).tobytes() == loop[at].tobytes(), trial
+
+
+def test_tfidf_at_follows_the_delta_and_a_rebuild(tmp_path):
+    """tfidf_at (its columns kept for the query's words) after a write in the delta and
+    after a rebuild (new base postings, refitted model): the dense scores' numbers."""
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1500))
+    words = ["retry", "backoff", "cache", "jitter"]
+
+    def check() -> None:
+        m = store.postings()
+        slots = np.arange(0, len(m.ids), 7)
+        # the dense product rounds its own way: equal to 1e-12 (test_postings_fast_paths)
+        np.testing.assert_allclose(m.tfidf_at(words, slots), m.tfidf_scores(words)[slots],
+                                   rtol=1e-12, atol=0)
+
+    check()
+    check()  # the columns kept for these words
+    store.capture(Entry.create(id="d1", title="retry cache cache", description="jitter"))
+    assert store.postings().delta_W
+    check()
+    # a rebuild: every slot moves to new base postings (the first rows deleted first)
+    for i in range(40):
+        store.delete(f"e{i}")
+    store.capture_many(random_entries(400, seed=3, prefix="r"))
+    assert not store.postings().delta_W
+    check()
+    store.close()
