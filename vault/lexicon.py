@@ -173,8 +173,8 @@ class MirrorLexicon:
     # -- the contract ------------------------------------------------------------------
     def term_stats(self, terms: Sequence[str]) -> TermStats:
         def compute(p: Postings) -> TermStats:
-            df = self._matches(p, terms).df if terms else np.zeros(0)
-            return TermStats(p.n_alive, float(p.total_len), tuple(int(x) for x in df))
+            df = tuple(s.size for s in self._matches(p, terms).slots) if terms else ()
+            return TermStats(p.n_alive, float(p.total_len), df)
         return self._answer(compute)
 
     def lexical_top_k(self, terms: Sequence[str], stats: TermStats, filters: Filters, k: int,

@@ -104,8 +104,20 @@ def top_k_from_head(scores: np.ndarray, k: int, passes: Callable[[np.ndarray], n
     n = scores.size
     if k <= 0 or head <= k or 2 * head >= n:
         return None
-    v = np.partition(scores, n - head)[n - head]  # the head-th largest score
-    idx = np.flatnonzero(scores >= v)
+    idx = None
+    step = n // (8 * head)
+    if step >= 2:
+        # a cut from every step-th score (a partition of ~8 * head, not of n): the
+        # j-th largest of them has ~2 * head scores at or above it; any cut gives a
+        # prefix of the order, so only its size matters, checked below
+        sample = scores[::step]
+        j = 2 * head // step + 1
+        idx = np.flatnonzero(scores >= np.partition(sample, sample.size - j)[sample.size - j])
+        if idx.size < head:
+            idx = None
+    if idx is None:
+        v = np.partition(scores, n - head)[n - head]  # the head-th largest score
+        idx = np.flatnonzero(scores >= v)
     if 2 * idx.size >= n:  # ties everywhere: the head is most of the array
         return None
     values = scores[idx]
