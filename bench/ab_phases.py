@@ -34,8 +34,9 @@ SUMMARY_KEYS = ("cold", "rss_mb", "scan_fts", "full_fts", "baseline_fts5", "scan
 
 
 def run(checkout: Path, workdir: Path, phase: str, params: dict[str, Any]) -> dict[str, Any]:
-    python = checkout / ".venv" / "bin" / "python"
-    exe = str(python) if python.exists() else sys.executable
+    from bench.checkouts import python_of  # refuses an interpreter importing another checkout
+
+    exe = python_of(checkout)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
     env["PYTHONPATH"] = str(checkout)
     cmd = [exe, str(checkout / "bench" / "run.py"), "--_phase", phase,

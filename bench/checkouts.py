@@ -11,6 +11,7 @@ its last stdout line.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ab_parser", "checkout_env", "commit_of", "load_avg", "python_of", "run_worker"]
+__all__ = ["ab_parser", "checkout_env", "commit_of", "imports_from", "load_avg", "python_of", "run_worker"]
 
 
 def load_avg() -> list[float]:
@@ -28,9 +29,29 @@ def load_avg() -> list[float]:
 
 
 def python_of(checkout: Path) -> str:
-    """The checkout's ``.venv`` interpreter, else this one."""
+    """The checkout's ``.venv`` interpreter, else this one -- provided it imports the
+    checkout's own code with ``PYTHONPATH`` set to it (:func:`imports_from`): an
+    interpreter with an editable install of another checkout (a worktree's ``.venv``)
+    imports ``tiervault``'s sub-packages from that one whatever ``PYTHONPATH`` says, so an
+    A/B against a checkout without a ``.venv`` would time (or compare) one code twice."""
     python = checkout / ".venv" / "bin" / "python"
-    return str(python) if python.exists() else sys.executable
+    exe = str(python) if python.exists() else sys.executable
+    where = imports_from(exe, checkout)
+    if Path(where).resolve() != checkout.resolve():
+        raise SystemExit(f"{exe} imports tiervault.embeddings from {where}, not from {checkout}: "
+                         f"give {checkout} its own interpreter (python3 -m venv --system-site-packages "
+                         f"{checkout}/.venv && {checkout}/.venv/bin/pip install -e {checkout} --no-deps)")
+    return exe
+
+
+@functools.lru_cache(maxsize=None)
+def imports_from(exe: str, checkout: Path) -> str:
+    """The checkout directory ``exe`` imports ``tiervault.embeddings`` from when run with
+    ``PYTHONPATH`` = ``checkout`` (the parent of the package's folder)."""
+    code = "import os, tiervault.embeddings as e; print(os.path.dirname(os.path.dirname(e.__file__)))"
+    proc = subprocess.run([exe, "-c", code], stdout=subprocess.PIPE, text=True,
+                          env=checkout_env(checkout), timeout=120, check=True)
+    return proc.stdout.strip().splitlines()[-1]
 
 
 def checkout_env(checkout: Path, extra: Sequence[str] = ()) -> dict[str, str]:
