@@ -20,6 +20,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from tiervault.vault.filters import Filters
+from tiervault.vault.hash_table import digest_keys
 from tiervault.vault.rows import LexicalHit, TermStats
 from tiervault.vault.string_table import lookup_fingerprints
 
@@ -79,8 +80,9 @@ def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, Lexical
             mine.update(zip(map(_ID, part), part))
     ids = list(dict.fromkeys(map(_ID, pooled)))
     hashes = list(dict.fromkeys(map(_HASH, pooled)))
-    # every id is asked of one tier or two: its fingerprint computed once, not per tier
+    # every id and hash is asked of one tier or two: its key computed once, not per tier
     lookup_fingerprints(ids)
+    digest_keys(hashes)
     by_id: dict[str, dict[str, LexicalHit]] = {}
     by_hash: dict[str, dict[str, LexicalHit]] = {}
     for tier in chosen:

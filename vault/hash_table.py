@@ -20,10 +20,10 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
-from tiervault.vault.string_memo import held_through, memo_find
+from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
 from tiervault.vault.string_table import StringTable
 
-__all__ = ["DIGEST", "HashTable", "table_of"]
+__all__ = ["DIGEST", "HashTable", "table_of", "digest_keys"]
 
 DIGEST = 32  # bytes of a SHA-256 digest
 _HEX = 2 * DIGEST
@@ -43,6 +43,30 @@ def _digests(strings: Sequence[str]) -> np.ndarray | None:
     if len(raw) != DIGEST * len(strings):  # fromhex skips whitespace
         return None
     return np.frombuffer(raw, dtype=np.uint8).reshape(len(strings), DIGEST)
+
+
+#: The key (first 8 bytes, big-endian) of digests looked up lately, shared by every table
+#: of the process: the dedup asks two tiers about each pooled hash (session 10). Only
+#: valid digests are remembered, so a string found here is one.
+_KEY_MEMO: dict[str, int] = {}
+
+
+def digest_keys(strings: Sequence[str]) -> np.ndarray | None:
+    """The uint64 key of each of ``strings`` (aligned), or None unless every one is a
+    lowercase 64-character hex digest; through the memo above (cleared past
+    ``MEMO_MAX`` strings)."""
+    memo = _KEY_MEMO
+    known = list(map(memo.get, strings))
+    if None not in known:
+        return np.fromiter(known, dtype=np.uint64, count=len(known))
+    raw = _digests(strings)
+    if raw is None:
+        return None
+    out = raw.view(">u8")[:, 0].astype(np.uint64)
+    if len(memo) > MEMO_MAX:
+        memo.clear()
+    memo.update(zip(strings, out.tolist()))
+    return out
 
 
 def table_of(strings: Sequence[str]) -> "HashTable | StringTable":
@@ -117,13 +141,12 @@ class HashTable:
         the misses (no Python per string); the rest as :meth:`find`."""
         if not strings or not self._n:
             return {}
-        want = _digests(strings)
-        if want is None:  # not all digests: the per-string path
+        prefix = digest_keys(strings)
+        if prefix is None:  # not all digests: the per-string path
             return {i: f for i, f in enumerate(self.find(strings)) if f}
-        prefix = want.view(">u8")[:, 0].astype(np.uint64)
         keys = self.keys.all()
         lo = np.searchsorted(keys, prefix, side="left")
-        return held_through(self._memo, strings, keys[np.minimum(lo, self._n - 1)] == prefix, self._find)
+        return held_through(self._memo, strings, keys.take(lo, mode="clip") == prefix, self._find)
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in strings]

@@ -44,7 +44,7 @@ def held_through(memo: dict[str, list[int]], strings: Sequence[str], present: np
     Shared by StringTable and HashTable (vault/hash_table.py)."""
     out: dict[int, list[int]] = {}
     fresh: list[int] = []
-    for i in np.flatnonzero(present).tolist():
+    for i in present.nonzero()[0].tolist():
         k = memo.get(strings[i])
         if k is None:
             fresh.append(i)

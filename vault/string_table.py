@@ -272,7 +272,7 @@ class StringTable:
         want = lookup_fingerprints(strings)
         keys = self.keys.all()
         lo = np.searchsorted(keys, want, side="left")
-        return held_through(self._memo, strings, keys[np.minimum(lo, self._n - 1)] == want, self._find)
+        return held_through(self._memo, strings, keys.take(lo, mode="clip") == want, self._find)
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         want = lookup_fingerprints(strings)
