@@ -60,12 +60,14 @@ def test_hash_table_held_is_find_with_shared_keys_and_non_hex_strings():
         table, fresh = table_of(digests), table_of(digests)
         assert isinstance(table, HashTable)
         others = [d[:16] + _digest(rng)[16:] for d in digests[:10]] + [_digest(rng) for _ in range(30)]
-        odd = ["", "xyz", digests[0].upper(), digests[0][:63], digests[0] + "0", " " + digests[0][1:]]
+        odd = ["", "xyz", digests[0].upper(), digests[0][:63], digests[0] + "0", " " + digests[0][1:],
+               "  " + digests[0][2:]]  # 64 characters, 31 bytes once fromhex skips the spaces
         for _ in range(4):
             asked = _asks(rng, digests, others, rng.randint(0, 90))
             if rng.random() < 0.3:
                 asked.insert(rng.randint(0, len(asked)), rng.choice(odd))  # the per-string path
             assert table.held(asked) == _as_held(fresh.find(asked)), trial
+        assert table.find(odd) == [[]] * len(odd)
 
 
 def test_a_column_with_appended_strings_answers_base_and_delta():

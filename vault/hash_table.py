@@ -159,10 +159,12 @@ class HashTable:
             for i, s in enumerate(strings):
                 if len(s) == _HEX and s.lower() == s:
                     try:
-                        raws.append(bytes.fromhex(s))
+                        raw = bytes.fromhex(s)
                     except ValueError:
                         continue
-                    idx.append(i)
+                    if len(raw) == DIGEST:  # fromhex skips whitespace: "  " + 62 digits is 31 bytes
+                        raws.append(raw)
+                        idx.append(i)
             if not idx:
                 return out
             want = np.frombuffer(b"".join(raws), dtype=np.uint8).reshape(-1, DIGEST)
