@@ -132,10 +132,13 @@ def test_bm25_summed_by_bincount_equals_the_loop_over_terms_bit_for_bit():
     """TermMatches.bm25 / bm25_at add the terms with one np.bincount: the same float64
     sums as ``scores[slots] += part`` term by term (up to 12 terms on one slot)."""
     rng = np.random.default_rng(8)
-    for trial in range(200):
-        n = int(rng.integers(50, 3000))
+    for trial in range(230):
+        # the last 30: more slots than DENSE_SLOTS and few matches, the sparse sum
+        big = trial >= 200
+        n = int(rng.integers(term_matches.DENSE_SLOTS + 1, 90_000)) if big else int(rng.integers(50, 3000))
         n_terms = int(rng.integers(1, 13))
-        slots = [np.sort(rng.choice(n, size=int(rng.integers(0, n // 2 + 1)), replace=False)).astype(np.int32)
+        most = n // 400 if big else n // 2
+        slots = [np.sort(rng.choice(n, size=int(rng.integers(0, most + 1)), replace=False)).astype(np.int32)
                  for _ in range(n_terms)]
         wtf = [rng.uniform(0.5, 40.0, size=s.size).astype(np.float32) for s in slots]
         doclen = rng.integers(1, 300, size=n).astype(np.float32)
@@ -146,6 +149,7 @@ def test_bm25_summed_by_bincount_equals_the_loop_over_terms_bit_for_bit():
             loop[s] += term_matches.bm25_term(w, doclen[s], 61.3, float(i))
         assert m.bm25(doclen, idf, 61.3).tobytes() == loop.tobytes(), trial
         at = m.union(n)
+        assert not big or at.size * term_matches.SPARSE_SHARE < n  # the sparse sum, when big
         assert m.bm25_at(doclen, idf, 61.3, at).tobytes() == loop[at].tobytes(), trial
 
 

@@ -28,6 +28,14 @@ __all__ = ["TermMatches", "TermScores", "SPARSE_SHARE"]
 #: (issue 16: half the queries match under 7% of a tier, a tenth over 90%).
 SPARSE_SHARE = 8
 
+#: A tier of at most this many slots sums a query's BM25 densely (:meth:`TermMatches.bm25_at`)
+#: whatever the share: with the terms added by one ``np.bincount`` the dense sum beat the
+#: binary search per posting at every union share on the bench tiers of 20.7K / 30.1K /
+#: 49.2K rows (300 queries, issue 16 session 10: team tier, unions of 1/64-1/8 of the
+#: slots 22-65 us sparse, 10-19 us dense; under 1/64 8.1 vs 7.3). Above it (the 1M
+#: bench's 207K-492K-row tiers) the sparse path as measured in round 4 stays.
+DENSE_SLOTS = 1 << 16
+
 
 class TermScores:
     """Terms' BM25 at their postings by (stem, idf, avglen), at most ``limit`` postings
@@ -112,8 +120,9 @@ class TermMatches:
         :meth:`union`), aligned with them. The same terms are added in the same order, so
         the numbers are :meth:`bm25`'s bit for bit; a query at 1M rows no longer writes
         and scans a dense array of every slot per tier (issue 16)."""
-        if at.size * SPARSE_SHARE >= len(doclen):
-            # many matches: one dense pass costs less than a binary search per posting
+        if at.size * SPARSE_SHARE >= len(doclen) or len(doclen) <= DENSE_SLOTS:
+            # many matches, or a small tier: one dense pass costs less than a binary
+            # search per posting
             return self.bm25(doclen, idf, avglen, memo)[at]
         parts = self.terms_bm25(doclen, idf, avglen, memo)
         where = [np.searchsorted(at, s.astype(at.dtype, copy=False)) for s in self.slots]
