@@ -263,14 +263,14 @@ KNOWN_TOOL_REACH = {
     # for it is theirs to give).
     "bench/scan_micro.py": ("st._py_fingerprint", "st._encode", "st._PY_CHARS"),
     "tests/test_mirror_cache_file.py": ("private _py_fingerprint",),
-    # Counts the table's private look-up to prove a search makes none.
-    "tests/test_string_memo.py": ("StringTable._find",),
+    # Counts the table's private look-up to prove a search makes none (used by
+    # test_string_memo and test_slot_map).
+    "tests/lookup_spy.py": ("StringTable._find",),
     # Runs the worker's own command line (vault/mirror_workers.py) in a subprocess.
     "tests/test_mirror_workers.py": ("mirror_workers._WORKER_CODE",),
-    # White-box checks of embeddings/slot_map.py's maps as recall keeps them per tier; the
-    # table's private look-up counted to prove the vector hits' ids come remembered.
+    # White-box checks of embeddings/slot_map.py's maps as recall keeps them per tier.
     "tests/test_recall.py": ("recall._state",),
-    "tests/test_slot_map.py": ("recall._state", "StringTable._find"),
+    "tests/test_slot_map.py": ("recall._state",),
     # Asserts that Secret's private field cannot be written.
     "tests/test_config.py": ("s._value",),
     # Walks argparse's parsers (stdlib internals) for every sub-command's options.

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lookup_spy import strings_looked_up
 from test_recall import MODEL, check_same, fill, reference, unit
 from tiervault.embeddings.recall import VectorRecall
 from tiervault.embeddings.slot_map import SlotMap, ids_by_slot
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
-from tiervault.vault.string_table import StringTable
 
 
 @pytest.fixture
@@ -78,14 +78,7 @@ def test_the_pool_looks_no_vector_hit_up_again(vault, monkeypatch):
     recall.search(unit(rng, 1)[0], 10)  # the slot map made
     postings = vault.store("agent").postings()
     table = postings.ids.base
-    looked_up: list[str] = []
-    real = StringTable._find
-
-    def find(self, strings):
-        if self is table:
-            looked_up.extend(strings)
-        return real(self, strings)
-    monkeypatch.setattr(StringTable, "_find", find)
+    looked_up = strings_looked_up(monkeypatch, table)
     ids, tiers, _ = recall.search(unit(rng, 1)[0], 10)
     assert len(ids) == 10 and set(tiers) == {"agent"}
     slots = postings.slots_of(ids)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lookup_spy import strings_looked_up
 from tiervault.brain.brain import Brain
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
@@ -33,13 +34,17 @@ def test_a_search_looks_up_no_top_k_id_again(tmp_path, monkeypatch):
     brain = Brain(manager)
     brain.search_intelligent("retry jitter cache")  # mirror and LSA model built
     ids_table = manager.store("agent").postings().ids.base
-    looked_up: list[str] = []
-    real = StringTable._find
-
-    def find(self, strings):
-        if self is ids_table:
-            looked_up.extend(strings)
-        return real(self, strings)
-    monkeypatch.setattr(StringTable, "_find", find)
+    looked_up = strings_looked_up(monkeypatch, ids_table)
     rows = brain.search_intelligent("backoff note words", limit=5)
     assert rows and not looked_up, looked_up  # the top k's ids come remembered
+
+
+def test_the_spy_sees_a_look_up_the_memo_does_not_serve(monkeypatch):
+    table = StringTable.build([f"id-{i:04d}" for i in range(50)])
+    looked_up = strings_looked_up(monkeypatch, table)
+    assert table.find(["id-0003", "nope"]) == [[3], []]
+    assert looked_up == ["id-0003", "nope"]
+    assert table.find(["id-0003"]) == [[3]]  # from the memo: not looked up again
+    assert looked_up == ["id-0003", "nope"]
+    StringTable.build(["other"]).find(["other"])  # another table: not counted
+    assert looked_up == ["id-0003", "nope"]
