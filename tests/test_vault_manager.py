@@ -96,6 +96,36 @@ def test_large_delta_triggers_rebuild_and_tfidf_refit(tmp_path):
     assert_mirror_matches_fts5(store)
 
 
+def test_deletes_count_toward_the_rebuild_as_writes_do(tmp_path):
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1200))
+    m = store.postings()
+    assert m.base_rows == 1200
+    store.delete_many([f"e{i}" for i in range(200)])  # 200 <= max(256, 5%): kept in the delta
+    m = store.postings()
+    assert m.base_rows == 1200 and m.n_alive == 1000
+    store.delete_many([f"e{i}" for i in range(200, 260)])  # 260 dead slots in all: rebuilt
+    m = store.postings()
+    assert m.base_rows == 940 and m.n_alive == 940
+    assert m.tfidf_terms == len(m.terms)  # TF-IDF refitted without the deleted entries
+    fresh = TierStore(tmp_path / "copy.db")
+    fresh.capture_many([e for e in random_entries(1200) if int(e.id[1:]) >= 260])
+    want, got = fresh.postings(), store.postings()
+    words = list(WORDS[:6])
+    np.testing.assert_allclose(got.tfidf_scores(words)[[got.slot(f"e{i}") for i in range(260, 300)]],
+                               want.tfidf_scores(words)[[want.slot(f"e{i}") for i in range(260, 300)]])
+    assert_mirror_matches_fts5(store)
+
+
+def test_updates_are_counted_once_toward_the_rebuild(tmp_path):
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(random_entries(1200))
+    store.postings()
+    store.capture_many(random_entries(200, seed=9))  # updates of e0..e199: 200 dead + 200 written
+    m = store.postings()
+    assert m.base_rows == 1200 and m.delta_W  # 200 changes, not 400: still in the delta
+
+
 def test_small_tier_sees_new_words_in_tfidf_at_once(tmp_path):
     store = TierStore(tmp_path / "a.db")
     assert store.postings().n_alive == 0  # mirror built while the tier is empty

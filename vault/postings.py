@@ -217,12 +217,16 @@ class Postings:
         for row in rows:
             self._kill(row.key)
         pending = sum(m.shape[0] for m in self.delta_W) + len(rows)
+        # Deletes count toward the refit as writes do (else TF-IDF's idf kept counting
+        # deleted entries); an update kills a slot and writes a row: max() counts it once.
+        dead = len(self.ids) - self.n_alive
         # Small tiers are rebuilt on every change (cheap), so TF-IDF sees new words
         # at once, and a delete leaves their idf too (else a tier's TF-IDF would depend on
         # its history: a mirror rebuilt from the same rows would score otherwise);
         # larger ones batch changes in the delta up to 5%.
         small = self.base_rows < SMALL_TIER_ROWS
-        if ((pending or len(dead_rowids)) and small) or pending > max(256, 0.05 * self.base_rows):
+        if (((pending or len(dead_rowids)) and small)
+                or max(pending, dead) > max(256, 0.05 * self.base_rows)):
             self._rebuild(store)
             return
         self._append_rows(rows, fit=False)
