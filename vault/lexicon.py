@@ -36,7 +36,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
 from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
-from tiervault.vault.scoring import fts5_idf_of, top_k, top_k_from_head
+from tiervault.vault.scoring import top_k, top_k_from_head
 
 __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores"]
 
@@ -164,8 +164,7 @@ class MirrorLexicon:
 
         def compute() -> SlotScores:
             at = self._union(p, terms)
-            scores = p.bm25_at(self._matches(p, terms), fts5_idf_of(stats.n_docs, stats.df),
-                               stats.avg_len, at,
+            scores = p.bm25_at(self._matches(p, terms), stats.idf(), stats.avg_len, at,
                                self._term_scores(p))
             return SlotScores(at, _frozen(scores))
         return self._cached(key, compute)

@@ -27,7 +27,7 @@ from tiervault.vault.query import query_terms
 from tiervault.vault.read_scope import read_scope
 from tiervault.vault.patch import UpdateResult, apply_patch
 from tiervault.vault.rows import CommittedBatch, LexicalHit, Link, Memory, MemoryHit, TermStats
-from tiervault.vault.scoring import bm25_upper_bound, fts5_idf_of
+from tiervault.vault.scoring import bm25_upper_bound
 from tiervault.vault.tokenizer import STEMMER
 
 __all__ = ["VaultManager", "Tier", "Candidates", "LexicalQuery", "EntryPage", "DEFAULT_TIER_WEIGHTS"]
@@ -340,7 +340,7 @@ class VaultManager:
         build_missing(t.store for t in chosen)
         answered = self._each(chosen, lambda s: s.term_stats(stems))
         stats = sum((st for _, st in answered), TermStats.empty(len(stems)))
-        bound = bm25_upper_bound(fts5_idf_of(stats.n_docs, stats.df)) if stems else 0.0
+        bound = bm25_upper_bound(stats.idf()) if stems else 0.0
         return LexicalQuery(query, words, stems, bound, stats, [t.name for t, _ in answered])
 
     def lexical_scores(self, lq: LexicalQuery, tier: str, ids: Sequence[str]) -> dict[str, tuple[float, float]]:

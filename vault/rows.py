@@ -210,10 +210,11 @@ class TermStats:
         return self.total_len / self.n_docs if self.n_docs else 1.0
 
     def idf(self) -> np.ndarray:
-        """FTS5's idf per term under these statistics."""
-        from tiervault.vault.scoring import fts5_idf
+        """FTS5's idf per term under these statistics (read only: the last statistics'
+        answer is kept, :func:`~tiervault.vault.scoring.fts5_idf_of`)."""
+        from tiervault.vault.scoring import fts5_idf_of
 
-        return fts5_idf(self.n_docs, np.asarray(self.df, dtype=np.float64))
+        return fts5_idf_of(self.n_docs, self.df)
 
 
 @dataclass(frozen=True, slots=True)
