@@ -68,7 +68,9 @@ def allowed_rows(view: IdMask, index: VectorIndex, slots: SlotMap | None = None)
     key = (view.version, index.version, len(index))
     if slots is not None and slots.key == key:
         for pos, (seen, rows, _) in enumerate(slots.recent):
-            if np.array_equal(view.mask, seen):  # a filter view seen lately: the same rows
+            # a filter view seen lately: the same rows (the lexicon keeps a view's mask
+            # across queries, read-only: the very array, no pass over it)
+            if seen is view.mask or np.array_equal(view.mask, seen):
                 slots.recent.insert(0, slots.recent.pop(pos))
                 return rows
         slot_rows, has_row = slots.slot_rows, slots.has_row
@@ -88,7 +90,11 @@ def allowed_rows(view: IdMask, index: VectorIndex, slots: SlotMap | None = None)
         allowed = np.zeros(index.row_count, dtype=bool)
         allowed[slot_rows[passing]] = True
     if slots is not None:
-        slots.recent.insert(0, [view.mask.copy(), allowed, None])
+        # a read-only mask owning its data is kept as it is (its identity answers the
+        # next query); any other is copied, as its owner may change it
+        mask = view.mask
+        kept = mask if mask.flags.owndata and not mask.flags.writeable else mask.copy()
+        slots.recent.insert(0, [kept, allowed, None])
         del slots.recent[RECENT_VIEWS:]
     return allowed
 

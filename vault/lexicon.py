@@ -24,6 +24,7 @@ damaged bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Sequence
@@ -37,11 +38,15 @@ from tiervault.vault.postings import Postings
 from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
 from tiervault.vault.scoring import top_k, top_k_from_head
+from tiervault.vault.validity_edges import ValidityEdges
 
 __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores"]
 
 _KEEP = 6  # matches, unions, BM25 scores and masks kept (TF-IDF: at the slots asked only)
 _TERM_SCORES = 1 << 20  # postings whose BM25 is kept per tier (float32: 4 MB)
+_KEEP_MASKS = 4  # dense filter masks kept across queries (the unfiltered view and a few others)
+# every field of Filters but its instant: with the validity bucket, a dense mask's key
+_TIMELESS = tuple(f.name for f in dataclasses.fields(Filters) if f.name != "now")
 
 
 class SlotScores(NamedTuple):
@@ -94,6 +99,9 @@ class MirrorLexicon:
         self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._terms: tuple[tuple, TermScores] = ((), TermScores(0))  # _term_scores
+        # dense masks by (version, validity bucket, filters without now): _dense_mask
+        self._masks: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._edges = ValidityEdges()
 
     def _cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
         with self._lock:
@@ -136,8 +144,9 @@ class MirrorLexicon:
               at_key: tuple = ()) -> np.ndarray:
         """``p.mask(filters)`` (or at the slots ``at``, named by ``at_key``), kept for the
         query when the filters name their instant (``now``): top-k, dedup and the vector
-        pre-filter of one query share it. With ``now`` unset the wall clock decides, so
-        nothing is kept."""
+        pre-filter of one query share it; the dense mask across queries too
+        (:meth:`_dense_mask`). With ``now`` unset the wall clock decides, so nothing is
+        kept."""
         if at is not None and at.size * SPARSE_SHARE >= len(p.ids):
             return self._mask(p, filters)[at]  # many slots: the dense mask, kept for the query
         if filters.now is None:
@@ -146,8 +155,33 @@ class MirrorLexicon:
             hash(filters)
         except TypeError:  # a Filters built by hand with a list inside: not a key
             return p.mask(filters, at)
+        if at is None:
+            return self._dense_mask(p, filters)
         return self._cached(("mask", self._version(p), filters, at_key),
                             lambda: _frozen(p.mask(filters, at)))
+
+    def _dense_mask(self, p: Postings, filters: Filters) -> np.ndarray:
+        """``p.mask(filters)`` kept across queries while no validity edge lies between
+        their instants (:mod:`validity_edges`: the key holds the edges up to ``now``, not
+        ``now``), so the vector pre-filter's view of every tier is not a pass over each
+        column per query (a Brain names a new ``now`` per query). A write moves the
+        mirror's version, which is in the key."""
+        bucket = self._edges.bucket(p, filters.moment)
+        if bucket is None:
+            return self._cached(("mask", self._version(p), filters, ()),
+                                lambda: _frozen(p.mask(filters)))
+        key = (self._version(p), bucket, *[getattr(filters, name) for name in _TIMELESS])
+        with self._lock:
+            hit = self._masks.get(key)
+            if hit is not None:
+                self._masks.move_to_end(key)
+                return hit
+        value = _frozen(p.mask(filters))
+        with self._lock:
+            self._masks[key] = value
+            while len(self._masks) > _KEEP_MASKS:
+                self._masks.popitem(last=False)
+        return value
 
     def _matches(self, p: Postings, terms: Sequence[str]) -> TermMatches:
         # term_stats and the BM25 of the same query read the same columns

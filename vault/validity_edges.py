@@ -1,0 +1,73 @@
+"""The instants at which a search mirror's validity filter can change its answer.
+
+A filter judges validity at an instant ``now`` (``Filters.moment``): a slot is
+expired when ``valid_until <= now`` and not yet valid when ``valid_from > now``
+(``filter_compile.mirror_mask``). Let ``E`` be the sorted distinct non-NaN values of
+both columns (the *edges*). Both tests flip only where ``now`` reaches an edge, so
+two instants ``t1 < t2`` give every slot the same validity exactly when no edge
+``e`` has ``t1 < e <= t2``, i.e. when
+
+    bucket(t) = #{e in E : e <= t}        (``searchsorted(E, t, side="right")``)
+
+is the same for both. A dense filter mask can then be kept across queries (each
+query names a new ``now``) under the key ``(mirror version, bucket, the filters
+without now)``: the validity mask changes only when an edge passes (on the clock
+or by a write, which moves the mirror's version anyway).
+
+Kept per mirror build and grown by the slots appended since, read from the
+columns' tails (a mirror only appends slots, ``Postings._append_rows``: a slot's values
+never change; a dead slot's edges stay: a superset of the edges splits the instants
+more finely and is still exact). No column is held, so a replaced one is freed. A NaN ``now`` has no bucket (its
+comparisons are all false): :meth:`ValidityEdges.bucket` answers None, and the
+caller computes the mask.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ValidityEdges"]
+
+
+class ValidityEdges:
+    """The sorted distinct validity edges of one mirror (module docstring)."""
+
+    def __init__(self) -> None:
+        self._build: tuple[int, int] | None = None  # (id(mirror), mirror.build_id)
+        self._covered = 0  # slots whose edges are in ``_edges``
+        self._edges = np.zeros(0, dtype=np.float64)
+        self._lock = threading.Lock()
+
+    def bucket(self, p: Any, now: float) -> int | None:
+        """How many of the mirror ``p``'s edges are ``<= now`` (None for a NaN ``now``)."""
+        if now != now:
+            return None
+        with self._lock:
+            edges = self._edges_of(p)
+        return int(np.searchsorted(edges, now, side="right"))
+
+    def _edges_of(self, p: Any) -> np.ndarray:
+        until, since = p.valid_until, p.valid_from
+        build = (id(p), p.build_id)
+        n = min(until.size, since.size)
+        if build != self._build or n < self._covered:
+            self._build, self._covered, self._edges = build, 0, np.zeros(0, dtype=np.float64)
+        if n > self._covered:
+            new = np.concatenate([until[self._covered:n], since[self._covered:n]]).astype(np.float64)
+            new = np.unique(new[~np.isnan(new)])
+            if self._edges.size and new.size:
+                # two sorted runs: a stable sort merges them in linear time
+                merged = np.concatenate([self._edges, new])
+                merged.sort(kind="stable")
+                keep = np.ones(merged.size, dtype=bool)
+                keep[1:] = merged[1:] != merged[:-1]
+                new = merged[keep]
+            elif self._edges.size:
+                new = self._edges
+            self._edges = new
+            self._edges.flags.writeable = False
+            self._covered = n
+        return self._edges
