@@ -447,6 +447,22 @@ def test_hash_is_deterministic_batch_independent_and_case_insensitive() -> None:
     assert emb.embed(["x"], input_type="query").tolist() == emb.embed(["x"]).tolist()
 
 
+def test_hash_one_text_path_gives_the_batch_bits() -> None:
+    """A single text (a search's query: ``_embed_one``) gets the very bits of its row in a
+    batch (the ragged gather), whatever its tokens: repeats, one letter, other scripts,
+    digits, none at all, the same token cached or not."""
+    rng = np.random.default_rng(17)
+    words = ["cache", "x", "naïve", "数据库", "v2", "re-try", "ÉCOLE", "a_b", "the", "9000",
+             "connection", "pool", "ß", "ok!"]
+    texts = ["", "  !!  ", "cache cache cache", "x"] + [
+        " ".join(rng.choice(words, size=int(rng.integers(1, 30))).tolist()) for _ in range(300)]
+    batch = HashEmbedder(384).embed(texts + ["padding so the batch has two rows"])
+    warm = HashEmbedder(384)
+    for i, text in enumerate(texts):
+        np.testing.assert_array_equal(HashEmbedder(384).embed([text])[0], batch[i])  # cold
+        np.testing.assert_array_equal(warm.embed([text])[0], batch[i])  # tokens cached
+
+
 def test_hash_is_stable_across_processes() -> None:
     text = "Same input, same vector: no salted hash() anywhere"
     code = (

@@ -132,6 +132,9 @@ class HashEmbedder:
 
     def _embed_into(self, prepared: list[str], out: np.ndarray) -> None:
         n, dim = len(prepared), self._dim
+        if n == 1:
+            self._embed_one(prepared[0], out)
+            return
         # One vocabulary for the batch: every distinct token is looked up once.
         per_doc = [_TOKEN_RE.findall(text.lower()) for text in prepared]
         all_toks = list(chain.from_iterable(per_doc))
@@ -154,6 +157,22 @@ class HashEmbedder:
         target = np.repeat(occ_rows, counts) * dim + flat_b[offsets]
         acc = np.bincount(target, weights=flat_w[offsets], minlength=n * dim)
         out[:] = acc.reshape(n, dim)
+        norms = np.linalg.norm(out, axis=1)
+        nz = norms > 0
+        out[nz] /= norms[nz, None]
+
+    def _embed_one(self, text: str, out: np.ndarray) -> None:
+        """:meth:`_embed_into` of one text (a search's query), with a few NumPy calls
+        instead of the batch's ragged gather: the same (bucket, weight) pairs in the same
+        order (each token occurrence's features in turn), summed by the same
+        ``np.bincount``, normalised by the same 2-D norm -- the same bits."""
+        toks = _TOKEN_RE.findall(text.lower())
+        if not toks:
+            return
+        feats = [self._features(t) for t in toks]
+        buckets = np.concatenate([b for b, _ in feats])
+        weights = np.concatenate([w for _, w in feats])
+        out[:] = np.bincount(buckets, weights=weights, minlength=self._dim).reshape(1, self._dim)
         norms = np.linalg.norm(out, axis=1)
         nz = norms > 0
         out[nz] /= norms[nz, None]
