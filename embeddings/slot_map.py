@@ -52,6 +52,38 @@ class SlotMap:
     recent: list[list[Any]] = field(default_factory=list)
     row_slots: np.ndarray | None = None  # a slot of each index row (-1: none), of slot_rows
     row_slots_key: tuple | None = None
+    gather: "_RowGather | None" = None  # slot_rows inverted for allowed_rows, made with it
+
+
+@dataclass(frozen=True)
+class _RowGather:
+    """``slot_rows`` inverted for :func:`allowed_rows`: a row held by one slot reads that
+    slot's mask bit (a gather over the rows, not a scatter of the passing slots); the
+    few rows held by several slots (an updated entry's old and new positions, until the
+    mirror is rebuilt) pass when any of their slots does."""
+
+    slot: np.ndarray  # the one slot of each row (0 where not single: masked by ``single``)
+    single: np.ndarray  # bool per row: exactly one slot maps to it
+    multi_slots: np.ndarray  # the slots of the rows held by several
+    multi_rows: np.ndarray  # their rows, aligned
+
+    @classmethod
+    def of(cls, slot_rows: np.ndarray, has_row: np.ndarray, row_count: int) -> "_RowGather":
+        mapped = np.flatnonzero(has_row)
+        rows = slot_rows[mapped]
+        count = np.bincount(rows, minlength=row_count)
+        one = count[rows] == 1
+        slot = np.zeros(row_count, dtype=np.intp)
+        slot[rows[one]] = mapped[one]
+        return cls(slot, count == 1, mapped[~one], rows[~one])
+
+    def rows(self, mask: np.ndarray) -> np.ndarray:
+        """Bool per row: some slot of the row is set in ``mask``."""
+        out = mask[self.slot]
+        out &= self.single
+        if self.multi_slots.size:
+            out[self.multi_rows[mask[self.multi_slots]]] = True
+        return out
 
 
 def allowed_rows(view: IdMask, index: VectorIndex, slots: SlotMap | None = None) -> np.ndarray | None:
@@ -73,22 +105,18 @@ def allowed_rows(view: IdMask, index: VectorIndex, slots: SlotMap | None = None)
             if seen is view.mask or np.array_equal(view.mask, seen):
                 slots.recent.insert(0, slots.recent.pop(pos))
                 return rows
-        slot_rows, has_row = slots.slot_rows, slots.has_row
+        gather = slots.gather
     else:
         slot_rows = index.rows_of(view.ids)
-        has_row = slot_rows >= 0
+        gather = _RowGather.of(slot_rows, slot_rows >= 0, index.row_count)
         if slots is not None:
-            slots.slot_rows, slots.has_row, slots.key = slot_rows, has_row, key
-            slots.slot_ids = view.ids
+            slots.slot_rows, slots.has_row, slots.key = slot_rows, slot_rows >= 0, key
+            slots.slot_ids, slots.gather = view.ids, gather
             slots.recent.clear()
-    assert slot_rows is not None and has_row is not None
-    passing = view.mask & has_row
-    allowed: np.ndarray | None = None
-    # None when every vector passes: an id holds at most one passing position and one
-    # live row, so the count says it without building the rows.
-    if np.count_nonzero(passing) != len(index):
-        allowed = np.zeros(index.row_count, dtype=bool)
-        allowed[slot_rows[passing]] = True
+    assert gather is not None
+    allowed: np.ndarray | None = gather.rows(view.mask)
+    if np.count_nonzero(allowed) == len(index):
+        allowed = None  # every vector passes (len(index): the live rows)
     if slots is not None:
         # a read-only mask owning its data is kept as it is (its identity answers the
         # next query); any other is copied, as its owner may change it

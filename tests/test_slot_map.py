@@ -84,3 +84,41 @@ def test_the_pool_looks_no_vector_hit_up_again(vault, monkeypatch):
     slots = postings.slots_of(ids)
     assert not looked_up, looked_up
     assert [postings.ids[s] for s in slots] == ids
+
+
+def test_allowed_rows_gathered_equal_the_scatter_of_passing_slots(tmp_path):
+    """allowed_rows' row gather (embeddings/slot_map.py _RowGather) equals the scatter of
+    the passing slots' rows for every filter view, in a tier whose rewritten entries hold
+    two mirror slots each (the old one dead), before and after more writes."""
+    from tiervault.embeddings.slot_map import allowed_rows
+    from tiervault.vault.filters import Filters
+    from tiervault.vault.postings import SMALL_TIER_ROWS
+
+    with VaultManager.at({"agent": str(tmp_path / "agent.db")}) as vault:
+        rng = np.random.default_rng(53)
+        store = vault.store("agent")
+        n = SMALL_TIER_ROWS + 200  # appended to, not rebuilt: old slots stay
+        fill(store, rng, n, "a", domain=lambda i: ("db", "web", "ops")[i % 3])
+        recall = VectorRecall(vault, MODEL)
+        views = [Filters(now=1.0), Filters(domains=("db",), now=1.0), Filters(types=("rule",), now=1.0),
+                 Filters(domains=("nowhere",), now=1.0)]
+
+        def check():
+            index = recall.index("agent")
+            slots = SlotMap()
+            for f in views * 2:  # each view twice: the kept rows answer the second time
+                view = store.filter_mask(f)
+                rows = index.rows_of(list(view.ids))
+                passing = view.mask & (rows >= 0)
+                want = np.zeros(index.row_count, dtype=bool)
+                want[rows[passing]] = True
+                got = allowed_rows(view, index, slots)
+                assert np.array_equal(want, got) if got is not None else want.sum() == len(index)
+
+        check()
+        for i in range(0, 120, 3):  # rewrites: a new slot each, the old one dead; domains move
+            store.capture(Entry.create(id=f"a{i:05d}", title=f"title {i}", description="d",
+                                       domain="db" if i % 2 else "web"))
+        store.delete("a00007")
+        assert len(store.postings().ids) > store.postings().n_alive  # duplicates are there
+        check()
