@@ -57,17 +57,18 @@ def _adjacency(links) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
 
 
 def graph_hops(manager, seeds: Sequence[str]) -> GraphHops:
-    """Hop counts from ``seeds`` over positive links in every tier (two link reads)."""
+    """Hop counts from ``seeds`` over positive links in every tier (two link reads:
+    ``manager.link_ends``, a SQLite tier's memory-mapped link graph, vault/link_graph.py)."""
     out = GraphHops()
     seeds = list(dict.fromkeys(seeds))
     if not seeds:
         return out
-    first = manager.links_touching(seeds)
+    first = manager.link_ends(seeds)
     adj, contra = _adjacency(first)
     hop1 = [n for s in seeds for n in adj.get(s, ()) if n not in seeds]
     hop1 = list(dict.fromkeys(hop1))[:MAX_FRONTIER]
     if hop1:
-        more, more_contra = _adjacency(manager.links_touching(hop1))
+        more, more_contra = _adjacency(manager.link_ends(hop1))
         for k, v in more.items():
             adj[k] |= v
         for k, v in more_contra.items():

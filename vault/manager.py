@@ -26,7 +26,7 @@ from tiervault.vault.mirror_workers import build_missing
 from tiervault.vault.query import query_terms
 from tiervault.vault.read_scope import read_scope
 from tiervault.vault.patch import UpdateResult, apply_patch
-from tiervault.vault.rows import CommittedBatch, LexicalHit, Link, Memory, MemoryHit, TermStats
+from tiervault.vault.rows import CommittedBatch, LexicalHit, Link, LinkEnds, Memory, MemoryHit, TermStats
 from tiervault.vault.scoring import bm25_upper_bound
 from tiervault.vault.tokenizer import STEMMER
 
@@ -307,6 +307,17 @@ class VaultManager:
             links.extend(found)
         return links
 
+    def link_ends(self, ids: Sequence[str]) -> list[LinkEnds]:
+        """:meth:`links_touching` as (source, target, type) only: what graph hops need. A
+        tier with a link graph (SQLite: ``link_ends``, memory-mapped) answers without SQL;
+        another answers from its ``links_touching``."""
+        ends: list[LinkEnds] = []
+        if not ids:
+            return ends
+        for _, found in self._each(self.ordered(), lambda s: _ends_of(s, ids)):
+            ends.extend(found)
+        return ends
+
     def links_of(self, ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         """Each id's links in every tier, both directions: ``{"direction": "out" | "in",
         "type", "id" (the other end), "note", "tier" (where the link is stored)}``."""
@@ -441,3 +452,11 @@ class VaultManager:
                 out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
                              "problem": str(exc)}
         return out
+
+
+def _ends_of(store: Any, ids: Sequence[str]) -> list[LinkEnds]:
+    """A tier's links touching ``ids`` as ends: its link graph when it has one."""
+    read = getattr(store, "link_ends", None)
+    if read is not None:
+        return read(ids)
+    return [LinkEnds(ln.source_id, ln.target_id, ln.link_type) for ln in store.links_touching(ids)]

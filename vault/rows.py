@@ -26,6 +26,7 @@ __all__ = [
     "TermStats",
     "LexicalHit",
     "Link",
+    "LinkEnds",
     "MemoryHit",
     "Memory",
     "FeedbackCounts",
@@ -246,6 +247,14 @@ class Link:
     note: str
     created_at: float
     tier: str
+
+
+class LinkEnds(NamedTuple):
+    """A link's two ends and its type: what graph hops need of a link (no note, time, tier)."""
+
+    source_id: str
+    target_id: str
+    link_type: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,14 +10,41 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from tiervault.errors import EntryNotFound
 from tiervault.vault.entry import check_link
 from tiervault.vault.rows import Link
 from tiervault.vault.sqlite_db import SqliteDb
 
-__all__ = ["TierLinks"]
+__all__ = ["TierLinks", "LinkState", "LinkChanges", "LINK_CHANGES_BUMP"]
+
+#: Counts the transactions that changed a tier's links (``meta['links.changes']``), so a
+#: link graph built at one value (:mod:`link_graph`) knows whether links changed since,
+#: whoever wrote them (this process or another). Entry deletes cascading to links are
+#: seen through the tombstones instead. Plain SQL for SQLite and PostgreSQL alike.
+LINK_CHANGES_BUMP = ("INSERT INTO meta (key, value) VALUES ('links.changes', '1') ON CONFLICT (key) "
+                     "DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)")
+_GEN_AND_CHANGES = ("SELECT (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), "
+                    "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'links.changes')")
+
+
+class LinkState(NamedTuple):
+    """Every link of a tier as (source, target, type) rows, read in one snapshot with
+    the generation and the links' change count of that snapshot."""
+
+    gen: int
+    changes: int
+    rows: list[tuple[str, str, str]]
+
+
+class LinkChanges(NamedTuple):
+    """What changed since a generation, in one snapshot: the generation now, the links'
+    change count now, and the ids of entries deleted after that generation."""
+
+    gen: int
+    changes: int
+    deleted: list[str]
 
 
 class TierLinks:
@@ -39,6 +66,7 @@ class TierLinks:
             conn.execute("INSERT INTO links(source_id, target_id, link_type, note, created_at) "
                          "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET note = excluded.note",
                          (source_id, target_id, link_type, note, now))
+            conn.execute(LINK_CHANGES_BUMP)
         return Link(source_id, target_id, link_type, note, now, self.tier)
 
     def unlink(self, source_id: str, target_id: str, link_type: str | None = None) -> int:
@@ -48,7 +76,10 @@ class TierLinks:
             cur = txn.conn.execute(
                 "DELETE FROM links WHERE source_id = ? AND target_id = ? "
                 "AND (? IS NULL OR link_type = ?)", (source_id, target_id, link_type, link_type))
-        return cur.rowcount
+            removed = cur.rowcount
+            if removed:
+                txn.conn.execute(LINK_CHANGES_BUMP)
+        return removed
 
     def touching(self, ids: Sequence[str]) -> list[Link]:
         """Every link stored here whose source or target is one of ``ids``."""
@@ -59,6 +90,27 @@ class TierLinks:
             "WHERE source_id IN (SELECT value FROM json_each(?1)) "
             "OR target_id IN (SELECT value FROM json_each(?1))", (json.dumps(list(ids)),))
         return [Link(s, t, lt, note, at, self.tier) for s, t, lt, note, at in rows]
+
+    def state(self) -> LinkState | None:
+        """Every link's ends and type with the generation and change count of the same
+        snapshot (None while the file does not exist)."""
+        with self.db.snapshot("read links") as conn:
+            if conn is None:
+                return None
+            gen, changes = conn.execute(_GEN_AND_CHANGES).fetchone()
+            rows = conn.execute("SELECT source_id, target_id, link_type FROM links").fetchall()
+        return LinkState(int(gen or 0), int(changes or 0), rows)
+
+    def changes_since(self, gen: int) -> LinkChanges | None:
+        """The generation and links' change count now, and the entries deleted after
+        ``gen`` (their links cascaded), in one snapshot (None: no file)."""
+        with self.db.snapshot("read link changes") as conn:
+            if conn is None:
+                return None
+            now, changes = conn.execute(_GEN_AND_CHANGES).fetchone()
+            deleted = [r[0] for r in conn.execute(
+                "SELECT entry_id FROM tombstones WHERE gen > ?", (int(gen),))]
+        return LinkChanges(int(now or 0), int(changes or 0), deleted)
 
     def of_type(self, link_type: str, limit: int) -> list[Link]:
         """The newest ``limit`` links of ``link_type`` (ties: source id, then target id)."""

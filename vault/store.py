@@ -29,6 +29,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.feedback_memo import FeedbackMemo
 from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
+from tiervault.vault.link_graph import LinkGraphCache
 from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.mirror_workers import MirrorJob, job_of
 from tiervault.vault.postings import Postings
@@ -36,7 +37,7 @@ from tiervault.vault.query import match_expression
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
                                   FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
-                                  LightPage, LightRow, Link, Memory, MemoryHit, MirrorRow, TermStats,
+                                  LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorRow, TermStats,
                                   TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
                                   WeightRecord)
 from tiervault.vault.scoring import FTS_WEIGHTS
@@ -74,6 +75,7 @@ class TierStore:
         self.maintenance = Maintenance(self.db)
         self.vectors = TierVectors(self.db)
         self.links = TierLinks(self.db, name)
+        self.graph = LinkGraphCache(self, self.links)  # links as a mapped adjacency (link_graph.py)
         self.epochs = TierEpochs(self.db, self.path)
         self.feedback = FeedbackMemo(self.generation, self.journal.feedback_counts,
                                      self.journal.feedback_events, self.journal.feedback_events_for)
@@ -393,6 +395,11 @@ class TierStore:
     def links_touching(self, ids: Sequence[str]) -> list[Link]:
         """Every link stored here whose source or target is one of ``ids``."""
         return self.links.touching(ids)
+
+    def link_ends(self, ids: Sequence[str]) -> list[LinkEnds]:
+        """:meth:`links_touching`'s links as (source, target, type), from the tier's
+        memory-mapped link graph kept exact by generation (an optional capability)."""
+        return self.graph.touching(ids)
 
     def links_of_type(self, link_type: str, limit: int = 200) -> list[Link]:
         return self.links.of_type(check_link_type(link_type), check_limit("limit", limit, 10_000))
