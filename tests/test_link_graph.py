@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tiervault.brain.graph import graph_hops
-from tiervault.vault.entry import LINK_TYPES, Entry
+from tiervault.vault.entry import LINK_TYPES
 from tiervault.vault.link_graph import LinkGraph, bucket_bits, graph_path
 from tiervault.vault.manager import Tier, VaultManager
 from tiervault.vault.read_scope import read_scope
@@ -264,5 +264,14 @@ def test_manager_link_ends_over_every_backend(open_tier) -> None:  # noqa: F811
     assert hops.hops == {"t1": 1, "a2": 2} and hops.contradicts["a1"] == {"a2"}
 
 
-def test_entry_builder_is_the_model() -> None:
-    assert isinstance(entry("z"), Entry)
+def test_the_mirror_build_makes_the_graph_file_and_a_new_process_maps_it(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    with TierStore(db, name="agent") as store:
+        store.capture_many([entry("p"), entry("q")])
+        store.link("p", "q", "sequences")
+        graph_path(store).unlink(missing_ok=True)
+        store.postings()  # the first mirror of this process prepares the link graph too
+        assert graph_path(store).exists() and store.graph.builds == 1
+    with TierStore(db, name="agent") as again:
+        again.postings()
+        assert again.graph.builds == 0 and again.link_ends(["q"]) == [LinkEnds("p", "q", "sequences")]

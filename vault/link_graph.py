@@ -33,7 +33,6 @@ a warning.
 from __future__ import annotations
 
 import logging
-import threading
 from zlib import crc32
 from pathlib import Path
 from typing import Any, Sequence
@@ -194,7 +193,8 @@ class LinkGraphCache:
     def __init__(self, store: Any, links: Any) -> None:
         self.store = store
         self.links = links
-        self.lock = threading.Lock()
+        # the tier connection's lock: the mirror's first build prepares the graph under it
+        self.lock = links.db.lock
         self.graph: LinkGraph | None = None
         self.loaded = False  # the file was tried once (a cold process maps it, never reads it twice)
         self.builds = 0  # graphs built from the table by this process (tests and bench read it)

@@ -324,6 +324,7 @@ class TierStore:
         with self.db.lock:
             if self._mirror is None:
                 self._mirror = Postings.build(self)
+                self.graph.current()  # the link graph with the mirror: mapped, or built and saved
             else:
                 self._mirror.catch_up(self)
             return self._mirror
