@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
+from itertools import repeat
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -194,9 +195,15 @@ class MirrorLexicon:
                             lambda: _frozen(p.union(self._matches(p, terms))))
 
     def _bm25(self, p: Postings, terms: Sequence[str], stats: TermStats) -> SlotScores:
+        """BM25 at the slots that may score > 0: in a small tier the slots that do,
+        read off one dense sum (:meth:`TermMatches.scored`); else the union's."""
         key = ("bm25", self._version(p), tuple(terms), stats)
 
         def compute() -> SlotScores:
+            got = self._matches(p, terms).scored(p.doclen, stats.idf(), stats.avg_len,
+                                                 self._term_scores(p))
+            if got is not None:
+                return SlotScores(_frozen(got[0]), _frozen(got[1]))
             at = self._union(p, terms)
             scores = p.bm25_at(self._matches(p, terms), stats.idf(), stats.avg_len, at,
                                self._term_scores(p))
@@ -226,7 +233,9 @@ class MirrorLexicon:
         pick = None if filters.restricts else top_k_from_head(
             bm25.scores, k, lambda at: p.mask(filters, union[at]), _head(k))
         if pick is None:
-            mask = self._mask(p, filters, union, ("union", tuple(terms)))
+            # named as the slots scored are (the union, or its slots scoring > 0: by
+            # terms and statistics), not as the union
+            mask = self._mask(p, filters, union, ("scored", tuple(terms), stats))
             # top_k over the union: the candidates (and their order) of the dense top k
             pick = top_k(bm25.scores, k, mask & (bm25.scores > 0))
         slots = union[pick]
@@ -234,7 +243,7 @@ class MirrorLexicon:
         best = bm25.scores[pick].tolist()
         # the ids remembered by slot: LSA and the pool look the same ids up next
         ids, hashes = p.ids.take_distinct(slots), p.hashes.take(slots)
-        return [LexicalHit(ids[i], hashes[i], best[i], tfidf[i], True) for i in range(slots.size)]
+        return list(map(LexicalHit, ids, hashes, best, tfidf, repeat(True, slots.size)))
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,

@@ -114,6 +114,21 @@ class TermMatches:
             marked[s] = True
         return np.flatnonzero(marked).astype(np.int32)  # int32: kept for the query
 
+    def scored(self, doclen: np.ndarray, idf: np.ndarray, avglen: float,
+               memo: TermScores | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """(the slots scoring > 0, sorted; their BM25) from one dense sum (:meth:`bm25`)
+        in a tier of at most :data:`DENSE_SLOTS` slots, where the sum is dense whatever
+        the union's size (:meth:`bm25_at`); None in a larger tier. The slots are the
+        :meth:`union`'s less any slot scoring 0: a top k never picks one (it keeps
+        scores > 0) and a score look-up answers 0.0 for it either way; reading them off
+        the sum skips the union's marks or merge (issue 16 session 11: ~28 -> ~12 us a
+        tier call, the bench's mean)."""
+        if len(doclen) > DENSE_SLOTS:
+            return None
+        dense = self.bm25(doclen, idf, avglen, memo)
+        slots = np.flatnonzero(dense > 0)
+        return slots, dense[slots]
+
     def bm25_at(self, doclen: np.ndarray, idf: np.ndarray, avglen: float,
                 at: np.ndarray, memo: TermScores | None = None) -> np.ndarray:
         """:meth:`bm25` at the slots ``at`` only (sorted, distinct, holding every match:
