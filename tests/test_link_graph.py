@@ -275,3 +275,21 @@ def test_the_mirror_build_makes_the_graph_file_and_a_new_process_maps_it(tmp_pat
     with TierStore(db, name="agent") as again:
         again.postings()
         assert again.graph.builds == 0 and again.link_ends(["q"]) == [LinkEnds("p", "q", "sequences")]
+
+
+def test_a_saved_graph_outlives_the_epoch_window(tmp_path: Path, monkeypatch, caplog) -> None:
+    monkeypatch.setattr("tiervault.vault.connection.EPOCH_WINDOW", 4)  # epochs kept: 4 generations
+    db = tmp_path / "agent.db"
+    with TierStore(db, name="agent") as store:
+        store.capture_many([entry("a"), entry("b")])
+        store.link("a", "b", "supports")
+        assert store.link_ends(["a"]) == [LinkEnds("a", "b", "supports")]
+        saved_at = LinkGraph.load(graph_path(store))[0].gen
+        for i in range(10):  # writes without a search: the saved generation's epoch leaves the window
+            store.add_memory(f"memory {i}")
+        assert store.epoch_at(saved_at) is None
+    with caplog.at_level(logging.WARNING, logger="tiervault.vault.link_graph"):
+        again = TierStore(db, name="agent")
+        assert again.link_ends(["b"]) == [LinkEnds("a", "b", "supports")]
+    assert again.graph.builds == 0 and "rebuilding" not in caplog.text  # the pin kept it ours
+    again.close()

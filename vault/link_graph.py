@@ -26,8 +26,9 @@ the generation moves, one snapshot reads the count and the entries deleted since
 (tombstones): the graph stays exact when the count did not move and no deleted
 id is one of its endpoints (a delete cascades only to the links of that id);
 otherwise it is rebuilt from the table and saved again. A file of another tier or
-another history (uid, epoch of its generation), or a damaged one, is rebuilt with
-a warning.
+another history (uid, epoch of its generation: recorded, or pinned by the save in
+``meta['links.pin']`` so that the file outlives the epoch window), or a damaged
+one, is rebuilt with a warning.
 """
 
 from __future__ import annotations
@@ -242,10 +243,14 @@ class LinkGraphCache:
             log.warning("link graph %s is damaged or of another version (%s): rebuilding it", path, exc)
             return None
         if uid != self.store.uid() or graph.gen > self.store.generation() \
-                or (self.store.epoch_at(graph.gen) or "") != graph.epoch:
+                or self._epoch(graph.gen) != graph.epoch:
             log.warning("link graph %s belongs to another tier or history: rebuilding it", path)
             return None
         return graph
+
+    def _epoch(self, gen: int) -> str:
+        """The tier's epoch of ``gen``: recorded (the window) or pinned by a graph save."""
+        return self.store.epoch_at(gen) or self.links.pinned_epoch(gen) or ""
 
     def _build(self) -> LinkGraph | None:
         state = self.links.state()
@@ -258,6 +263,8 @@ class LinkGraphCache:
         if path is not None and not self.store.read_only:
             try:
                 graph.save(path, self.store.uid())
+                if graph.epoch:
+                    self.links.pin(graph.gen)  # the file stays usable after the window moves on
             except (OSError, TierVaultError) as exc:  # only costs a rebuild in the next process
                 log.warning("could not save the link graph of tier %r at %s: %s",
                             self.store.name, path, exc)

@@ -13,6 +13,7 @@ import time
 from typing import NamedTuple, Sequence
 
 from tiervault.errors import EntryNotFound
+from tiervault.vault.connection import epoch_key
 from tiervault.vault.entry import check_link
 from tiervault.vault.rows import Link
 from tiervault.vault.sqlite_db import SqliteDb
@@ -111,6 +112,23 @@ class TierLinks:
             deleted = [r[0] for r in conn.execute(
                 "SELECT entry_id FROM tombstones WHERE gen > ?", (int(gen),))]
         return LinkChanges(int(now or 0), int(changes or 0), deleted)
+
+    def pin(self, gen: int) -> None:
+        """Keep the epoch of ``gen`` (a link graph file was saved at ``gen``) past the
+        epoch window, in one key of its own (``links.pin``): the mirror's pins
+        (:mod:`sqlite_epochs`) are not pushed out by link graphs saved after each link
+        change. One write transaction (a new generation)."""
+        with self.db.write("pin link graph epoch") as txn:
+            row = txn.conn.execute("SELECT value FROM meta WHERE key = ?", (epoch_key(gen),)).fetchone()
+            if row is not None:
+                txn.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('links.pin', ?)",
+                                 (f"{int(gen)} {row[0]}",))
+
+    def pinned_epoch(self, gen: int) -> str | None:
+        """The epoch :meth:`pin` kept for ``gen`` (None: another generation or none)."""
+        rows = self.db.query("SELECT value FROM meta WHERE key = 'links.pin'")
+        parts = rows[0][0].split(" ") if rows else []
+        return parts[1] if len(parts) == 2 and parts[0] == str(int(gen)) else None
 
     def of_type(self, link_type: str, limit: int) -> list[Link]:
         """The newest ``limit`` links of ``link_type`` (ties: source id, then target id)."""
