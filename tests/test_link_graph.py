@@ -293,3 +293,28 @@ def test_a_saved_graph_outlives_the_epoch_window(tmp_path: Path, monkeypatch, ca
         assert again.link_ends(["b"]) == [LinkEnds("a", "b", "supports")]
     assert again.graph.builds == 0 and "rebuilding" not in caplog.text  # the pin kept it ours
     again.close()
+
+
+def test_a_mapped_graph_reads_only_the_blocks_it_checked(tmp_path: Path, caplog) -> None:
+    db = tmp_path / "agent.db"
+    with TierStore(db, name="agent") as store:
+        names = [f"an-entry-with-a-long-name-{i:05d}" for i in range(3000)]  # 93 KB of ids
+        store.capture_many([entry(n) for n in names])
+        for i in range(0, 2999, 2):
+            store.link(names[i], names[i + 1], "supports")
+        assert store.link_ends([names[0]]) == [LinkEnds(names[0], names[1], "supports")]
+    graph, _ = LinkGraph.load(graph_path(TierStore(db, name="agent")))
+    assert all(done == 0 for done, _ in graph.blocks_verified().values())
+    assert graph.touching([names[2]]) == {LinkEnds(names[2], names[3], "supports")}
+    done, blocks = graph.blocks_verified()["blob"]
+    assert blocks == 2 and done == 1  # only the block read
+    # a block read later that fails its CRC: one warning, the graph rebuilt from the table
+    path = graph_path(TierStore(db, name="agent"))
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # the last block of the last array (adj)
+    path.write_bytes(bytes(data))
+    again = TierStore(db, name="agent")
+    with caplog.at_level(logging.WARNING, logger="tiervault.vault.link_graph"):
+        _same(again, names[-2:])
+    assert "damaged" in caplog.text and again.graph.builds == 1
+    again.close()

@@ -42,6 +42,7 @@ import numpy as np
 
 from tiervault.errors import TierVaultError
 from tiervault.vault import array_file
+from tiervault.vault.checked_array import BLOCK_BYTES, CheckedArray
 from tiervault.vault.entry import LINK_TYPES
 from tiervault.vault.rows import LinkEnds
 
@@ -49,7 +50,7 @@ __all__ = ["LinkGraph", "LinkGraphCache", "GRAPH_VERSION", "graph_path", "bucket
 
 log = logging.getLogger(__name__)
 
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2  # 2: every array verified per block on first read
 _CODE = {t: i for i, t in enumerate(LINK_TYPES)}
 _ARRAYS = ("keys", "starts", "blob", "offsets", "adj_offsets", "adj")
 
@@ -65,10 +66,42 @@ def bucket_bits(n: int) -> int:
     return min(32, max(1, (max(n, 1) - 1).bit_length()))
 
 
-class LinkGraph:
-    """One tier's links at generation ``gen`` (module docstring)."""
+class _Blocks:
+    """An array of a graph read through a ``memoryview``, with the blocks verified so far
+    (``ok``: 1 a block; all 1 for a graph built here). A block is verified against the
+    CRC-32 written with it (and the array's value bounds) by
+    :class:`~tiervault.vault.checked_array.CheckedArray` the first time a look-up reads it."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], gen: int, changes: int, epoch: str) -> None:
+    __slots__ = ("mv", "ok", "shift", "per", "src")
+
+    def __init__(self, a: np.ndarray, src: CheckedArray | None) -> None:
+        self.mv = memoryview(a)
+        self.per = max(1, BLOCK_BYTES // max(1, a.itemsize))  # a power of two: 1-, 4-, 8-byte items
+        self.shift = self.per.bit_length() - 1
+        n_blocks = -(-a.size // self.per) + 1  # one spare: ``ready`` may ask for the block past the end
+        self.ok = bytearray(b"\1" * n_blocks) if src is None else bytearray(n_blocks)
+        self.src = src
+
+    def need(self, lo: int, hi: int) -> None:
+        """Verify the blocks holding elements ``[lo, hi)`` (CacheDamaged if one fails)."""
+        if self.src is not None and hi > lo:
+            self.src.check_ranges([lo], [hi])
+            for b in range(lo >> self.shift, ((hi - 1) >> self.shift) + 1):
+                self.ok[b] = 1
+
+
+def _ready(c: _Blocks, lo: int, hi: int) -> None:
+    """Elements ``[lo, hi)`` of ``c`` verified (the usual case: one or two flags read)."""
+    if hi - lo > c.per or not c.ok[lo >> c.shift] or not c.ok[(hi - 1) >> c.shift]:
+        c.need(lo, hi)
+
+
+class LinkGraph:
+    """One tier's links at generation ``gen`` (module docstring). ``checked``: the arrays
+    of a file, verified per block on first read; None: arrays built here (trusted)."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], gen: int, changes: int, epoch: str,
+                 checked: dict[str, CheckedArray] | None = None) -> None:
         self.gen, self.changes, self.epoch = gen, changes, epoch
         keys, starts, blob, offsets = arrays["keys"], arrays["starts"], arrays["blob"], arrays["offsets"]
         adj_offsets, adj = arrays["adj_offsets"], arrays["adj"]
@@ -78,25 +111,27 @@ class LinkGraph:
                 or starts.size != (1 << bits) + 1 or adj_offsets.size != n + 1
                 or any(x.dtype.kind != "i" for x in (starts, offsets, adj_offsets, adj))):
             raise ValueError("link graph arrays disagree in type or length")
-        if n and (offsets[0] != 0 or offsets[-1] != blob.size or np.any(np.diff(offsets) < 0)
-                  or starts[0] != 0 or starts[-1] != n or np.any(np.diff(starts) < 0)
-                  or np.any(np.diff(keys.astype(np.int64)) < 0)
-                  or not np.array_equal(np.searchsorted(starts, np.arange(n), side="right") - 1,
-                                        keys >> np.uint32(32 - bits))
-                  or adj_offsets[0] != 0 or adj_offsets[-1] != adj.size
-                  or np.any(np.diff(adj_offsets) < 0)
-                  or (adj.size and (adj.min() < 0 or int(adj.max()) >> 3 >= n))):
+        if checked is None and n and (
+                offsets[0] != 0 or offsets[-1] != blob.size or np.any(np.diff(offsets) < 0)
+                or starts[0] != 0 or starts[-1] != n or np.any(np.diff(starts) < 0)
+                or np.any(np.diff(keys.astype(np.int64)) < 0)
+                or not np.array_equal(np.repeat(np.arange(starts.size - 1, dtype=np.uint32),
+                                                np.diff(starts)), keys >> np.uint32(32 - bits))
+                or adj_offsets[0] != 0 or adj_offsets[-1] != adj.size
+                or np.any(np.diff(adj_offsets) < 0)
+                or (adj.size and (adj.min() < 0 or int(adj.max()) >> 3 >= n))):
             raise ValueError("link graph arrays are not a graph (offsets, order or ends out of range)")
         self.n = n
         self.shift = 32 - bits
         self.arrays = arrays
-        # memoryviews: indexing one yields a Python int in C (no NumPy scalar per read)
-        self._keys = memoryview(keys)
-        self._starts = memoryview(starts)
-        self._blob = memoryview(blob)
-        self._offsets = memoryview(offsets)
-        self._adj_offsets = memoryview(adj_offsets)
-        self._adj = memoryview(adj)
+        # memoryviews: indexing one yields a Python int in C (no NumPy scalar per read); a
+        # file's blocks are verified as look-ups first read them (a cold process reads a
+        # few pages of a 20 MB file at 1M entries, not all of it)
+        self._c = {k: _Blocks(arrays[k], checked[k] if checked is not None else None) for k in _ARRAYS}
+        self._lazy = checked is not None
+        self._keys, self._starts, self._blob = (self._c[k].mv for k in ("keys", "starts", "blob"))
+        self._offsets, self._adj_offsets, self._adj = (self._c[k].mv for k in
+                                                       ("offsets", "adj_offsets", "adj"))
 
     @classmethod
     def build(cls, rows: Sequence[tuple[str, str, str]], gen: int, changes: int,
@@ -138,11 +173,20 @@ class LinkGraph:
         the bucket's keys, then the bytes of a key that matches."""
         key = crc32(data)
         b = key >> self.shift
-        starts, keys = self._starts, self._keys
+        lazy, c = self._lazy, self._c
+        if lazy:
+            _ready(c["starts"], b, b + 2)
+        starts, keys, offsets = self._starts, self._keys, self._offsets
         i, hi = starts[b], starts[b + 1]
+        if lazy and i < hi:
+            _ready(c["keys"], i, hi)
         while i < hi:
-            if keys[i] == key and self._blob[self._offsets[i]:self._offsets[i + 1]] == data:
-                return i
+            if keys[i] == key:
+                if lazy:
+                    _ready(c["offsets"], i, i + 2)
+                    _ready(c["blob"], offsets[i], max(offsets[i + 1], offsets[i] + 1))
+                if self._blob[offsets[i]:offsets[i + 1]] == data:
+                    return i
             i += 1
         return -1
 
@@ -152,17 +196,28 @@ class LinkGraph:
         if not self.n or not ids:
             return out
         offsets, blob, adj_offsets, adj = self._offsets, self._blob, self._adj_offsets, self._adj
-        find = self._find
+        find, lazy, c = self._find, self._lazy, self._c
         for eid in ids:
             i = find(eid.encode())
             if i < 0:
                 continue  # the usual case: most ids have no link in a given tier
+            if lazy:
+                _ready(c["adj_offsets"], i, i + 2)
+                _ready(c["adj"], adj_offsets[i], max(adj_offsets[i + 1], adj_offsets[i] + 1))
             for half in adj[adj_offsets[i]:adj_offsets[i + 1]]:
                 j = half >> 3
+                if lazy:
+                    _ready(c["offsets"], j, j + 2)
+                    _ready(c["blob"], offsets[j], max(offsets[j + 1], offsets[j] + 1))
                 other = str(blob[offsets[j]:offsets[j + 1]], "utf-8")
                 kind = LINK_TYPES[(half >> 1) & 3]
                 out.add(LinkEnds(other, eid, kind) if half & 1 else LinkEnds(eid, other, kind))
         return out
+
+    def blocks_verified(self) -> dict[str, tuple[int, int]]:
+        """Per array: (blocks verified so far, blocks in all) -- all of them for a graph
+        built here; for a mapped file, those its look-ups read."""
+        return {k: (sum(c.ok[:-1]), len(c.ok) - 1) for k, c in self._c.items()}
 
     def holds(self, ids: Sequence[str]) -> bool:
         """True when one of ``ids`` is an endpoint (a deleted one changed the links)."""
@@ -171,18 +226,25 @@ class LinkGraph:
     def save(self, path: Path, uid: str) -> None:
         meta = {"version": GRAPH_VERSION, "gen": self.gen, "changes": self.changes,
                 "tier_uid": uid, "epoch": self.epoch}
-        array_file.write(path, meta, {k: self.arrays[k] for k in _ARRAYS}, mode=0o600)
+        array_file.write(path, meta, {k: self.arrays[k] for k in _ARRAYS}, set(_ARRAYS), mode=0o600)
 
     @classmethod
     def load(cls, path: Path) -> tuple["LinkGraph", str]:
-        """The graph in ``path`` (every array CRC-checked) and the tier uid it names;
-        ValueError / OSError when the file is damaged or of another layout."""
+        """The graph in ``path`` and the tier uid it names: header, sizes and types checked
+        now, each block of an array the first time a look-up reads it (its CRC-32 and
+        its values' bounds: ``CacheDamaged``); ValueError / OSError when the file is
+        damaged or of another layout."""
         f = array_file.read(path)
         meta = f.meta
-        if meta.get("version") != GRAPH_VERSION or set(f.names()) != set(_ARRAYS):
+        if (meta.get("version") != GRAPH_VERSION or set(f.names()) != set(_ARRAYS)
+                or f.lazy_names() != set(_ARRAYS)):
             raise ValueError(f"not a link graph of version {GRAPH_VERSION}")
-        graph = cls({k: f.array(k) for k in _ARRAYS}, int(meta["gen"]), int(meta["changes"]),
-                    str(meta["epoch"]))
+        n, n_blob, n_adj = (f.array_size(k) for k in ("keys", "blob", "adj"))
+        bounds = {"starts": (0, n + 1), "offsets": (0, n_blob + 1), "adj_offsets": (0, n_adj + 1),
+                  "adj": (0, max(8 * n, 1))}
+        checked = {k: f.checked(k, bounds.get(k)) for k in _ARRAYS}
+        graph = cls({k: checked[k].a for k in _ARRAYS}, int(meta["gen"]), int(meta["changes"]),
+                    str(meta["epoch"]), checked)
         return graph, str(meta["tier_uid"])
 
 
@@ -203,7 +265,21 @@ class LinkGraphCache:
     def touching(self, ids: Sequence[str]) -> list[LinkEnds]:
         """The links of the tier touching ``ids``, as the table holds them now."""
         graph = self.current()
-        return list(graph.touching(ids)) if graph is not None else []
+        if graph is None:
+            return []
+        try:
+            return list(graph.touching(ids))
+        except (ValueError, IndexError) as exc:  # a block of the file failed its check
+            graph = self._damaged(graph, exc)
+            return list(graph.touching(ids)) if graph is not None else []
+
+    def _damaged(self, graph: LinkGraph, exc: Exception) -> LinkGraph | None:
+        """A graph whose file failed a block check: one warning, then one built from the table."""
+        with self.lock:
+            if self.graph is graph:
+                log.warning("link graph %s is damaged (%s): rebuilding it", graph_path(self.store), exc)
+                self.graph = self._build()
+            return self.graph
 
     def current(self) -> LinkGraph | None:
         """The graph exact at the tier's generation (None while the file does not exist)."""
@@ -228,7 +304,11 @@ class LinkGraphCache:
         changes = self.links.changes_since(graph.gen)
         if changes is None or changes.gen < graph.gen or changes.changes != graph.changes:
             return False
-        if changes.deleted and graph.holds(changes.deleted):
+        try:
+            if changes.deleted and graph.holds(changes.deleted):
+                return False
+        except (ValueError, IndexError) as exc:  # a block of the file failed its check
+            log.warning("link graph %s is damaged (%s): rebuilding it", graph_path(self.store), exc)
             return False
         graph.gen = changes.gen
         return True
