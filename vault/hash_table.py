@@ -20,6 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.key_filter import KeyFilter, present
 from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
 from tiervault.vault.string_table import StringTable
 
@@ -88,6 +89,7 @@ class HashTable:
         self.raw, self.keys, self.order = raw, keys, order
         self._n = len(keys)
         self._memo: dict[str, list[int]] = {}
+        self._filter: KeyFilter | None = None  # built by the first held()
 
     @classmethod
     def build(cls, raw: np.ndarray) -> "HashTable":
@@ -137,16 +139,19 @@ class HashTable:
 
     def held(self, strings: Sequence[str]) -> dict[int, list[int]]:
         """:meth:`find` for the strings held only: {position: slots, ascending}. When
-        every string is a digest, one binary search of all their 8-byte prefixes decides
-        the misses (no Python per string); the rest as :meth:`find`."""
+        every string is a digest, their 8-byte prefixes decide the misses (no Python per
+        string): most by one bit of the table's
+        :class:`~tiervault.vault.key_filter.KeyFilter`, the rest by a binary search
+        (session 11); the others as :meth:`find`."""
         if not strings or not self._n:
             return {}
         prefix = digest_keys(strings)
         if prefix is None:  # not all digests: the per-string path
             return {i: f for i, f in enumerate(self.find(strings)) if f}
         keys = self.keys.all()
-        lo = np.searchsorted(keys, prefix, side="left")
-        return held_through(self._memo, strings, keys.take(lo, mode="clip") == prefix, self._find)
+        if self._filter is None:  # benign race: two threads may both build one
+            self._filter = KeyFilter(keys)
+        return held_through(self._memo, strings, present(keys, self._filter, prefix), self._find)
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in strings]
