@@ -25,8 +25,9 @@ by the search's memos); with k conditions the query's condition is ``(i + r) % k
 process ``r``, so over k fresh processes every query is timed once in every condition,
 with the same history of earlier queries, and each process mixes all of them (a slow
 minute of the machine hits every condition alike). Reported: CPU (process and thread)
-and wall p50 / mean per condition, sys time and minor faults, the median of the
-per-query paired differences to ``warm``, and with ``--stages`` the CPU of each stage
+and wall p50 / mean per condition, sys time and minor faults, the gap (wall ms from
+the end of the previous scan to the timed one), the median of the per-query paired
+differences to ``warm``, and with ``--stages`` the CPU of each stage
 (wrappers of ``scan_profile.py``, alike in every condition) and of the mirror's string
 / hash tables and checked arrays inside them.
 
@@ -213,6 +214,7 @@ def child(workdir: Path, n: int, seed: int, rotation: int, with_stages: bool, wa
                 sw.use(is_old, callers)
             variant = "/old" if is_old else "/new"
         scan(prev)
+        prev_end = time.perf_counter_ns()
         if cond == "flush":
             buf += 1  # read and write every line: evicts the scan's lines from L2 and L3
         if cond in ("interleave", "full"):
@@ -243,6 +245,7 @@ def child(workdir: Path, n: int, seed: int, rotation: int, with_stages: bool, wa
         thread = time.thread_time_ns() - h0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         row = {"i": i, "cond": cond + variant, "cpu_ms": cpu / 1e6, "wall_ms": wall / 1e6, "thread_ms": thread / 1e6,
+               "gap_ms": (t0 - prev_end) / 1e6,
                "sys_ms": (ru1.ru_stime - ru0.ru_stime) * 1e3, "minflt": ru1.ru_minflt - ru0.ru_minflt}
         if clock is not None:
             row["stages"] = {k: v * 1e3 for k, v in clock.now.items()}
@@ -278,6 +281,7 @@ def summarize(children: list[dict[str, Any]], conditions: tuple[str, ...]) -> di
         d: dict[str, Any] = {"cpu_ms": _stats([r["cpu_ms"] for r in rows]),
                              "wall_ms": _stats([r["wall_ms"] for r in rows]),
                              "thread_cpu_ms": _stats([r["thread_ms"] for r in rows]),
+                             "gap_ms": _stats([r.get("gap_ms", 0.0) for r in rows]),
                              "sys_ms_mean": round(statistics.fmean(r["sys_ms"] for r in rows), 3),
                              "minor_faults_mean": round(statistics.fmean(r["minflt"] for r in rows), 1)}
         if "stages" in rows[0]:
