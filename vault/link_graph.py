@@ -72,7 +72,7 @@ class _Blocks:
     CRC-32 written with it (and the array's value bounds) by
     :class:`~tiervault.vault.checked_array.CheckedArray` the first time a look-up reads it."""
 
-    __slots__ = ("mv", "ok", "shift", "per", "src")
+    __slots__ = ("mv", "ok", "shift", "per", "src", "done")
 
     def __init__(self, a: np.ndarray, src: CheckedArray | None) -> None:
         self.mv = memoryview(a)
@@ -81,6 +81,7 @@ class _Blocks:
         n_blocks = -(-a.size // self.per) + 1  # one spare: ``ready`` may ask for the block past the end
         self.ok = bytearray(b"\1" * n_blocks) if src is None else bytearray(n_blocks)
         self.src = src
+        self.done = src is None  # every block verified: look-ups skip the flags
 
     def need(self, lo: int, hi: int) -> None:
         """Verify the blocks holding elements ``[lo, hi)`` (CacheDamaged if one fails)."""
@@ -88,6 +89,7 @@ class _Blocks:
             self.src.check_ranges([lo], [hi])
             for b in range(lo >> self.shift, ((hi - 1) >> self.shift) + 1):
                 self.ok[b] = 1
+            self.done = self.ok.find(0, 0, len(self.ok) - 1) < 0
 
 
 def _ready(c: _Blocks, lo: int, hi: int) -> None:
@@ -129,6 +131,7 @@ class LinkGraph:
         # few pages of a 20 MB file at 1M entries, not all of it)
         self._c = {k: _Blocks(arrays[k], checked[k] if checked is not None else None) for k in _ARRAYS}
         self._lazy = checked is not None
+        self._c_starts, self._c_keys = self._c["starts"], self._c["keys"]
         self._keys, self._starts, self._blob = (self._c[k].mv for k in ("keys", "starts", "blob"))
         self._offsets, self._adj_offsets, self._adj = (self._c[k].mv for k in
                                                        ("offsets", "adj_offsets", "adj"))
@@ -173,18 +176,18 @@ class LinkGraph:
         the bucket's keys, then the bytes of a key that matches."""
         key = crc32(data)
         b = key >> self.shift
-        lazy, c = self._lazy, self._c
-        if lazy:
-            _ready(c["starts"], b, b + 2)
+        c_starts, c_keys = self._c_starts, self._c_keys
+        if not c_starts.done:  # a mapped file: the blocks read here verified first
+            _ready(c_starts, b, b + 2)
         starts, keys, offsets = self._starts, self._keys, self._offsets
         i, hi = starts[b], starts[b + 1]
-        if lazy and i < hi:
-            _ready(c["keys"], i, hi)
+        if not c_keys.done and i < hi:
+            _ready(c_keys, i, hi)
         while i < hi:
             if keys[i] == key:
-                if lazy:
-                    _ready(c["offsets"], i, i + 2)
-                    _ready(c["blob"], offsets[i], max(offsets[i + 1], offsets[i] + 1))
+                if self._lazy:
+                    _ready(self._c["offsets"], i, i + 2)
+                    _ready(self._c["blob"], offsets[i], max(offsets[i + 1], offsets[i] + 1))
                 if self._blob[offsets[i]:offsets[i + 1]] == data:
                     return i
             i += 1
