@@ -20,6 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.few_keys import FEW, candidate_slots
 from tiervault.vault.key_filter import KeyFilter, present
 from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
 from tiervault.vault.string_table import StringTable
@@ -175,6 +176,12 @@ class HashTable:
             want = np.frombuffer(b"".join(raws), dtype=np.uint8).reshape(-1, DIGEST)
         prefix = want.view(">u8")[:, 0].astype(np.uint64)
         keys = self.keys.all()  # a binary search reads scattered blocks: verify once
+        if len(idx) <= FEW:  # the few digests past the key filter: vault/few_keys.py
+            for o, cands in enumerate(candidate_slots(keys, self.order, prefix)):
+                row = want[o].tobytes()
+                out[idx[o]] = sorted(c for c in cands
+                                     if self.raw.get(c * DIGEST, (c + 1) * DIGEST).tobytes() == row)
+            return out
         lo = np.searchsorted(keys, prefix, side="left")
         counts = np.searchsorted(keys, prefix, side="right") - lo
         if not counts.any():

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.few_keys import FEW, candidate_slots
 from tiervault.vault.key_filter import KeyFilter, present
 from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
 
@@ -282,6 +283,18 @@ class StringTable:
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         want = lookup_fingerprints(strings)
         keys = self.keys.all()  # a binary search reads scattered blocks: verify once
+        if len(strings) <= FEW:  # a query's stems: vault/few_keys.py
+            out = []
+            for s, cands in zip(strings, candidate_slots(keys, self.order, want)):
+                hits = []
+                for c in cands:
+                    a, b = self.offsets.get(c, c + 2).tolist()
+                    if a < 0 or b > len(self.blob):
+                        raise ValueError("string table offsets point outside the blob")
+                    if self.blob.get(a, b).tobytes() == s.encode():
+                        hits.append(c)
+                out.append(sorted(hits))
+            return out
         lo_a = np.searchsorted(keys, want, side="left")
         n_cands = np.searchsorted(keys, want, side="right") - lo_a
         single = np.flatnonzero(n_cands == 1)  # the usual case: one candidate each (or none)
