@@ -12,7 +12,7 @@ import pytest
 from tiervault.vault.checked_array import CacheDamaged, CheckedArray, block_crcs
 from tiervault.vault.few_keys import FEW, candidate_slots
 from tiervault.vault.hash_table import HashTable
-from tiervault.vault.string_table import StringTable, lookup_fingerprints
+from tiervault.vault.string_table import StringColumn, StringTable, lookup_fingerprints
 
 
 def _many(table, strings: list[str]) -> list[list[int]]:
@@ -88,3 +88,49 @@ def test_the_few_path_verifies_the_blocks_it_reads():
     assert table.find(["s00001"]) == [[1]]
     with pytest.raises(CacheDamaged):
         table.find(["s15000"])
+
+
+def test_a_few_takes_read_the_same_strings_as_a_gather():
+    strings = [f"id-{i}" for i in range(5000)] + ["", "caf\u00e9"]
+    table = StringTable.build(strings)
+    for slots in ([0], [5001, 5000, 17], list(range(4990, 4990 + FEW)), [3, 3]):
+        assert table.take(np.array(slots)) == [strings[s] for s in slots]
+        assert table.take(np.array(slots * (FEW + 1)))[: len(slots)] == [strings[s] for s in slots]
+    hexes = [_digest(str(i)) for i in range(3000)]
+    hashes = HashTable.build(np.frombuffer(bytes.fromhex("".join(hexes)), dtype=np.uint8).reshape(-1, 32))
+    for slots in ([2999], [7, 0, 7]):
+        assert hashes.take(np.array(slots)) == [hexes[s] for s in slots]
+        assert hashes.take(np.array(slots * (FEW + 1)))[: len(slots)] == [hexes[s] for s in slots]
+    with pytest.raises(IndexError):
+        hashes.take(np.array([3000]))
+
+
+def test_a_few_takes_refuse_offsets_outside_the_blob():
+    built = StringTable.build(["ab", "cd", "ef"])
+    offsets = built.offsets.a.copy()
+    offsets[2] = 99  # "cd" would end past the blob, "ef" start there
+    table = StringTable(built.blob, CheckedArray(offsets), built.keys, built.order)
+    assert table.take(np.array([0])) == ["ab"]
+    for slots in ([1], [2]):
+        with pytest.raises(ValueError):
+            table.take(np.array(slots))
+
+
+def test_remembered_ids_answer_held_as_the_full_look_up():
+    ids = [f"entry-{i:05d}" for i in range(4000)]
+    column = StringColumn(StringTable.build(ids))
+    slots = np.array([10, 3999, 250])
+    assert column.take_distinct(slots) == [ids[10], ids[3999], ids[250]]  # remembered
+    ask = [ids[250], "entry-99999", ids[10]]
+    assert column.held(ask) == StringColumn(StringTable.build(ids)).held(ask) == {0: [250], 2: [10]}
+    assert column.held([ids[3999]]) == {0: [3999]}
+    column.base.find(["entry-99999"])  # a miss remembered too: still no answer
+    assert column.held(["entry-99999", ids[10]]) == {1: [10]}
+    column.extend([ids[10], "new"])  # a write appends: the appended slots join the base one
+    assert column.held([ids[10], "new"]) == {0: [10, 4000], 1: [4001]}
+    hexes = [_digest(str(i)) for i in range(500)]
+    raw = np.frombuffer(bytes.fromhex("".join(hexes)), dtype=np.uint8).reshape(-1, 32)
+    hashes = HashTable.build(raw)
+    hashes.find([hexes[4], _digest("gone")])  # both answers remembered
+    assert hashes.held([_digest("gone"), hexes[4]]) == HashTable.build(raw).held(
+        [_digest("gone"), hexes[4]]) == {1: [4]}

@@ -22,7 +22,7 @@ import numpy as np
 from tiervault.vault.checked_array import CheckedArray
 from tiervault.vault.few_keys import FEW, candidate_slots
 from tiervault.vault.key_filter import KeyFilter, present
-from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
+from tiervault.vault.string_memo import MEMO_MAX, held_remembered, held_through, memo_find
 from tiervault.vault.string_table import StringTable
 
 __all__ = ["DIGEST", "HashTable", "table_of", "digest_keys"]
@@ -122,6 +122,10 @@ class HashTable:
         slots = np.asarray(slots, dtype=np.int64)
         if not slots.size:
             return []
+        if slots.size <= FEW:  # a handful: verified slices, no gathers (vault/few_keys.py)
+            if int(slots.min()) < 0 or int(slots.max()) >= self._n:
+                raise IndexError(f"hash table slots outside 0..{self._n - 1}")
+            return [self.raw.get(s * DIGEST, (s + 1) * DIGEST).tobytes().hex() for s in slots.tolist()]
         data = self._rows(slots).tobytes()
         return [data[i:i + DIGEST].hex() for i in range(0, len(data), DIGEST)]
 
@@ -146,6 +150,8 @@ class HashTable:
         (session 11); the others as :meth:`find`."""
         if not strings or not self._n:
             return {}
+        if len(strings) <= FEW and (known := held_remembered(self._memo, strings)) is not None:
+            return known
         prefix = digest_keys(strings)
         if prefix is None:  # not all digests: the per-string path
             return {i: f for i, f in enumerate(self.find(strings)) if f}

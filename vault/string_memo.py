@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["MEMO_MAX", "memo_find", "held_through"]
+__all__ = ["MEMO_MAX", "memo_find", "held_through", "held_remembered"]
 
 MEMO_MAX = 50_000  # remembered look-ups per table (a few MB at most)
 
@@ -58,3 +58,15 @@ def held_through(memo: dict[str, list[int]], strings: Sequence[str], present: np
             if k:
                 out[i] = k
     return out
+
+
+def held_remembered(memo: dict[str, list[int]], strings: Sequence[str]) -> dict[int, list[int]] | None:
+    """The answer of ``held(strings)`` when ``memo`` remembers every one of ``strings``
+    (the table never changes: a remembered answer, held or not, stays true), else None.
+    For a handful of strings (issue 16, session 11): the pool asks a tier about the ids
+    its top k just read (``StringColumn.take_distinct`` remembered them), and this skips
+    their fingerprints, the key filter and the binary search (~8 NumPy calls)."""
+    known = list(map(memo.get, strings))
+    if None in known:
+        return None
+    return {i: k for i, k in enumerate(known) if k}

@@ -27,7 +27,7 @@ import numpy as np
 from tiervault.vault.checked_array import CheckedArray
 from tiervault.vault.few_keys import FEW, candidate_slots
 from tiervault.vault.key_filter import KeyFilter, present
-from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
+from tiervault.vault.string_memo import MEMO_MAX, held_remembered, held_through, memo_find
 
 if TYPE_CHECKING:
     from tiervault.vault.hash_table import HashTable
@@ -221,11 +221,20 @@ class StringTable:
             raise ValueError("string table offsets point outside the blob")
         return self.blob.get(lo, hi).tobytes().decode()
 
+    def _bytes(self, slot: int) -> bytes:
+        """The bytes of the string at ``slot`` (in range), its blocks verified."""
+        a, b = self.offsets.get(slot, slot + 2).tolist()
+        if a < 0 or b > len(self.blob) or a > b:
+            raise ValueError("string table offsets point outside the blob")
+        return self.blob.get(a, b).tobytes()
+
     def take(self, slots: np.ndarray) -> list[str]:
         """The strings at ``slots`` (in range), offsets gathered at once."""
         slots = np.asarray(slots, dtype=np.int64)
         if not slots.size:
             return []
+        if slots.size <= FEW:  # a handful: verified slices, no gathers (vault/few_keys.py)
+            return [self._bytes(s).decode() for s in slots.tolist()]
         starts, ends = self.offsets.at(slots).tolist(), self.offsets.at(slots + 1).tolist()
         if min(starts) < 0 or max(ends) > len(self.blob) or any(a > b for a, b in zip(starts, ends)):
             raise ValueError("string table offsets point outside the blob")
@@ -274,6 +283,8 @@ class StringTable:
         as :meth:`find` (memo, then the bytes)."""
         if not strings or not self._n:
             return {}
+        if len(strings) <= FEW and (known := held_remembered(self._memo, strings)) is not None:
+            return known
         want = lookup_fingerprints(strings)
         keys = self.keys.all()
         if self._filter is None:  # benign race: two threads may both build one
@@ -284,17 +295,8 @@ class StringTable:
         want = lookup_fingerprints(strings)
         keys = self.keys.all()  # a binary search reads scattered blocks: verify once
         if len(strings) <= FEW:  # a query's stems: vault/few_keys.py
-            out = []
-            for s, cands in zip(strings, candidate_slots(keys, self.order, want)):
-                hits = []
-                for c in cands:
-                    a, b = self.offsets.get(c, c + 2).tolist()
-                    if a < 0 or b > len(self.blob):
-                        raise ValueError("string table offsets point outside the blob")
-                    if self.blob.get(a, b).tobytes() == s.encode():
-                        hits.append(c)
-                out.append(sorted(hits))
-            return out
+            return [sorted(c for c in cands if self._bytes(c) == s.encode())
+                    for s, cands in zip(strings, candidate_slots(keys, self.order, want))]
         lo_a = np.searchsorted(keys, want, side="left")
         n_cands = np.searchsorted(keys, want, side="right") - lo_a
         single = np.flatnonzero(n_cands == 1)  # the usual case: one candidate each (or none)
