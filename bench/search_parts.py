@@ -5,7 +5,7 @@
 ``DIR`` is a ``bench/run.py`` work directory (``tiers/*.db``). After ``--warmup``
 untimed scans (``search_intelligent(mode="scan")``, bench queries), ``--queries``
 scans are run with a ``time.perf_counter`` wrapper around each named part of the
-federated search (only while ``VaultManager._search`` runs: the same functions
+federated search (only while ``VaultManager.search`` runs: the same functions
 called by other stages are not counted): the term statistics (``lexical_query``),
 each tier's top k and its steps, the dedup's look-ups (``dedup.holders``) and
 choice (``dedup.keep``), ``_with_tfidf``, ``candidates_of``. ms a query (sums over
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in parents:
             owner = getattr(owner, name)
         wrap(owner, attr, label)
-    search = manager_mod.VaultManager._search
+    search = manager_mod.VaultManager.search
 
     def whole(*a: Any, **kw: Any) -> Any:
         inside[0] = True
@@ -97,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return search(*a, **kw)
         finally:
-            spent["VaultManager._search"] += time.perf_counter() - t0
-            calls["VaultManager._search"] += 1
+            spent["VaultManager.search"] += time.perf_counter() - t0
+            calls["VaultManager.search"] += 1
             inside[0] = False
-    manager_mod.VaultManager._search = whole  # type: ignore[method-assign]
+    manager_mod.VaultManager.search = whole  # type: ignore[method-assign]
 
     def scan(q: dict[str, Any]) -> Any:
         return brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
