@@ -24,8 +24,9 @@ from tiervault.vault.entry import LINK_TYPES
 from tiervault.vault.link_graph import LinkGraph, bucket_bits, graph_path
 from tiervault.vault.manager import Tier, VaultManager
 from tiervault.vault.read_scope import read_scope
-from tiervault.vault.rows import LinkEnds
+from tiervault.vault.rows import Link, LinkEnds
 from tiervault.vault.store import TierStore
+from tiervault.vault.transfer import transfer_for
 
 from tier_contract import entry, open_tier  # noqa: F401  (fixture, every backend)
 
@@ -318,3 +319,83 @@ def test_a_mapped_graph_reads_only_the_blocks_it_checked(tmp_path: Path, caplog)
         _same(again, names[-2:])
     assert "damaged" in caplog.text and again.graph.builds == 1
     again.close()
+
+
+@pytest.fixture
+def eager_stale(monkeypatch):
+    """Rebuild thresholds small enough for a test's graph: stale after any change below 3."""
+    from tiervault.vault import link_graph
+
+    monkeypatch.setattr(link_graph, "SMALL_LINKS", 0)
+    monkeypatch.setattr(link_graph, "REBUILD_MIN", 3)
+    monkeypatch.setattr(link_graph, "REBUILD_SHARE", 0.0)
+
+
+def test_a_stale_graph_is_never_read_and_rebuilds_at_the_threshold(tmp_path: Path, eager_stale) -> None:
+    store = TierStore(tmp_path / "agent.db", name="agent")
+    store.capture_many([entry(f"e{i}") for i in range(12)])
+    for i in range(8):
+        store.link(f"e{i}", f"e{i + 1}", "supports")
+    _same(store, ["e0", "e4"])
+    assert store.graph.builds == 1
+    store.link("e9", "e10", "extends")  # 1 change: stale, SQL answers, nothing rebuilt
+    _same(store, ["e9", "e10", "e4"])
+    assert store.graph.builds == 1 and store.graph.current() is None
+    store.unlink("e3", "e4")  # 2 changes
+    _same(store, ["e3", "e4", "e9"])
+    store.delete("e0")  # an endpoint deleted: its link cascaded (3 changes: rebuilt)
+    _same(store, ["e0", "e1", "e3", "e9"])
+    assert store.graph.builds == 2 and store.graph.current() is not None
+    store.delete("e11")  # no link of it: the rebuilt graph stays exact
+    _same(store, ["e1", "e11"])
+    assert store.graph.builds == 2
+    store.close()
+
+
+def test_a_large_graph_is_not_rebuilt_per_link_change(tmp_path: Path) -> None:
+    from tiervault.vault import link_graph
+
+    store = TierStore(tmp_path / "agent.db", name="agent")
+    n = link_graph.SMALL_LINKS + 10
+    store.capture_many([entry(f"e{i}") for i in range(n + 1)])
+    # one transaction: the bulk copy of links (migrate / import)
+    transfer_for(store).put_links([Link(f"e{i}", f"e{i + 1}", "supports", "", 0.0, "agent")
+                                   for i in range(n)])
+    _same(store, ["e0", "e7"])
+    assert store.graph.builds == 1
+    for i in range(5):  # an agent linking between its searches
+        store.link(f"e{i}", f"e{i + 7}", "extends")
+        _same(store, [f"e{i}", f"e{i + 7}"])
+    assert store.graph.builds == 1  # below max(256, 5%): answered by SQL, not rebuilt
+    store.close()
+
+
+@pytest.mark.parametrize("seed", [5, 41])
+def test_link_ends_equal_sql_through_random_walks_with_stale_graphs(tmp_path: Path, seed: int,
+                                                                     eager_stale) -> None:
+    test_link_ends_equal_sql_through_random_walks(tmp_path, seed)
+
+
+def test_schema_5_holds_the_link_change_count(tmp_path: Path) -> None:
+    """A tier written by schema 4 (no change count) opens as schema 5 with the count at 0:
+    a tiervault of schema 4, which links without bumping it, refuses the file from then on."""
+    from tiervault.vault.schema import SCHEMA_VERSION
+
+    db = tmp_path / "agent.db"
+    store = TierStore(db, name="agent")
+    store.capture_many([entry("a"), entry("b")])
+    store.close()
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM meta WHERE key = 'links.changes'")
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    store = TierStore(db, name="agent")
+    store.link("a", "b", "supports")
+    assert set(store.link_ends(["a"])) == {LinkEnds("a", "b", "supports")}
+    store.close()
+    conn = sqlite3.connect(db)
+    assert SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert conn.execute("SELECT value FROM meta WHERE key = 'links.changes'").fetchone() == ("1",)
+    conn.close()

@@ -24,8 +24,11 @@ is exact at and the links' change count (``meta['links.changes']``, bumped in th
 same transaction by every link, unlink and link copy, :mod:`sqlite_links`). When
 the generation moves, one snapshot reads the count and the entries deleted since
 (tombstones): the graph stays exact when the count did not move and no deleted
-id is one of its endpoints (a delete cascades only to the links of that id);
-otherwise it is rebuilt from the table and saved again. A file of another tier or
+id is one of its endpoints (a delete cascades only to the links of that id).
+Otherwise it is stale and never read: the tier answers by SQL until the changes
+since the graph reach max(256, 5%) of its links (a small graph: at once), then it
+is rebuilt from the table and saved again -- so an agent linking between searches
+does not pay a whole rebuild per search. A file of another tier or
 another history (uid, epoch of its generation: recorded, or pinned by the save in
 ``meta['links.pin']`` so that the file outlives the epoch window), or a damaged
 one, is rebuilt with a warning.
@@ -51,6 +54,12 @@ __all__ = ["LinkGraph", "LinkGraphCache", "GRAPH_VERSION", "graph_path", "bucket
 log = logging.getLogger(__name__)
 
 GRAPH_VERSION = 2  # 2: every array verified per block on first read
+#: A stale graph is rebuilt once the link changes since it reach max(REBUILD_MIN,
+#: REBUILD_SHARE x its links) -- the mirror's max(256, 5%) -- or at once below SMALL_LINKS
+#: links (a rebuild of 2,048 links costs ~2-5 ms; 30,000 links ~20-80 ms: bench/README.md).
+REBUILD_MIN = 256
+REBUILD_SHARE = 0.05
+SMALL_LINKS = 2_048
 _CODE = {t: i for i, t in enumerate(LINK_TYPES)}
 _ARRAYS = ("keys", "starts", "blob", "offsets", "adj_offsets", "adj")
 
@@ -222,9 +231,14 @@ class LinkGraph:
         built here; for a mapped file, those its look-ups read."""
         return {k: (sum(c.ok[:-1]), len(c.ok) - 1) for k, c in self._c.items()}
 
-    def holds(self, ids: Sequence[str]) -> bool:
-        """True when one of ``ids`` is an endpoint (a deleted one changed the links)."""
-        return any(self._find(eid.encode()) >= 0 for eid in ids)
+    def held_count(self, ids: Sequence[str]) -> int:
+        """How many of ``ids`` are endpoints (a deleted one's links cascaded)."""
+        return sum(self._find(eid.encode()) >= 0 for eid in ids)
+
+    @property
+    def links(self) -> int:
+        """How many links the graph holds (each is two half-edges)."""
+        return len(self._adj) // 2
 
     def save(self, path: Path, uid: str) -> None:
         meta = {"version": GRAPH_VERSION, "gen": self.gen, "changes": self.changes,
@@ -264,12 +278,14 @@ class LinkGraphCache:
         self.graph: LinkGraph | None = None
         self.loaded = False  # the file was tried once (a cold process maps it, never reads it twice)
         self.builds = 0  # graphs built from the table by this process (tests and bench read it)
+        self.stale_at = -1  # the generation at which the graph was last found stale (SQL answers)
 
     def touching(self, ids: Sequence[str]) -> list[LinkEnds]:
-        """The links of the tier touching ``ids``, as the table holds them now."""
+        """The links of the tier touching ``ids``, as the table holds them now: from the
+        graph while it is exact, else from SQL (a missing file answers no link)."""
         graph = self.current()
         if graph is None:
-            return []
+            return [LinkEnds(ln.source_id, ln.target_id, ln.link_type) for ln in self.links.touching(ids)]
         try:
             return list(graph.touching(ids))
         except (ValueError, IndexError) as exc:  # a block of the file failed its check
@@ -285,36 +301,57 @@ class LinkGraphCache:
             return self.graph
 
     def current(self) -> LinkGraph | None:
-        """The graph exact at the tier's generation (None while the file does not exist)."""
+        """The graph exact at the tier's generation; None while the file does not exist or
+        the graph is stale but not yet worth rebuilding (:meth:`_catch_up`): SQL answers."""
         gen = self.store.generation()
         graph = self.graph
         if graph is not None and graph.gen == gen:
             return graph
+        if gen == self.stale_at:
+            return None
         with self.lock:
             if self.graph is None and not self.loaded:
                 self.loaded = True
                 self.graph = self._load()
             graph = self.graph
-            if graph is not None and graph.gen != gen and not self._still_exact(graph):
-                graph = None
-            if graph is None:
-                graph = self._build()
-            self.graph = graph
+            verdict = "rebuild" if graph is None else \
+                "exact" if graph.gen == gen else self._catch_up(graph)
+            if verdict == "stale":
+                self.stale_at = gen
+                return None
+            if verdict == "rebuild":
+                graph = self.graph = self._build()
             return graph
 
-    def _still_exact(self, graph: LinkGraph) -> bool:
-        """Moves ``graph`` to the tier's generation now when no link changed since."""
+    def _catch_up(self, graph: LinkGraph) -> str:
+        """``exact`` (``graph`` moved to the tier's generation: no link changed since it),
+        ``stale`` or ``rebuild``.
+
+        Why not rebuild at every link change: a rebuild reads every link (300,000 at
+        1,000,000 bench entries: ~0.5 s), and an agent that links between its searches
+        would pay it per search. A stale graph is never read -- the tier answers by SQL,
+        as before the graph -- until the link changes since it (links written or removed,
+        endpoints deleted) reach max(REBUILD_MIN, REBUILD_SHARE of its links), the
+        mirror's own cadence; a graph of fewer than SMALL_LINKS links is rebuilt at once
+        (a few ms)."""
         changes = self.links.changes_since(graph.gen)
-        if changes is None or changes.gen < graph.gen or changes.changes != graph.changes:
-            return False
+        if changes is None or changes.gen < graph.gen or changes.changes < graph.changes:
+            return "rebuild"  # another history: the file no longer exists or went back
         try:
-            if changes.deleted and graph.holds(changes.deleted):
-                return False
+            gone = graph.held_count(changes.deleted) if changes.deleted else 0
         except (ValueError, IndexError) as exc:  # a block of the file failed its check
             log.warning("link graph %s is damaged (%s): rebuilding it", graph_path(self.store), exc)
-            return False
-        graph.gen = changes.gen
-        return True
+            return "rebuild"
+        pending = changes.changes - graph.changes + gone
+        if pending == 0:
+            graph.gen = changes.gen
+            return "exact"
+        links = graph.links
+        if links < SMALL_LINKS:
+            return "rebuild"
+        limit = max(REBUILD_MIN, int(links * REBUILD_SHARE))
+        # the deletes since the graph are read again at each generation: bounded too
+        return "rebuild" if pending >= limit or len(changes.deleted) >= 4 * limit else "stale"
 
     def _load(self) -> LinkGraph | None:
         path = graph_path(self.store)

@@ -180,8 +180,17 @@ _V4 = [
     )""",
 ]
 
+_V5 = [
+    # The links' change count (vault/sqlite_links.py: every link, unlink and link copy
+    # bumps it in its transaction) keeps a tier's memory-mapped link graph exact
+    # (vault/link_graph.py). A tiervault of schema 4 writes links without bumping it,
+    # so the version moves: an older tiervault refuses this tier instead of leaving
+    # the graph serving links it removed.
+    "INSERT OR IGNORE INTO meta (key, value) VALUES ('links.changes', '0')",
+]
+
 #: MIGRATIONS[k] brings a tier from version k to k+1.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: Oldest schema a read-only connection can read as is (v3 only added a trigger,
 #: which matters to writers; v4 added feedback columns and weight_history, which
