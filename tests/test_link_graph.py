@@ -399,3 +399,25 @@ def test_schema_5_holds_the_link_change_count(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     assert conn.execute("SELECT value FROM meta WHERE key = 'links.changes'").fetchone() == ("1",)
     conn.close()
+
+
+def test_check_reports_a_graph_that_disagrees_with_the_table_and_repair_rebuilds_it(tmp_path: Path) -> None:
+    from tiervault.vault.tier_check import check_tier
+
+    db = tmp_path / "agent.db"
+    store = TierStore(db, name="agent")
+    store.capture_many([entry("a"), entry("b"), entry("c")])
+    store.link("a", "b", "supports")
+    assert store.link_ends(["a"]) and graph_path(store).exists()
+    assert check_tier(store).ok
+    conn = sqlite3.connect(db)  # outside SQL: a link written without bumping the count
+    conn.execute("INSERT INTO links (source_id, target_id, link_type, note, created_at) "
+                 "VALUES ('b', 'c', 'extends', '', 0)")
+    conn.commit()
+    conn.close()
+    found = check_tier(store)
+    assert any("disagrees with the tier's links (1 links differ)" in p for p in found.problems), found
+    assert check_tier(store, repair=True).ok
+    assert not check_tier(store).problems
+    assert set(store.link_ends(["c"])) == {LinkEnds("b", "c", "extends")}
+    store.close()

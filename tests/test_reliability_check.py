@@ -69,7 +69,10 @@ def test_check_finds_each_fault_and_repair_rebuilds_what_is_derived(tmp_path):
     assert subprocess.run([sys.executable, "-m", "tiervault", "import", "-"], cwd=root, input=lines,
                           env={**os.environ, "HOME": str(root / "home")}, capture_output=True,
                           text=True, timeout=120).returncode == 0
+    for i in range(4):
+        assert cli(["link", f"e{i}", f"e{i + 1}", "--type", "supports"], root).returncode == 0
     assert cli(["search", "entry"], root).returncode == 0  # caches written
+    assert (root / "a.db.links.graph").exists()
     r = cli(["check", "--json"], root)
     assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout
     with sqlite3.connect(root / "a.db") as conn:
@@ -82,11 +85,16 @@ def test_check_finds_each_fault_and_repair_rebuilds_what_is_derived(tmp_path):
     cache.write_bytes(cache.read_bytes()[:100])
     (ids_path,) = root.glob("a.db.vec-*.ids")
     ids_path.write_text("{}\n")
+    graph = root / "a.db.links.graph"
+    data = bytearray(graph.read_bytes())
+    data[-3] ^= 0xFF  # inside its last array: a block check fails
+    graph.write_bytes(bytes(data))
     r = cli(["check", "--json"], root)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     agent = next(t for t in json.loads(r.stdout)["tiers"] if t["tier"] == "agent")
     text = "\n".join(agent["problems"])
-    for needle in ("entries_fts", "'sneaky'", "vector of 'e2'", "search cache", "vector cache"):
+    for needle in ("entries_fts", "'sneaky'", "vector of 'e2'", "search cache", "vector cache",
+                   "link graph a.db.links.graph is damaged"):
         assert needle in text, (needle, text)
     r = cli(["check", "--repair", "--json"], root)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -231,6 +231,17 @@ class LinkGraph:
         built here; for a mapped file, those its look-ups read."""
         return {k: (sum(c.ok[:-1]), len(c.ok) - 1) for k, c in self._c.items()}
 
+    def all_links(self) -> set[LinkEnds]:
+        """Every link of the graph, each block of a file verified first (CacheDamaged /
+        ValueError when one fails): what ``tiervault check`` compares with the table."""
+        for c in self._c.values():
+            c.need(0, len(c.mv))
+        offsets, blob, adj_offsets, adj = self._offsets, self._blob, self._adj_offsets, self._adj
+        names = [str(blob[offsets[i]:offsets[i + 1]], "utf-8") for i in range(self.n)]
+        return {LinkEnds(names[i], names[half >> 3], LINK_TYPES[(half >> 1) & 3])
+                for i in range(self.n) for half in adj[adj_offsets[i]:adj_offsets[i + 1]]
+                if not half & 1}  # each link once: from its source's outbound half-edge
+
     def held_count(self, ids: Sequence[str]) -> int:
         """How many of ``ids`` are endpoints (a deleted one's links cascaded)."""
         return sum(self._find(eid.encode()) >= 0 for eid in ids)
@@ -291,6 +302,11 @@ class LinkGraphCache:
         except (ValueError, IndexError) as exc:  # a block of the file failed its check
             graph = self._damaged(graph, exc)
             return list(graph.touching(ids)) if graph is not None else []
+
+    def forget(self) -> None:
+        """Drop the graph held (its file was deleted): the next search maps or builds anew."""
+        with self.lock:
+            self.graph, self.loaded, self.stale_at = None, False, -1
 
     def _damaged(self, graph: LinkGraph, exc: Exception) -> LinkGraph | None:
         """A graph whose file failed a block check: one warning, then one built from the table."""

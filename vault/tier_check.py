@@ -2,7 +2,8 @@
 
 Per tier: SQLite and FTS5 integrity (FTS against its content table), entries with
 timestamps the model refuses, stored vectors that cannot be vectors, the search
-mirror cache (``<tier>.postings.mirror``, every block checked) and every vector cache (``<tier>.vec-*``):
+mirror cache (``<tier>.postings.mirror``, every block checked), the link graph
+(``<tier>.links.graph``, every block checked) and every vector cache (``<tier>.vec-*``):
 a cache must load, belong to this tier's history and, after catching up, hold
 exactly the tier's live entries. With ``repair``: FTS indexes are rebuilt and every
 entry moved to a new generation (mirrors rebuild), invalid timestamps fixed, bad
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tiervault.errors import StorageError, TierVaultError
+from tiervault.vault.rows import LinkEnds
 
 __all__ = ["TierCheck", "check_tier"]
 
@@ -71,6 +73,36 @@ def _mirror_problem(store: Any) -> str | None:
     return None
 
 
+def _graph_problem(store: Any) -> tuple[Path, str] | None:
+    """Why the link graph file (``<tier>.links.graph``) is unusable: damaged (every block
+    checked), another tier's, or holding other links than the table while it claims to be
+    exact (no link change and no endpoint deleted since its generation). A graph that
+    link changes made stale is not a problem: it is never read (vault/link_graph.py)."""
+    from tiervault.vault.link_graph import LinkGraph, graph_path
+
+    path = graph_path(store)
+    links = getattr(store, "links", None)
+    if path is None or links is None or not path.exists():
+        return None
+    try:
+        graph, uid = LinkGraph.load(path)
+        held = graph.all_links()
+        changes = links.changes_since(graph.gen)
+        exact = (changes is not None and changes.gen >= graph.gen and changes.changes == graph.changes
+                 and not graph.held_count(changes.deleted))
+    except (StorageError, TierVaultError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- reported, never raised: this is the check
+        return path, f"link graph {path.name} is damaged ({type(exc).__name__}: {str(exc)[:120]})"
+    if uid != store.uid():
+        return path, f"link graph {path.name} belongs to another tier (stale)"
+    state = links.state()
+    if exact and state is not None and held != {LinkEnds(*row) for row in state.rows}:
+        return path, (f"link graph {path.name} disagrees with the tier's links "
+                      f"({len(held ^ {LinkEnds(*row) for row in state.rows})} links differ)")
+    return None
+
+
 def _vector_problems(store: Any) -> list[tuple[Path, str]]:
     from tiervault.embeddings.recall import read_cache
 
@@ -114,6 +146,9 @@ def check_tier(store: Any, *, repair: bool = False) -> TierCheck:
         result.problems.append(mirror)
     vectors = _vector_problems(store)
     result.problems += [problem for _, problem in vectors]
+    graph = _graph_problem(store)
+    if graph is not None:
+        result.problems.append(graph[1])
     if not repair or not result.problems:
         return result
     if store.read_only:
@@ -135,6 +170,12 @@ def check_tier(store: Any, *, repair: bool = False) -> TierCheck:
     for ids_path, _ in vectors:
         _remove_vector_cache(ids_path)
         result.repaired.append(f"deleted {ids_path.name} (rebuilt on the next search)")
+    if graph is not None:
+        graph[0].unlink(missing_ok=True)
+        held = getattr(store, "graph", None)
+        if held is not None:
+            held.forget()  # this process's copy may be the damaged file's mapping
+        result.repaired.append(f"deleted {graph[0].name} (rebuilt on the next search)")
     if mirror or fts or damaged:
         from tiervault.vault.postings import Postings
 
