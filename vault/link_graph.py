@@ -296,7 +296,7 @@ class LinkGraphCache:
         graph while it is exact, else from SQL (a missing file answers no link)."""
         graph = self.current()
         if graph is None:
-            return [LinkEnds(ln.source_id, ln.target_id, ln.link_type) for ln in self.links.touching(ids)]
+            return LinkEnds.of(self.links.touching(ids))
         try:
             return list(graph.touching(ids))
         except (ValueError, IndexError) as exc:  # a block of the file failed its check

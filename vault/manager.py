@@ -459,4 +459,4 @@ def _ends_of(store: Any, ids: Sequence[str]) -> list[LinkEnds]:
     read = getattr(store, "link_ends", None)
     if read is not None:
         return read(ids)
-    return [LinkEnds(ln.source_id, ln.target_id, ln.link_type) for ln in store.links_touching(ids)]
+    return LinkEnds.of(store.links_touching(ids))

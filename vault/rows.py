@@ -256,6 +256,11 @@ class LinkEnds(NamedTuple):
     target_id: str
     link_type: str
 
+    @classmethod
+    def of(cls, links: Sequence["Link"]) -> list["LinkEnds"]:
+        """The ends of full links (what a backend's ``links_touching`` answers)."""
+        return [cls(ln.source_id, ln.target_id, ln.link_type) for ln in links]
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryHit:

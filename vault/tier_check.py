@@ -96,10 +96,11 @@ def _graph_problem(store: Any) -> tuple[Path, str] | None:
         return path, f"link graph {path.name} is damaged ({type(exc).__name__}: {str(exc)[:120]})"
     if uid != store.uid():
         return path, f"link graph {path.name} belongs to another tier (stale)"
-    state = links.state()
-    if exact and state is not None and held != {LinkEnds(*row) for row in state.rows}:
+    state = links.state() if exact else None
+    table = {LinkEnds._make(row) for row in state.rows} if state is not None else held
+    if held != table:
         return path, (f"link graph {path.name} disagrees with the tier's links "
-                      f"({len(held ^ {LinkEnds(*row) for row in state.rows})} links differ)")
+                      f"({len(held ^ table)} links differ)")
     return None
 
 
