@@ -6,7 +6,9 @@ regular expression that matches unicode61's rule (letters and digits are token
 characters, everything else separates); each *distinct* word is then stemmed by
 FTS5 itself (an in-memory ``porter unicode61`` table read through
 ``fts5vocab``), and cached. Words are Zipf-distributed, so after warm-up almost
-every lookup is a dict hit.
+every lookup is a dict hit. A query's few new words of ``[a-z0-9]`` are stemmed in
+Python instead (:mod:`porter`: FTS5's rules, checked against it word for word):
+the FTS5 round trip was ~0.1 ms a query, and most bench queries hold a new word.
 
 A word FTS5 would split further (rare characters that Python deems
 alphanumeric and unicode61 does not) maps to its first FTS5 token only.
@@ -18,6 +20,8 @@ import re
 import sqlite3
 import threading
 from typing import Callable, Iterable
+
+from tiervault.vault.porter import PORTER_MAX, PORTER_MIN, porter_stem
 
 __all__ = ["Stemmer", "split_words", "split_many", "split_each", "SEP", "STEMMER", "STOP_WORDS",
            "unchanged_by_fts5", "unchanged_many"]
@@ -83,7 +87,12 @@ def split_each(texts: list[str]) -> list[list[str]]:
 
 _ASCII_LOWER_ALNUM = re.compile(r"[a-z0-9]+")
 #: FTS5's porter tokenizer passes tokens shorter than 3 or longer than 64 bytes through.
-_PORTER_MIN, _PORTER_MAX = 3, 64
+_PORTER_MIN, _PORTER_MAX = PORTER_MIN, PORTER_MAX
+#: At most this many new words are stemmed in Python (:mod:`porter`), more by FTS5: a
+#: query's one or two new words cost ~0.1 ms as one FTS5 round trip (a table fill, a
+#: vocabulary read, a wipe) and a few us each here; a mirror build's many are cheaper
+#: in FTS5 (~2.3 us a word) than in Python.
+PYTHON_WORDS = 16
 
 
 def unchanged_by_fts5(word: str) -> bool:
@@ -117,6 +126,7 @@ class Stemmer:
     def __init__(self) -> None:
         self._cache: dict[str, str] = {}
         self._lock = threading.Lock()
+        self.fts5_words = 0  # words stemmed by the FTS5 table so far (the rest: cache, Python)
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
         # Contentless: FTS5 keeps no copy of the words, and the batch is wiped with one
         # 'delete-all' instead of a DELETE that re-tokenizes every row (half the cost
@@ -157,18 +167,37 @@ class Stemmer:
                 missing = [w for w in missing if w not in self._cache]
                 if not missing:
                     return
-            conn = self._conn
-            conn.execute("BEGIN")
-            conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)",
-                             enumerate(missing, start=1))
-            found: dict[int, str] = {}
-            # offset 0 is a word's first token; later ones are the rare FTS5 splits.
-            for doc, term in conn.execute("SELECT doc, term FROM wv WHERE offset = 0"):
-                found[doc] = term
-            conn.execute("INSERT INTO w(w) VALUES ('delete-all')")
-            conn.execute("COMMIT")
-            for i, word in enumerate(missing, start=1):
-                self._cache[word] = found.get(i, "")
+            if len(missing) <= PYTHON_WORDS:
+                # a query's few new words: FTS5's porter in Python when unicode61 keeps
+                # the word whole and as is ([a-z0-9]; vault/porter.py, tested against FTS5)
+                plain = [w for w in missing if w.isascii() and w.isalnum() and w.lower() == w]
+                if plain:
+                    self._cache.update(zip(plain, map(porter_stem, plain)))
+                    if len(plain) == len(missing):
+                        return
+                    missing = [w for w in missing if w not in self._cache]
+            self._cache.update(zip(missing, self._fts5(missing)))
+
+    def fts5_stems(self, words: list[str]) -> list[str]:
+        """Each word's term from FTS5 itself (no cache, no Python stemming): the
+        reference :mod:`porter` is checked against."""
+        with self._lock:
+            return self._fts5(words)
+
+    def _fts5(self, missing: list[str]) -> list[str]:
+        """FTS5's term of each of ``missing`` ('' when it finds no token); the lock held."""
+        self.fts5_words += len(missing)
+        conn = self._conn
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)",
+                         enumerate(missing, start=1))
+        found: dict[int, str] = {}
+        # offset 0 is a word's first token; later ones are the rare FTS5 splits.
+        for doc, term in conn.execute("SELECT doc, term FROM wv WHERE offset = 0"):
+            found[doc] = term
+        conn.execute("INSERT INTO w(w) VALUES ('delete-all')")
+        conn.execute("COMMIT")
+        return [found.get(i, "") for i in range(1, len(missing) + 1)]
 
     def __len__(self) -> int:
         return len(self._cache)
