@@ -112,6 +112,7 @@ class Postings:
         # the last query's TF-IDF weights: a search asks ~3 times a tier (top k, TF-IDF of
         # the kept, LSA); catch-up adds no fitted term, a rebuild replaces this memo
         self._query_weights: tuple[tuple, QueryWeights | None] | None = None
+        self._read_terms: tuple[tuple, dict, dict[int, np.ndarray]] = ((), {}, {})  # _held
 
     @property
     def terms(self) -> Terms:
@@ -405,10 +406,12 @@ class Postings:
             self._delta_csc = (dw, dt)
         return self._delta_csc
 
-    def _column(self, tid: int, base: Columns, delta: sp.csc_matrix | None) -> tuple[np.ndarray, np.ndarray]:
+    def _column(self, tid: int, base: Columns, delta: sp.csc_matrix | None,
+                read: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         parts_s, parts_v = [], []
         if tid < base.n_cols:
             slots, vals = base.column(tid)
+            read[tid] = slots  # the base column's slots, kept for the query's TF-IDF
             parts_s.append(slots)
             parts_v.append(vals)
         if delta is not None and tid < delta.shape[1]:
@@ -421,21 +424,30 @@ class Postings:
         vals = np.concatenate(parts_v) if len(parts_v) > 1 else parts_v[0]
         return slots, vals
 
+    def _held(self) -> tuple[dict[str, int | None] | None, dict[int, np.ndarray]]:
+        """The last :meth:`matches`' stem -> term id and base columns by term id (for the
+        query's TF-IDF) while W and the vocabulary are the same (a catch-up adds terms)."""
+        key, ids, read = self._read_terms
+        return (ids, read) if key == (self.W, self.vocab, len(self.vocab)) else (None, {})
+
     def matches(self, stems: Sequence[str]) -> TermMatches:
         """Live postings of each query stem (its document frequency is ``len``)."""
         delta = self._delta()
-        out = TermMatches(list(stems), [], [])
+        stems = list(stems)
+        out = TermMatches(stems, [], [])
         every_slot_alive = self.n_alive == self.alive.size  # no write deleted or replaced a row
-        for tid in self.vocab.ids(list(stems)):
+        tids, read = self.vocab.ids(stems), {}  # read: the base columns by term id (_held)
+        for tid in tids:
             if tid is None:
                 slots, vals = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             else:
-                slots, vals = self._column(tid, self.W, delta[0] if delta else None)
+                slots, vals = self._column(tid, self.W, delta[0] if delta else None, read)
                 live = None if every_slot_alive else self.alive[slots]
                 if live is not None and not live.all():
                     slots, vals = slots[live], vals[live]
             out.slots.append(slots)
             out.wtf.append(vals)
+        self._read_terms = ((self.W, self.vocab, len(self.vocab)), dict(zip(stems, tids)), read)
         return out
 
     def bm25(self, matches: TermMatches, idf: np.ndarray, avglen: float) -> np.ndarray:
@@ -448,19 +460,17 @@ class Postings:
 
     def bm25_at(self, matches: TermMatches, idf: np.ndarray, avglen: float,
                 at: np.ndarray, memo: TermScores | None = None) -> np.ndarray:
-        """:meth:`bm25` at the sorted distinct slots ``at`` (:meth:`union`) only, bit for
-        bit: :meth:`TermMatches.bm25_at` (``memo``: each term's BM25, kept by the caller
-        while this mirror is unchanged)."""
+        """:meth:`bm25` at the sorted distinct slots ``at`` only, bit for bit (``memo``:
+        each term's BM25, kept by the caller while this mirror is unchanged)."""
         return matches.bm25_at(self.doclen, idf, avglen, at, memo)
 
     def query_tfidf(self, words: Sequence[str]) -> QueryWeights | None:
-        """The query's l2-normalised TF-IDF weights ``(term ids, weights)`` (fitted terms
-        only, stop words out); None if no known content word (:mod:`tfidf_query`)."""
+        """The query's TF-IDF weights (:func:`tfidf_query.query_weights`), kept for its calls."""
         key = tuple(words)
         memo = self._query_weights
         if memo is not None and memo[0] == key:
             return memo[1]
-        q = query_weights(words, self.vocab, self.idf, self.tfidf_terms)
+        q = query_weights(words, self.vocab, self.idf, self.tfidf_terms, self._held()[0])
         if q is not None:  # shared by the query's calls: read only
             q.tids.flags.writeable = q.weights.flags.writeable = False
         self._query_weights = (key, q)  # replaced whole: safe across threads
@@ -472,33 +482,30 @@ class Postings:
         return None if q is None else query_row(q, self.tfidf_terms)
 
     def tfidf_scores(self, query_words: Sequence[str]) -> np.ndarray:
-        """Dense cosine between the query's TF-IDF vector and every slot's (reads every
-        row: for evaluation and tests; queries use :meth:`tfidf_at`)."""
+        """Dense cosine of the query's TF-IDF with every slot's (tests; queries: tfidf_at)."""
         delta = self._delta()
         return dense_scores(self.query_tfidf(query_words), len(self.ids), len(self.vocab), self.T,
                             self.base_rows, delta[1] if delta is not None else None)
 
     def tfidf_at(self, query_words: Sequence[str], slots: np.ndarray) -> np.ndarray:
-        """:meth:`tfidf_scores` at ``slots`` only (aligned with them; the same numbers
-        bit for bit, read from the query terms' columns: :func:`tfidf_query.scores_at`)."""
+        """:meth:`tfidf_scores` at ``slots``, bit for bit (:func:`tfidf_query.scores_at`)."""
         slots = np.asarray(slots, dtype=np.int64)
         q = self.query_tfidf(query_words) if slots.size else None
         if q is None:
             return np.zeros(slots.size, dtype=np.float64)
         delta = self._delta()
-        # A query asks twice (its top k, then the pool's scores): its columns are kept
-        # until the next query's words (replaced whole: safe across threads).
+        # its columns kept until the next query's words (replaced whole: thread-safe)
         key = tuple(query_words)
         memo = self._tfidf_columns
         if memo[0] != key:
             memo = self._tfidf_columns = (key, {})
-        return scores_at(q, slots, self.W, self.T, self.base_rows,
-                         delta[1] if delta is not None else None, memo[1])
+        read, W = self._held()[1], self.W  # a column the BM25 read: only its counts read here
+        return scores_at(q, slots, W, self.T, self.base_rows, delta[1] if delta is not None else None,
+                         memo[1], lambda t: W.column_counts(t, read.get(t)))
 
     def mask(self, filters: Filters, at: np.ndarray | None = None) -> np.ndarray:
-        """Boolean mask of live slots passing ``filters`` (rules compiled by
-        :func:`~tiervault.vault.filter_compile.mirror_mask`); with ``at`` (sorted,
-        distinct slots) only at those, aligned with them."""
+        """Boolean mask of live slots passing ``filters`` (:func:`filter_compile.mirror_mask`);
+        with ``at`` (sorted, distinct slots) only at those, aligned with them."""
         return mirror_mask(filters, self, at)
 
     # -- cache (vault/mirror_cache.py) ---------------------------------------------------

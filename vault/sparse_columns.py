@@ -81,11 +81,12 @@ class Columns:
         lo, hi = int(self.indptr[tid]), int(self.indptr[tid + 1])
         return self.indices.get(lo, hi), self.data.get(lo, hi)
 
-    def column_counts(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
-        """The (sorted slots, counts) of term ``tid`` (``counts`` must be present)."""
+    def column_counts(self, tid: int, slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The (sorted slots, counts) of term ``tid`` (``counts`` must be present);
+        ``slots``: the column's slots read already (``column(tid)[0]``), not read again."""
         assert self.counts is not None
         lo, hi = int(self.indptr[tid]), int(self.indptr[tid + 1])
-        return self.indices.get(lo, hi), self.counts.get(lo, hi)
+        return self.indices.get(lo, hi) if slots is None else slots, self.counts.get(lo, hi)
 
     def arrays(self) -> dict[str, np.ndarray]:
         out = {"indptr": self.indptr, "indices": self.indices.a, "data": self.data.a}

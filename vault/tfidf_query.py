@@ -13,7 +13,7 @@ TF-IDF rows (CSR). The numbers are those of the matrix products, bit for bit.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,9 +34,11 @@ class QueryWeights(NamedTuple):
 
 
 def query_weights(words: Sequence[str], vocab: Vocabulary, idf: np.ndarray,
-                  fitted_terms: int) -> QueryWeights | None:
+                  fitted_terms: int, known: Mapping[str, int | None] | None = None
+                  ) -> QueryWeights | None:
     """The query's l2-normalised TF-IDF weights (terms the model was fitted on only,
-    stop words out); None if no known content word.
+    stop words out); None if no known content word. ``known``: stems -> term ids of
+    ``vocab`` looked up already (the query's BM25 did), used when it has every stem.
 
     The same numbers as :func:`~tiervault.vault.scoring.tfidf_rows` on the count
     row (tf * idf, then divided by its l2 norm), in plain NumPy: a scipy
@@ -46,7 +48,10 @@ def query_weights(words: Sequence[str], vocab: Vocabulary, idf: np.ndarray,
     stems = STEMMER.stems(words)
     stop_words = STOP_WORDS.get()
     words = [w for w in words if w not in stop_words]
-    for tid in vocab.ids([stems[w] for w in words]):
+    wanted = [stems[w] for w in words]
+    tids = list(map(known.__getitem__, wanted)) if known is not None and all(
+        map(known.__contains__, wanted)) else vocab.ids(wanted)
+    for tid in tids:
         if tid is None or tid >= fitted_terms:
             continue
         counts[tid] = counts.get(tid, 0.0) + 1.0
@@ -85,7 +90,8 @@ def dense_scores(q: QueryWeights | None, n_slots: int, n_terms: int, T: TfidfRow
 
 def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base_rows: int,
               delta_rows: sp.csr_matrix | None,
-              columns: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+              columns: dict[int, tuple[np.ndarray, np.ndarray]],
+              read: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
     """:func:`dense_scores` at ``slots`` (int64) only, aligned with them.
 
     Base slots: each query term's column of ``W`` (sorted slots, the TF-IDF count of
@@ -94,7 +100,8 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
     the TF-IDF matrix holds); delta slots: their rows of ``delta_rows``. Summed term by
     term in the query's order, so the numbers are the same bit for bit as a product
     with the matrix's rows. ``columns`` caches ``W.column_counts`` by term id (the
-    caller keeps it for one query's words: a query asks twice)."""
+    caller keeps it for one query's words: a query asks twice); ``read(t)`` reads a
+    column missing there (default ``W.column_counts``: the caller may hold its slots)."""
     out = np.zeros(slots.size, dtype=np.float64)
     base = slots < base_rows
     b_pos = np.flatnonzero(base)
@@ -105,43 +112,43 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
         rows = delta_rows
         d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
                                      slots[~base] - base_rows, np.flatnonzero(~base))
-    # Base slots: each term's column searched for the slots (one pass a term), then the
-    # weights of every hit at once and added in the query's term order (np.add.at adds
-    # in index order: each slot's sum runs term by term, as the matrix product does).
-    # Fewer NumPy calls a term than weighting each term's hits apart (issue 16: ~6
-    # calls a query, each ~18 small NumPy calls a term before).
+    # Base slots: each term's column searched for the slots (one pass a term): its count
+    # at each slot, 0 where the term is absent. Then the weights of every (term, slot)
+    # at once, and each slot's sum run term by term in the query's order, as the matrix
+    # product does: absent terms and postings without a TF-IDF count (the id column, a
+    # stop word) weigh +0.0, and adding +0.0 to a sum >= +0.0 changes no bit (every
+    # weight is >= 0). Fewer NumPy calls a term than picking the hits out first
+    # (issue 16, session 12: no flatnonzero, no gather by hit, no np.add.at).
     weights = q[1]
-    pos: list[np.ndarray] = []
-    cnt: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
     term_at: list[int] = []
-    sizes: list[int] = []
     if norms is not None and W.counts is not None:
         for k, t in enumerate(q[0].tolist()):
             if t >= W.n_cols:
                 continue
             got = columns.get(t)
             if got is None:
-                got = columns[t] = W.column_counts(t)
+                got = columns[t] = W.column_counts(t) if read is None else read(t)
             col, counts = got
             if not col.size:
                 continue
-            i = np.searchsorted(col, b_slots)
+            i = col.searchsorted(b_slots)
             np.minimum(i, col.size - 1, out=i)
-            # a posting with no TF-IDF count (the id column, a stop word) is kept: its
-            # weight is 0.0 and adding +0.0 changes no sum
-            at = np.flatnonzero(col[i] == b_slots)
-            if at.size:
-                pos.append(at)
-                cnt.append(counts[i[at]])
-                term_at.append(k)
-                sizes.append(at.size)
-    if pos:
-        at = np.concatenate(pos) if len(pos) > 1 else pos[0]
-        ks = np.repeat(np.array(term_at), sizes)
+            c = counts[i]
+            c[col[i] != b_slots] = 0
+            rows.append(c)
+            term_at.append(k)
+    if rows:
+        n = b_slots.size
+        ks = np.array(term_at)
+        cnt = np.concatenate(rows) if len(rows) > 1 else rows[0]
+        tids = np.repeat(q[0][ks], n)
         # weight stays float64: a Python float times a float32 array would be float32
-        counts = np.concatenate(cnt) if len(cnt) > 1 else cnt[0]
-        w = weights[ks] * T.weights(q[0][ks], counts, norms[at])
-        np.add.at(out, b_pos[at], w)
+        w = weights[ks][:, None] * T.weights(tids, cnt, np.tile(norms, len(rows))).reshape(len(rows), n)
+        acc = w[0].copy()
+        for r in range(1, len(rows)):
+            acc += w[r]
+        out[b_pos] = acc
     if d_pos is not None:
         for t, weight in zip(q[0].tolist(), weights):
             hit = d_tid == t  # a row holds a term at most once
