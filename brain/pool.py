@@ -6,6 +6,13 @@ entries), lexical evidence from the query's
 :class:`~tiervault.vault.manager.LexicalQuery` (``VaultManager.lexical_scores``
 scores ANY entry of a searched tier, so neighbours pulled in later get the same
 lexical signals).
+
+A pool may be built *pending* (``from_candidates(..., read=False)``): the candidates'
+evidence is known, their light rows are read later by :meth:`Pool.read_rows`, in the
+same statement per tier as the rows of the entries about to join (graph neighbours,
+vector hits), which the next :meth:`Pool.add_external` then takes from there: one
+light-row statement a tier instead of one for the candidates plus one per tier asked
+for the others (issue 16, session 12).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tiervault.errors import TierVaultError
 from tiervault.vault.filter_compile import matches
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import LIGHT_FIELDS, LightRow
@@ -46,6 +54,11 @@ class Pool:
     _hashes: set[str] = field(default_factory=set)
     _columns: tuple[tuple[Any, ...], ...] = ()  # the rows transposed, for _columns_n rows
     _columns_n: int = -1
+    _pending: bool = False  # the candidates' rows not read yet (read_rows)
+    # ids looked up by read_rows beside the candidates (every searched tier, in priority
+    # order) and the first row found of each: for the next add_external only
+    _asked: set[str] = field(default_factory=set)
+    _prefetched: dict[str, tuple[str, float, LightRow]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -53,24 +66,78 @@ class Pool:
     def __contains__(self, entry_id: str) -> bool:
         return entry_id in self._index
 
+    @property
+    def pending(self) -> bool:
+        """True while the candidates' light rows are not read (``rows`` is empty)."""
+        return self._pending
+
     @classmethod
-    def from_candidates(cls, manager, cands) -> "Pool":
-        """The manager's candidates with their light rows (one query per tier)."""
+    def from_candidates(cls, manager, cands, *, read: bool = True) -> "Pool":
+        """The manager's candidates with their light rows (one query per tier); with
+        ``read=False`` pending: :meth:`read_rows` reads them later."""
         pool = cls()
-        by_tier: dict[str, list[str]] = {}
-        for eid, tier in zip(cands.ids, cands.tiers):
-            by_tier.setdefault(tier, []).append(eid)
-        light = {t: manager.store(t).light_rows(ids) for t, ids in by_tier.items()}
+        pool.ids, pool.tiers = list(cands.ids), list(cands.tiers)
+        pool.via = ["search"] * len(pool.ids)
+        pool.also_in = list(cands.also_in)
         # the arrays as Python floats at once (tolist: the same values as float(a[i]))
-        lexical, tfidf = cands.lexical.tolist(), cands.tfidf.tolist()
-        weight = cands.tier_weight.tolist()
-        for i, (eid, tier) in enumerate(zip(cands.ids, cands.tiers)):
-            row = light[tier].get(eid)
-            if row is None:
-                continue  # deleted between the search and this read
-            pool._append(eid, tier, "search", cands.also_in[i], lexical[i], tfidf[i], weight[i],
-                         row)
+        pool.lexical, pool.tfidf = cands.lexical.tolist(), cands.tfidf.tolist()
+        pool.tier_weight = cands.tier_weight.tolist()
+        pool._index = {eid: i for i, eid in enumerate(pool.ids)}
+        pool._pending = True
+        if read:
+            pool.read_rows(manager, None)
         return pool
+
+    def read_rows(self, manager, tiers: Sequence[str] | None, extra: Sequence[str] = ()) -> bool:
+        """Read the pending candidates' light rows, and those of ``extra`` ids (entries
+        about to join: :meth:`add_external`'s next call takes them from here) in the same
+        statements: each searched tier (``manager.ordered(tiers)``, priority order) is
+        asked once, for its own candidates and for the extra ids no higher tier held.
+
+        A candidate without a row (deleted since the search; timestamps the model
+        refuses) leaves the pool, and then nothing read for ``extra`` is kept (a
+        candidate that left may be one of them: the next ``add_external`` reads as it
+        would have). Returns True when a candidate left: evidence computed over the
+        pending pool (aligned with its candidates) must be computed again."""
+        if not self._pending:
+            raise TierVaultError("the pool's light rows were read already (Pool.read_rows)")
+        own: dict[str, list[int]] = {}
+        for i, tier in enumerate(self.tiers):
+            own.setdefault(tier, []).append(i)
+        wanted = [i for i in dict.fromkeys(extra) if i not in self._index]
+        found: dict[str, tuple[str, float, LightRow]] = {}
+        rows: list[LightRow | None] = [None] * len(self.ids)
+        ids = self.ids
+        for tier in manager.ordered(tiers):
+            mine = own.pop(tier.name, ())
+            missing = [i for i in wanted if i not in found] if wanted else []
+            if not mine and not missing:
+                continue
+            got = tier.store.light_rows([*(ids[i] for i in mine), *missing])
+            for i in mine:
+                rows[i] = got.get(ids[i])
+            for eid in missing:
+                row = got.get(eid)
+                if row is not None:
+                    found[eid] = (tier.name, tier.weight, row)
+        for name, mine in own.items():  # a candidate's tier outside ``tiers`` (not expected)
+            got = manager.store(name).light_rows([ids[i] for i in mine])
+            for i in mine:
+                rows[i] = got.get(ids[i])
+        self._pending = False
+        if None not in rows:
+            self.rows = rows  # type: ignore[assignment]  # every one read: no None left
+            self._hashes = {r.content_hash for r in self.rows}
+            self._asked, self._prefetched = set(wanted), found
+            return False
+        keep = [i for i, r in enumerate(rows) if r is not None]  # deleted between the search and this read
+        for name in ("ids", "tiers", "via", "also_in", "lexical", "tfidf", "tier_weight"):
+            column = getattr(self, name)
+            setattr(self, name, [column[i] for i in keep])
+        self.rows = [rows[i] for i in keep]  # type: ignore[misc]
+        self._index = {eid: i for i, eid in enumerate(self.ids)}
+        self._hashes = {r.content_hash for r in self.rows}
+        return True
 
     def _append(self, eid: str, tier: str, via: str, also_in: tuple[str, ...], lexical: float,
                 tfidf: float, weight: float, row: LightRow) -> None:
@@ -93,10 +160,15 @@ class Pool:
         the filters, and is skipped when the pool already holds it (by id or by
         content hash). Lexical evidence comes from ``lq``. Returns how many joined.
         """
+        if self._pending:
+            raise TierVaultError("a pending pool's light rows must be read first (Pool.read_rows)")
         wanted = [i for i in dict.fromkeys(ids) if i not in self._index]
-        found: dict[str, tuple[str, float, LightRow]] = {}
+        asked, got = self._asked, self._prefetched  # read beside the candidates (read_rows)
+        self._asked, self._prefetched = set(), {}
+        found = {i: got[i] for i in wanted if i in got}
+        rest = [i for i in wanted if i not in asked] if asked else wanted
         for tier in manager.ordered(tiers):
-            missing = [i for i in wanted if i not in found]
+            missing = [i for i in rest if i not in found]
             if not missing:
                 break
             for eid, row in tier.store.light_rows(missing).items():

@@ -69,7 +69,13 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             cands = manager.search(lexical_text, filters=ctx.filters, limit=max(total, 1),
                                    tiers=ctx.tiers)
             ctx.complete = True
-    ctx.pool = Pool.from_candidates(manager, cands)
+    ctx.pool = Pool.from_candidates(manager, cands, read=False)
+    hits = (brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
+                                 ctx.filters) if ctx.qvec is not None else [])
+    if not rows_wait_for_neighbours(ctx):
+        # the candidates' light rows now, the vector hits' in the same statements (one a
+        # tier); nothing is aligned with the pool yet, so a candidate may still leave it
+        ctx.pool.read_rows(manager, ctx.tiers, [eid for eid, _, _ in hits])
     ctx.n_fts = len(ctx.pool)
     if cfg.prf_terms > 0 and ctx.n_fts and ctx.qvec is None:
         # FTS-only: with vectors the dense leg already bridges the vocabulary gap PRF is for
@@ -77,8 +83,6 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
                                  combine.per_query_scale(ctx.pool.lexical), cfg.tfidf_share)
         ctx.expansion = expand_query(brain, ctx, first)
     if ctx.qvec is not None:
-        hits = brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
-                                    ctx.filters)
         before = len(ctx.pool)
         # (id, tier, cosine) rows (VectorMatch), unpacked: any VectorSource's 3-tuples read alike
         ctx.known_cosines = {(tier, eid): cos for eid, tier, cos in hits}  # the scan's exact cosines
@@ -131,22 +135,38 @@ def _may_widen(ctx: ScoringContext) -> bool:
     return ctx.config.small_corpus_guard and ctx.mode == "scan" and not ctx.limit_given
 
 
+def rows_wait_for_neighbours(ctx: ScoringContext) -> bool:
+    """Whether the candidates' light rows wait for the expand stage, to be read with the
+    graph neighbours' in one statement a tier (:meth:`Pool.read_rows`): FTS-only scans
+    without PRF or modulations, whose gather needs no row (the PRF and the vector hits
+    join the pool by content hash; the modulations' evidence is not recomputed when a
+    candidate leaves)."""
+    return ctx.qvec is None and ctx.config.prf_terms <= 0 and ctx.modulations.empty
+
+
 
 # -- expand -------------------------------------------------------------------------------
 def expand(brain: Any, ctx: ScoringContext) -> None:
     cfg = ctx.config
-    rel = text_relevance(ctx).entries
-    if not rel.size or rel.max() <= 0:
+    graph = _graph(brain, ctx)
+    near = _nearest_first(graph)
+    if ctx.pool.pending:
+        # the candidates' light rows with the neighbours' (one statement a tier): the seeds
+        # need only the candidates' evidence (lexical, TF-IDF, LSA), no row
+        if ctx.pool.read_rows(brain.manager, ctx.tiers, near):
+            # a candidate left (deleted since the search): its evidence, then the seeds again
+            ctx.n_fts = len(ctx.pool)
+            ctx.cosines = evidence.cosines(brain, ctx, 0)
+            ctx.proximity = evidence.proximity(brain, ctx, 0)
+            evidence.latent_raw(brain, ctx, 0)
+            graph = _graph(brain, ctx)
+            near = _nearest_first(graph)
+    if graph is None:
         return
-    # A suppressed entry must not seed the graph (it would pull its neighbours in).
-    seed_rel = rel - modulating.suppression(ctx)
-    seeds = top_k(seed_rel, cfg.graph_seeds,
-                  (rel > 0) & (seed_rel >= cfg.seed_min_relevance * rel.max()))
-    ctx.graph = graph_hops(brain.manager, [ctx.pool.ids[i] for i in seeds])
-    if ctx.graph.hops:
+    ctx.graph = graph
+    if near:
         before = len(ctx.pool)
-        ordered = sorted(ctx.graph.hops, key=lambda e: (ctx.graph.hops[e], e))
-        ctx.pool.add_external(brain.manager, ordered, "graph", ctx.lq, ctx.filters, ctx.tiers,
+        ctx.pool.add_external(brain.manager, near, "graph", ctx.lq, ctx.filters, ctx.tiers,
                               cfg.max_graph_additions)
         ctx.cosines = evidence.cosines(brain, ctx, before)
         ctx.proximity = evidence.proximity(brain, ctx, before)
@@ -156,6 +176,25 @@ def expand(brain: Any, ctx: ScoringContext) -> None:
             ctx.expansion.lexical = expansion_scores(brain.manager, ctx.expansion.lq, ctx.pool,
                                                      before, ctx.expansion.lexical)
 
+
+
+def _graph(brain: Any, ctx: ScoringContext) -> Any:
+    """The graph hops of the seeds: the best ``graph_seeds`` candidates by text relevance
+    R with R >= ``seed_min_relevance`` * max(R); None when no candidate has relevance."""
+    cfg = ctx.config
+    rel = text_relevance(ctx).entries
+    if not rel.size or rel.max() <= 0:
+        return None
+    # A suppressed entry must not seed the graph (it would pull its neighbours in).
+    seed_rel = rel - modulating.suppression(ctx)
+    seeds = top_k(seed_rel, cfg.graph_seeds,
+                  (rel > 0) & (seed_rel >= cfg.seed_min_relevance * rel.max()))
+    return graph_hops(brain.manager, [ctx.pool.ids[i] for i in seeds])
+
+
+def _nearest_first(graph: Any) -> list[str]:
+    """The neighbours by hop count, then id (the order they join the pool in)."""
+    return sorted(graph.hops, key=lambda e: (graph.hops[e], e)) if graph is not None else []
 
 
 # -- score --------------------------------------------------------------------------------
