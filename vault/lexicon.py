@@ -161,6 +161,21 @@ class MirrorLexicon:
         return self._cached(("mask", self._version(p), filters, at_key),
                             lambda: _frozen(p.mask(filters, at)))
 
+    def _kept_mask(self, p: Postings, filters: Filters) -> np.ndarray | None:
+        """The dense mask kept across queries (:meth:`_dense_mask`) under validity-only
+        filters naming their instant (a search's usual filters: one mask a tier, made
+        once per validity bucket and mirror version), else None. Reading it at a few
+        slots is one gather instead of a compiled mask there per call: the head of a
+        top k, a small union's top k and the dedup's look-ups (~4 calls a query,
+        issue 16 session 12); the same values (``p.mask(filters)`` at those slots)."""
+        if filters.restricts or filters.now is None:
+            return None
+        try:
+            hash(filters)
+        except TypeError:  # a Filters built by hand with a list inside: not a key
+            return None
+        return self._dense_mask(p, filters)
+
     def _dense_mask(self, p: Postings, filters: Filters) -> np.ndarray:
         """``p.mask(filters)`` kept across queries while no validity edge lies between
         their instants (:mod:`validity_edges`: the key holds the edges up to ``now``, not
@@ -230,12 +245,15 @@ class MirrorLexicon:
         # the filters read at the best scores first, when most slots pass them (validity
         # only: Filters.restricts false; a category or tag filter left ~11 of 236 bench
         # top k decided by their head): the same pick as below
+        kept = self._kept_mask(p, filters)
         pick = None if filters.restricts else top_k_from_head(
-            bm25.scores, k, lambda at: p.mask(filters, union[at]), _head(k))
+            bm25.scores, k, (lambda at: p.mask(filters, union[at])) if kept is None
+            else (lambda at: kept[union[at]]), _head(k))
         if pick is None:
             # named as the slots scored are (the union, or its slots scoring > 0: by
             # terms and statistics), not as the union
-            mask = self._mask(p, filters, union, ("scored", tuple(terms), stats))
+            mask = self._mask(p, filters, union, ("scored", tuple(terms), stats)) if kept is None \
+                else kept[union]
             # top_k over the union: the candidates (and their order) of the dense top k
             pick = top_k(bm25.scores, k, mask & (bm25.scores > 0))
         slots = union[pick]
@@ -262,7 +280,9 @@ class MirrorLexicon:
         n = at.size
         bm25 = self._bm25(p, terms, stats).at(at).tolist() if terms else [0.0] * n
         tfidf = p.tfidf_at(words, at).tolist() if words else [0.0] * n
-        passes = _mask_at(p, filters, at).tolist() if filters is not None else [True] * n
+        kept = None if filters is None else self._kept_mask(p, filters)
+        passes = ([True] * n if filters is None else
+                  _mask_at(p, filters, at).tolist() if kept is None else kept[at].tolist())
         ids, hashes = p.ids.take(at), p.hashes.take(at)
         return [LexicalHit(ids[i], hashes[i], bm25[i], tfidf[i], passes[i]) for i in range(n)]
 
