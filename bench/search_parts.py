@@ -44,6 +44,8 @@ PARTS = (
     ("tiervault.vault.postings", "Postings.tfidf_at", "top k: TF-IDF at the hits"),
     ("tiervault.vault.dedup", "holders", "dedup.holders"),
     ("tiervault.vault.lexicon", "MirrorLexicon.lexical_scores", "dedup.holders: lexical_scores"),
+    ("tiervault.vault.manager", "_key_columns", "dedup: key_columns (session 12)"),
+    ("tiervault.vault.shared_keys", "SharedKeys.shared", "dedup: shared keys (session 12)"),
     ("tiervault.vault.dedup", "keep", "dedup.keep"),
     ("tiervault.vault.manager", "VaultManager._with_tfidf", "_with_tfidf"),
     ("tiervault.vault.manager", "candidates_of", "candidates_of"),
@@ -84,11 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         setattr(owner, attr, timed)
 
     for module, path, label in PARTS:
-        owner: Any = importlib.import_module(module)
+        try:
+            owner: Any = importlib.import_module(module)
+        except ModuleNotFoundError:  # a checkout before the part existed: not timed
+            continue
         *parents, attr = path.split(".")
         for name in parents:
             owner = getattr(owner, name)
-        wrap(owner, attr, label)
+        if hasattr(owner, attr):  # a checkout before the part existed: not timed
+            wrap(owner, attr, label)
     search = manager_mod.VaultManager.search
 
     def whole(*a: Any, **kw: Any) -> Any:

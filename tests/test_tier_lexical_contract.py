@@ -212,3 +212,22 @@ def test_filter_mask_marks_live_entries_that_pass(tier):
     assert sorted(passing) == ["a", "c"]
 
 
+
+
+def test_key_columns_hold_each_slots_id_and_hash(tier):
+    """None (no in-process mirror: a remote tier), or every slot's id and content hash,
+    live or dead, slots only appended within a build (the dedup's index, shared_keys.py)."""
+    tier.capture_many([entry("a"), entry("b"), entry("c")])
+    before = tier.key_columns()
+    if before is None:
+        return
+    tier.capture(entry("a", "edited"))  # an update may leave an old slot behind
+    tier.delete("b")
+    cols = tier.key_columns()
+    slots = list(range(cols.slots))
+    ids, hashes = cols.ids.take(slots), cols.hashes.take(slots)
+    live = {e.id: e.content_hash for e in tier.get_many(["a", "b", "c"]).values()}
+    assert set(zip(ids, hashes)) >= set(live.items())
+    if cols.build == before.build:  # (a small tier's mirror is rebuilt by every write)
+        assert cols.slots >= before.slots and "b" in ids  # dead slots count too
+        assert ids[:before.slots] == before.ids.take(list(range(before.slots)))

@@ -37,6 +37,7 @@ from tiervault.vault.rows import (
     FeedbackEvent,
     FeedbackRow,
     IdMask,
+    KeyColumns,
     LexicalHit,
     LightPage,
     LightRow,
@@ -256,6 +257,14 @@ class TierBackend(Protocol):
     def filter_mask(self, filters: Filters) -> IdMask:
         """Which entries pass ``filters``, over the tier's id positions (the vector
         index's pre-filter, see :class:`~tiervault.vault.rows.IdMask`)."""
+        ...
+
+    def key_columns(self) -> KeyColumns | None:
+        """The ids and content hashes of the slots of this tier's in-process lexical mirror,
+        caught up as the lexical methods read it (:class:`~tiervault.vault.rows.KeyColumns`:
+        slots only appended within a ``build``); None when the lexical answers do not come
+        from an in-process mirror (then the federated dedup asks this tier about every
+        other tier's hit, and every other tier about this one's)."""
         ...
 
     # -- links ------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from tiervault.vault.filters import Filters
 from tiervault.vault.hash_table import digest_keys
 from tiervault.vault.rows import LexicalHit, TermStats
+from tiervault.vault.shared_keys import Shared
 from tiervault.vault.string_table import lookup_fingerprints
 
 __all__ = ["holders", "keep", "Pooled", "Kept"]
@@ -57,7 +58,7 @@ _ORDER = itemgetter(0, 1)  # a Kept's (neg_score, rank)
 
 
 def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, LexicalHit]],
-            stems: Sequence[str], stats: TermStats, filters: Filters
+            stems: Sequence[str], stats: TermStats, filters: Filters, shared: Shared | None = None
             ) -> tuple[dict[str, dict[str, LexicalHit]], dict[str, dict[str, LexicalHit]]]:
     """(by_id, by_hash), per tier of ``chosen`` that answered: the copies it holds of
     the top-k ``hits`` ((tier name, hit), in pool order), by id and by content hash.
@@ -65,7 +66,12 @@ def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, Lexical
     For each hash, by_hash prefers the copy held under the first pool id (pool order)
     with that hash, then a copy found by the hash alone (what asking for every id
     and hash at once answered). No TF-IDF: a kept hit is nearly always its tier's own
-    top-k hit, which has it."""
+    top-k hit, which has it.
+
+    ``shared`` (:mod:`shared_keys`, per tier name: its ids and hashes another tier
+    holds too): a tier named there is asked only about the pooled ids and hashes in
+    its sets, or pooled from a tier not named there -- usually nothing, then it is
+    not asked (a string outside its sets is held by one tier only: the same answer)."""
     own: dict[str, dict[str, LexicalHit]] = {t.name: {} for t in chosen}
     names, pooled = zip(*hits) if hits else ((), ())
     at = 0
@@ -80,16 +86,38 @@ def holders(each: Each, chosen: Sequence[Any], hits: Sequence[tuple[str, Lexical
             mine.update(zip(map(_ID, part), part))
     ids = list(dict.fromkeys(map(_ID, pooled)))
     hashes = list(dict.fromkeys(map(_HASH, pooled)))
-    # every id and hash is asked of one tier or two: its key computed once, not per tier
-    lookup_fingerprints(ids)
-    digest_keys(hashes)
     by_id: dict[str, dict[str, LexicalHit]] = {}
     by_hash: dict[str, dict[str, LexicalHit]] = {}
+    if shared is None:
+        shared = {}
+        # every id and hash is asked of one tier or two: its key computed once, not per tier
+        lookup_fingerprints(ids)
+        digest_keys(hashes)
+    # the ids and hashes pooled from a tier outside ``shared``: asked of every other tier
+    loose_ids: set[str] = set()
+    loose_hashes: set[str] = set()
+    for name, mine in own.items():
+        if name not in shared:
+            loose_ids.update(mine)
+            loose_hashes.update(map(_HASH, mine.values()))
     for tier in chosen:
         mine = own[tier.name]
         mine_hashes = set(map(_HASH, mine.values()))
-        ask_ids = list(filterfalse(mine.__contains__, ids))
-        ask_hashes = list(filterfalse(mine_hashes.__contains__, hashes))
+        sets = shared.get(tier.name)
+        if sets is None:
+            ask_ids = list(filterfalse(mine.__contains__, ids))
+            ask_hashes = list(filterfalse(mine_hashes.__contains__, hashes))
+        else:
+            maybe_ids = (sets[0].intersection(ids) | loose_ids).difference(mine)
+            maybe_hashes = (sets[1].intersection(hashes) | loose_hashes) - mine_hashes
+            if not maybe_ids and not maybe_hashes:  # held by this tier only: no copy here
+                by_id[tier.name] = mine
+                in_pool = list(map(mine.__getitem__, filter(mine.__contains__, ids)))
+                in_pool.reverse()
+                by_hash[tier.name] = dict(zip(map(_HASH, in_pool), in_pool))
+                continue
+            ask_ids = [x for x in ids if x in maybe_ids]
+            ask_hashes = [x for x in hashes if x in maybe_hashes]
         for _, held in each([tier], lambda s: s.lexical_scores(
                 stems, stats, ids=ask_ids, hashes=ask_hashes, filters=filters)):
             found = {h.id: h for h in held}

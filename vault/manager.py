@@ -26,8 +26,10 @@ from tiervault.vault.mirror_workers import build_missing
 from tiervault.vault.query import query_terms
 from tiervault.vault.read_scope import read_scope
 from tiervault.vault.patch import UpdateResult, apply_patch
-from tiervault.vault.rows import CommittedBatch, LexicalHit, Link, LinkEnds, Memory, MemoryHit, TermStats
+from tiervault.vault.rows import (CommittedBatch, KeyColumns, LexicalHit, Link, LinkEnds, Memory, MemoryHit,
+                                  TermStats)
 from tiervault.vault.scoring import bm25_upper_bound
+from tiervault.vault.shared_keys import SharedKeys
 from tiervault.vault.tokenizer import STEMMER
 
 __all__ = ["VaultManager", "Tier", "Candidates", "LexicalQuery", "EntryPage", "DEFAULT_TIER_WEIGHTS"]
@@ -75,6 +77,9 @@ class VaultManager:
         self._write_hooks: list[Callable[[str, list[Entry]], None]] = []
         #: The embedding runtime serving this manager, once attached (see attach_embeddings).
         self.embeddings: Any = None
+        #: The ids and hashes held by more than one tier: the dedup's look-ups skip the rest
+        #: (vault/shared_keys.py). None: every tier is asked about every other tier's hits.
+        self.shared_keys: SharedKeys | None = SharedKeys()
         for tier in tiers:
             if tier.name in self.tiers:
                 raise ValidationError("tiers", f"tier {tier.name!r} is configured twice")
@@ -395,6 +400,8 @@ class VaultManager:
 
     def _search(self, query: str, filters: Filters, limit: int,
                 tiers: Sequence[str] | None) -> Candidates:
+        index = self.shared_keys
+        before = index.before() if index is not None else None  # its builds before the top k
         lq = self.lexical_query(query, tiers)
         chosen = [t for t in self.ordered(tiers) if t.name in lq.tiers]  # a failed tier is out
         pool: list[dedup.Pooled] = []
@@ -407,8 +414,12 @@ class VaultManager:
         # Dedup in priority order: the highest-priority tier holding the same id
         # (or the same content under another id) supplies the copy that is kept,
         # provided that copy passes the filters too.
+        shared = None
+        if index is not None:
+            shared = index.shared({t.name: c for t, c in self._each(chosen, _key_columns) if c is not None},
+                                  before)
         by_id, by_hash = dedup.holders(self._each, chosen, [(p.tier, p.hit) for p in pool], lq.stems,
-                                       lq.stats, filters)
+                                       lq.stats, filters, shared)
         chosen = [t for t in chosen if t.name in by_id]
         kept = dedup.keep(pool, chosen, by_id, by_hash, self.tiers, limit)
         kept = self._with_tfidf(kept, pool, lq)
@@ -452,6 +463,12 @@ class VaultManager:
                 out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
                              "problem": str(exc)}
         return out
+
+
+def _key_columns(store: Any) -> KeyColumns | None:
+    """A tier's key columns for the dedup's index; None from a backend without them."""
+    read = getattr(store, "key_columns", None)
+    return None if read is None else read()
 
 
 def _ends_of(store: Any, ids: Sequence[str]) -> list[LinkEnds]:

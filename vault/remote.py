@@ -91,6 +91,10 @@ class RemoteTier:
         """A remote tier is created by its server, never by a client: always False."""
         return False
 
+    def key_columns(self) -> None:
+        """None: a remote tier scores on its server, not over an in-process mirror."""
+        return None
+
     def filter_mask(self, filters: Filters) -> Any:
         """Answered from a local mirror fed by ``changes_since`` (ids cannot travel per query)."""
         from tiervault.vault.lexicon import LocalMirror, MirrorLexicon

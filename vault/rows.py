@@ -39,6 +39,7 @@ __all__ = [
     "EmbeddingStatus",
     "TierStats",
     "IdMask",
+    "KeyColumns",
     "TierHits",
     "LightPage",
     "FacetCounts",
@@ -415,6 +416,24 @@ class IdMask:
     ids: Sequence[str]
     mask: np.ndarray
     version: tuple
+
+
+class KeyColumns(NamedTuple):
+    """A tier's entry ids and content hashes by mirror slot (``TierBackend.key_columns``):
+    what the federated dedup's index of the ids and hashes held by more than one tier
+    reads (vault/shared_keys.py).
+
+    ``ids[i]`` / ``hashes[i]`` are the id and content hash of slot ``i < slots``, live or
+    dead (an updated or deleted entry's slot stays). Within one ``build`` slots are only
+    appended and never change; a rebuilt or reloaded mirror has a new ``build`` (numbers
+    unique in the process). ``ids`` and ``hashes`` are the mirror's live string
+    columns (vault/string_table.py: ``take``, ``held``): read them right away, below
+    ``slots`` only."""
+
+    build: int
+    ids: Any
+    hashes: Any
+    slots: int
 
 
 @dataclass(frozen=True, slots=True)

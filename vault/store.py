@@ -36,9 +36,9 @@ from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
-                                  FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, LexicalHit,
-                                  LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorRow, TermStats,
-                                  TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
+                                  FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, KeyColumns,
+                                  LexicalHit, LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorRow,
+                                  TermStats, TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
                                   WeightRecord)
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.sqlite_bulk import BulkSettings
@@ -368,6 +368,11 @@ class TierStore:
 
     def filter_mask(self, filters: Filters) -> IdMask:
         return self.lexicon.filter_mask(filters)
+
+    def key_columns(self) -> KeyColumns:
+        with self.db.lock:  # one build's columns and slot count (a catch-up appends under it)
+            p = self.postings()
+            return KeyColumns(p.build_id, p.ids, p.hashes, min(len(p.ids), len(p.hashes)))
 
     def search_fts(self, terms: list[str], filters: Filters, limit: int) -> TierHits:
         """FTS5 ``bm25()`` with the field weights; the reference lexical score.

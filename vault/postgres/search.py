@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from tiervault.vault.filters import Filters
 from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.read_scope import current_scope
-from tiervault.vault.rows import Changes, IdMask, LexicalHit, MirrorRow, TermStats
+from tiervault.vault.rows import Changes, IdMask, KeyColumns, LexicalHit, MirrorRow, TermStats
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,11 @@ class PgLexical:
 
     def filter_mask(self, filters: Filters) -> IdMask:
         return self.mirror_lexicon().filter_mask(filters)
+
+    def key_columns(self) -> KeyColumns:
+        with self._lock:  # one build's columns and slot count (a catch-up appends under it)
+            p = self.postings()
+            return KeyColumns(p.build_id, p.ids, p.hashes, min(len(p.ids), len(p.hashes)))
 
     def create(self) -> bool:
         """Opening the tier created its schema already (unless read-only): False."""
