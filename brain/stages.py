@@ -63,7 +63,10 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     cands = manager.search(lexical_text, filters=ctx.filters, limit=fetch, tiers=ctx.tiers)
     ctx.lq = cands.query
     ctx.complete = len(cands) < fetch
-    if _may_widen(ctx) and not ctx.complete and fetch < cfg.small_corpus:
+    # the tiers' top k found small_corpus matches already (cands.matched, a lower bound of
+    # the count): then the count cannot be under it, and is not asked (~0.1 ms at 100K)
+    if (_may_widen(ctx) and not ctx.complete and fetch < cfg.small_corpus
+            and cands.matched < cfg.small_corpus):
         total = brain.matching_count(cands.query, ctx.filters, cfg.small_corpus)
         if total < cfg.small_corpus:
             cands = manager.search(lexical_text, filters=ctx.filters, limit=max(total, 1),

@@ -49,6 +49,9 @@ class Candidates:
     tier_weight: np.ndarray
     tfidf: np.ndarray  # TF-IDF cosine in [0, 1]
     query: LexicalQuery
+    # hits the tiers' top k returned before the dedup (duplicates included, each one a
+    # match passing the filters): a lower bound of VaultManager.count_matches
+    matched: int = 0
 
     @property
     def score(self) -> np.ndarray:
@@ -59,7 +62,8 @@ class Candidates:
         return len(self.ids)
 
 
-def candidates_of(kept: Sequence[Kept], lq: LexicalQuery, weights: Mapping[str, float]) -> Candidates:
+def candidates_of(kept: Sequence[Kept], lq: LexicalQuery, weights: Mapping[str, float],
+                  matched: int = 0) -> Candidates:
     """The kept hits (best first) as :class:`Candidates`: ``lexical`` = raw BM25 /
     the query's bound (1.0 when the bound is 0), each tier's weight from ``weights``."""
     bound = lq.bound if lq.bound > 0 else 1.0
@@ -72,4 +76,5 @@ def candidates_of(kept: Sequence[Kept], lq: LexicalQuery, weights: Mapping[str, 
         tier_weight=np.array([weights[k.tier] for k in kept], dtype=np.float64),
         tfidf=np.array([k.hit.tfidf for k in kept], dtype=np.float64),
         query=lq,
+        matched=matched,
     )

@@ -423,7 +423,7 @@ class VaultManager:
         chosen = [t for t in chosen if t.name in by_id]
         kept = dedup.keep(pool, chosen, by_id, by_hash, self.tiers, limit)
         kept = self._with_tfidf(kept, pool, lq)
-        return candidates_of(kept, lq, {t.name: t.weight for t in self.tiers.values()})
+        return candidates_of(kept, lq, {t.name: t.weight for t in self.tiers.values()}, len(pool))
 
     def _with_tfidf(self, kept: list[dedup.Kept], pool: list[dedup.Pooled],
                     lq: LexicalQuery) -> list[dedup.Kept]:
