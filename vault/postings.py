@@ -55,7 +55,7 @@ from tiervault.vault.slot_columns import slot_columns
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
-from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
+from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores, term_postings
 from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tfidf_query import QueryWeights, dense_scores, query_row, query_weights, scores_at
 
@@ -406,24 +406,6 @@ class Postings:
             self._delta_csc = (dw, dt)
         return self._delta_csc
 
-    def _column(self, tid: int, base: Columns, delta: sp.csc_matrix | None,
-                read: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        parts_s, parts_v = [], []
-        if tid < base.n_cols:
-            slots, vals = base.column(tid)
-            read[tid] = slots  # the base column's slots, kept for the query's TF-IDF
-            parts_s.append(slots)
-            parts_v.append(vals)
-        if delta is not None and tid < delta.shape[1]:
-            lo, hi = delta.indptr[tid], delta.indptr[tid + 1]
-            parts_s.append(delta.indices[lo:hi] + self.base_rows)
-            parts_v.append(delta.data[lo:hi])
-        if not parts_s:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        slots = np.concatenate(parts_s) if len(parts_s) > 1 else parts_s[0]
-        vals = np.concatenate(parts_v) if len(parts_v) > 1 else parts_v[0]
-        return slots, vals
-
     def _held(self) -> tuple[dict[str, int | None] | None, dict[int, np.ndarray]]:
         """The last :meth:`matches`' stem -> term id and base columns by term id (for the
         query's TF-IDF) while W and the vocabulary are the same (a catch-up adds terms)."""
@@ -435,16 +417,15 @@ class Postings:
         delta = self._delta()
         stems = list(stems)
         out = TermMatches(stems, [], [])
-        every_slot_alive = self.n_alive == self.alive.size  # no write deleted or replaced a row
+        # None: no write deleted or replaced a row
+        alive = None if self.n_alive == self.alive.size else self.alive
         tids, read = self.vocab.ids(stems), {}  # read: the base columns by term id (_held)
         for tid in tids:
             if tid is None:
                 slots, vals = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             else:
-                slots, vals = self._column(tid, self.W, delta[0] if delta else None, read)
-                live = None if every_slot_alive else self.alive[slots]
-                if live is not None and not live.all():
-                    slots, vals = slots[live], vals[live]
+                slots, vals, read[tid] = term_postings(tid, self.W, delta[0] if delta else None,
+                                                       self.base_rows, alive)
             out.slots.append(slots)
             out.wtf.append(vals)
         self._read_terms = ((self.W, self.vocab, len(self.vocab)), dict(zip(stems, tids)), read)

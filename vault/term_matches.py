@@ -15,12 +15,18 @@ added in the same order, so the same numbers bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from tiervault.vault.scoring import bm25_term
+from tiervault.vault.sparse_columns import Columns
 
-__all__ = ["TermMatches", "TermScores", "SPARSE_SHARE"]
+__all__ = ["TermMatches", "TermScores", "SPARSE_SHARE", "term_postings"]
+
+#: A term's weights at its live slots, or a function reading them when first needed
+Weights = np.ndarray | Callable[[], np.ndarray]
 
 #: A query whose matching slots are fewer than 1/SPARSE_SHARE of the tier's is scored
 #: and masked at those slots only; above, by dense passes over every slot (cheaper
@@ -62,11 +68,12 @@ class TermScores:
 
 @dataclass(slots=True)
 class TermMatches:
-    """Per query term: the live slots holding it and their weights."""
+    """Per query term: the live slots holding it and their weights (read when first
+    needed: a term whose BM25 is kept needs none, :meth:`terms_bm25`)."""
 
     stems: list[str]
     slots: list[np.ndarray]
-    wtf: list[np.ndarray]
+    wtf: list[Weights]
 
     @property
     def df(self) -> np.ndarray:
@@ -80,10 +87,13 @@ class TermMatches:
         are the costly ones (a pass per operation over its postings); the caller
         keeps ``memo`` for one state of the mirror (its postings unchanged)."""
         out = []
-        for stem, slots, wtf, term_idf in zip(self.stems, self.slots, self.wtf, idf.tolist()):
+        for t, (stem, slots, wtf, term_idf) in enumerate(zip(self.stems, self.slots, self.wtf,
+                                                             idf.tolist())):
             key = (stem, term_idf, avglen)
             got = memo.get(key) if memo is not None else None
             if got is None:
+                if callable(wtf):
+                    wtf = self.wtf[t] = wtf()
                 got = bm25_term(wtf, doclen[slots], avglen, term_idf)
                 if memo is not None and slots.size:
                     memo.put(key, got)
@@ -157,3 +167,37 @@ def _summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndar
         return np.bincount(where[keep[0]], weights=parts[keep[0]], minlength=n)
     return np.bincount(np.concatenate([where[t] for t in keep]),
                        weights=np.concatenate([parts[t] for t in keep]), minlength=n)
+
+
+def term_postings(tid: int, base: Columns, delta: sp.csc_matrix | None, base_rows: int,
+                  alive: np.ndarray | None) -> tuple[np.ndarray, Weights, np.ndarray | None]:
+    """(term ``tid``'s live slots, base then delta; their weights, as a function reading
+    them; the base column's slots as read). ``alive``: None when every slot is alive.
+    The weights are read only for a term whose BM25 is not kept (issue 16, session 12:
+    about half a query's terms; a ``pread`` each), the slots always (document
+    frequency, union)."""
+    parts: list[np.ndarray] = []
+    lo = hi = d_lo = d_hi = 0
+    base_slots = None
+    if tid < base.n_cols:
+        lo, hi = int(base.indptr[tid]), int(base.indptr[tid + 1])
+        base_slots = base.indices.get(lo, hi)
+        parts.append(base_slots)
+    in_delta = delta is not None and tid < delta.shape[1]
+    if in_delta:
+        d_lo, d_hi = delta.indptr[tid], delta.indptr[tid + 1]
+        parts.append(delta.indices[d_lo:d_hi] + base_rows)
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), None
+    slots = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    live = None if alive is None else alive[slots]
+    if live is not None and live.all():
+        live = None
+
+    def weights() -> np.ndarray:
+        vals = [base.data.get(lo, hi)] if base_slots is not None else []
+        if in_delta:
+            vals.append(delta.data[d_lo:d_hi])
+        v = np.concatenate(vals) if len(vals) > 1 else vals[0]
+        return v if live is None else v[live]
+    return (slots if live is None else slots[live]), weights, base_slots

@@ -139,15 +139,14 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
             rows.append(c)
             term_at.append(k)
     if rows:
-        n = b_slots.size
         ks = np.array(term_at)
-        cnt = np.concatenate(rows) if len(rows) > 1 else rows[0]
-        tids = np.repeat(q[0][ks], n)
-        # weight stays float64: a Python float times a float32 array would be float32
-        w = weights[ks][:, None] * T.weights(tids, cnt, np.tile(norms, len(rows))).reshape(len(rows), n)
-        acc = w[0].copy()
+        cnt = (np.concatenate(rows) if len(rows) > 1 else rows[0]).reshape(len(rows), b_slots.size)
+        # (terms, slots) at once, term ids and norms broadcast; weight stays float64 (a
+        # Python float times a float32 array would be float32)
+        w = weights[ks][:, None] * T.weights(q[0][ks][:, None], cnt, norms)
+        acc = w[0]
         for r in range(1, len(rows)):
-            acc += w[r]
+            acc += w[r]  # in place in w's first row: each slot's sum in term order
         out[b_pos] = acc
     if d_pos is not None:
         for t, weight in zip(q[0].tolist(), weights):

@@ -133,8 +133,8 @@ class TfidfRows:
                 "norms": self.norms.a}
 
     def weights(self, tids: np.ndarray, counts: np.ndarray, norms: np.ndarray) -> np.ndarray:
-        """float32 TF-IDF weights of entries (term id, count, its row's norm): the formula
-        of the module docstring."""
+        """float32 TF-IDF weights of entries (term id, count, its row's norm; the three
+        arrays broadcast together): the formula of the module docstring."""
         x = counts.astype(np.float32) * self.idf32[tids]
         safe = np.where(norms > 0.0, norms, 1.0)
         return (x / safe).astype(np.float32)
