@@ -48,3 +48,27 @@ def test_the_spy_sees_a_look_up_the_memo_does_not_serve(monkeypatch):
     assert looked_up == ["id-0003", "nope"]
     StringTable.build(["other"]).find(["other"])  # another table: not counted
     assert looked_up == ["id-0003", "nope"]
+
+
+def test_remembered_ids_of_any_number_skip_the_fingerprints(monkeypatch):
+    from tiervault.vault import string_table
+
+    ids = [f"id-{i:04d}" for i in range(500)]
+    table, fresh = StringTable.build(ids), StringTable.build(ids)
+    at = np.arange(3, 500, 17, dtype=np.int64)  # 30 slots (a tier's candidates: > FEW)
+    read = StringColumn(table).take_distinct(at)
+    asked = [*read[:20], "nope", *read[20:]]  # one the memo does not know: the full look-up
+    expected, expected_asked = fresh.held(read), fresh.held(asked)
+    fingerprinted: list[str] = []
+    real = string_table.lookup_fingerprints
+
+    def counted(strings):
+        fingerprinted.extend(strings)
+        return real(strings)
+
+    monkeypatch.setattr(string_table, "lookup_fingerprints", counted)
+    assert len(read) == 30 and table.held(read) == expected
+    assert fingerprinted == []  # every one remembered: before, all 30 fingerprinted
+    assert table.held(asked) == {i: [int(s)] for i, s in zip(
+        [*range(20), *range(21, 31)], at.tolist())} == expected_asked
+    assert "nope" in fingerprinted

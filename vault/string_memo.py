@@ -63,10 +63,15 @@ def held_through(memo: dict[str, list[int]], strings: Sequence[str], present: np
 def held_remembered(memo: dict[str, list[int]], strings: Sequence[str]) -> dict[int, list[int]] | None:
     """The answer of ``held(strings)`` when ``memo`` remembers every one of ``strings``
     (the table never changes: a remembered answer, held or not, stays true), else None.
-    For a handful of strings (issue 16, session 11): the pool asks a tier about the ids
-    its top k just read (``StringColumn.take_distinct`` remembered them), and this skips
-    their fingerprints, the key filter and the binary search (~8 NumPy calls)."""
-    known = list(map(memo.get, strings))
-    if None in known:
-        return None
+    The pool and LSA ask a tier about the ids its top k just read
+    (``StringColumn.take_distinct`` remembered them), and this skips their fingerprints,
+    the key filter and the binary search (~8 NumPy calls; issue 16, session 11, for a
+    handful of strings; session 12, any number: ~90 us for 9-30 ids). The first string
+    not remembered ends the look-up (the dedup's strings are mostly new: one dict miss)."""
+    known = []
+    for s in strings:
+        k = memo.get(s)
+        if k is None:
+            return None
+        known.append(k)
     return {i: k for i, k in enumerate(known) if k}

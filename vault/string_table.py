@@ -283,7 +283,7 @@ class StringTable:
         as :meth:`find` (memo, then the bytes)."""
         if not strings or not self._n:
             return {}
-        if len(strings) <= FEW and (known := held_remembered(self._memo, strings)) is not None:
+        if (known := held_remembered(self._memo, strings)) is not None:
             return known
         want = lookup_fingerprints(strings)
         keys = self.keys.all()
