@@ -103,11 +103,14 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
     caller keeps it for one query's words: a query asks twice); ``read(t)`` reads a
     column missing there (default ``W.column_counts``: the caller may hold its slots)."""
     out = np.zeros(slots.size, dtype=np.float64)
-    base = slots < base_rows
-    b_pos = np.flatnonzero(base)
-    b_slots = slots[b_pos]
-    norms = T.norms.at(b_slots) if b_slots.size else None
     d_pos = d_tid = d_val = None
+    if delta_rows is None:  # no delta: every slot is a base slot
+        b_pos, b_slots = None, slots
+    else:
+        base = slots < base_rows
+        b_pos = np.flatnonzero(base)
+        b_slots = slots[b_pos]
+    norms = T.norms.at(b_slots) if b_slots.size else None
     if delta_rows is not None and not base.all():
         rows = delta_rows
         d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
@@ -133,9 +136,8 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
             if not col.size:
                 continue
             i = col.searchsorted(b_slots)
-            np.minimum(i, col.size - 1, out=i)
-            c = counts[i]
-            c[col[i] != b_slots] = 0
+            c = counts.take(i, mode="clip")  # clipped: a slot past the last posting
+            c[col.take(i, mode="clip") != b_slots] = 0
             rows.append(c)
             term_at.append(k)
     if rows:
@@ -147,7 +149,10 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
         acc = w[0]
         for r in range(1, len(rows)):
             acc += w[r]  # in place in w's first row: each slot's sum in term order
-        out[b_pos] = acc
+        if b_pos is None:
+            out = acc
+        else:
+            out[b_pos] = acc
     if d_pos is not None:
         for t, weight in zip(q[0].tolist(), weights):
             hit = d_tid == t  # a row holds a term at most once
