@@ -3,7 +3,7 @@
     python bench/scan_swap_ab.py --old /path/to/old/checkout --workdir DIR \
         --swap vault/dedup.py:keep --swap vault/string_table.py:StringTable._find ... \
         [--caller tiervault.vault.postings] [--time tiervault.vault.manager:VaultManager._search] \
-        [--queries 800] [--json out.json]
+        [--queries 800] [--hybrid] [--json out.json]
 
 Fresh processes on this shared 2-core machine differ by +-10-25 % in scan CPU (other
 jobs beside the bench lock), more than a 0.1-0.3 ms change. Here one process (this
@@ -35,7 +35,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
-from bench.phases import query_kwargs, write_config  # noqa: E402
+from bench.phases import open_hybrid_brain, query_kwargs, write_config  # noqa: E402
 
 #: ``file:attr`` in this session's scan changes (issue 16, session 9)
 DEFAULT_SWAPS = ("vault/dedup.py:keep", "vault/string_table.py:StringTable._find",
@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="another module importing a swapped function by name (tiervault.vault.postings)")
     ap.add_argument("--time", action="append", default=[],
                     help="MODULE:ATTR timed (perf_counter, summed per query) in each variant; not a swapped one")
+    ap.add_argument("--hybrid", action="store_true",
+                    help="hybrid scans: DIR's vectors with the hash embedder (bench/run.py's build)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from tiervault.brain import stages
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     spent: dict[str, float] = {}
     for spec in args.time:
         _timed(spec, spent)
-    brain = Brain.open(write_config(args.workdir))
+    brain = open_hybrid_brain(args.workdir, 384) if args.hybrid else Brain.open(write_config(args.workdir))
 
     def scan(q: dict[str, Any]) -> Any:
         return brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
@@ -137,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     for q in queries(30, 8):
         scan(q)
     out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps],
-                           "queries": args.queries, "flip": args.flip, "load_before": load_avg()}
+                           "queries": args.queries, "flip": args.flip, "hybrid": args.hybrid,
+                           "load_before": load_avg()}
     cpu: dict[str, list[float]] = {"old": [], "new": []}
     parts: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     qs = queries(args.queries, args.seed)

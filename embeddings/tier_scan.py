@@ -80,6 +80,11 @@ class TierScan:
         self._rows: list[np.ndarray] = [base_rows]
         self._scores: list[np.ndarray] = [base_scores]
         self.tail_rows, self.tail_scores = _NO_ROWS, _NO_SCORES
+        # The positions of the last top_approx and the least approximate score among them
+        # (every other position's is at most that): rescore_reaching's bound.
+        self._picks: np.ndarray = _NO_ROWS
+        self._floor = np.inf
+        self.full_passes = 0  # rescore_reaching's compares over every position (tests, bench)
 
     @property
     def compressed(self) -> bool:
@@ -97,7 +102,10 @@ class TierScan:
     def top_approx(self, m: int) -> np.ndarray:
         """Positions of the ``m`` best approximate scores not rescored yet (best first)."""
         assert self.approx is not None
-        return top_k(self.approx, min(m, self.left))
+        pos = top_k(self.approx, min(m, self.left))
+        self._picks = pos
+        self._floor = float(self.approx[pos[-1]]) if pos.size else -np.inf
+        return pos
 
     def rescore(self, pos: np.ndarray) -> None:
         """Score the rows at positions ``pos`` exactly; they leave the approximate scores."""
@@ -113,10 +121,18 @@ class TierScan:
     def rescore_reaching(self, threshold: float) -> None:
         """Rescore every row not rescored yet with ``a_i + eps_i >= threshold``: first
         the rows within the largest bound of it (one compare over the scores), then
-        each of those few against its own bound."""
+        each of those few against its own bound. When the least score of the last
+        :meth:`top_approx` is below that first cut, no other position reaches it (each
+        has at most that score): only those positions are compared, not every one."""
         assert self.approx is not None and self.bound is not None
         approx, bound = self.approx, self.bound
-        reach = np.flatnonzero(approx >= np.float32(threshold - bound.cap - _SLACK))
+        cut = np.float32(threshold - bound.cap - _SLACK)
+        if self._floor < cut:  # the same positions, ascending, as the compare over all
+            picks = self._picks
+            reach = np.sort(picks[approx[picks] >= cut])
+        else:
+            reach = np.flatnonzero(approx >= cut)
+            self.full_passes += 1
         if reach.size:
             reach = reach[approx[reach] + bound.at(reach) >= threshold]
         self.rescore(reach)

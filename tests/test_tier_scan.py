@@ -151,3 +151,57 @@ def test_no_tier_with_vectors_answers_nothing(tmp_path) -> None:
         q = unit(np.random.default_rng(1), 1)[0]
         assert VectorRecall(vault, MODEL, dtype="int8").search(q, 5)[:2] == ([], [])
     assert not rescore_federated([], 5)
+
+
+def _tied_scan(rng: np.random.Generator, n: int, k: int):
+    """A TierScan over ``n`` approximate scores with many ties (values on a coarse grid,
+    several of them -inf) and exact scores within the bound of each."""
+    from tiervault.embeddings.tier_scan import Bound, TierScan
+
+    approx = (rng.integers(0, 40, n) / 40).astype(np.float32)
+    approx[rng.choice(n, n // 10, replace=False)] = -np.inf
+    eps = np.float32(0.03)
+    exact = (approx + rng.uniform(-0.03, 0.03, n)).astype(np.float32)
+    exact[~np.isfinite(approx)] = -1.0
+    allowed = int(np.isfinite(approx).sum())
+    return TierScan(k, approx=approx.copy(), bound=Bound.flat(float(eps)), base_k=k, allowed=allowed,
+                    exact_of=lambda rows: exact[rows])
+
+
+@pytest.mark.parametrize("k", [1, 5, 20])
+def test_rescore_reaching_from_the_picks_rescores_what_the_full_compare_does(k) -> None:
+    """After top_approx, rows reaching a threshold are read off its picks when their least
+    score is below the first cut: the same rows in the same order (ties at the picks' least
+    score included) as the compare over every position, and no such compare is made."""
+    rng = np.random.default_rng(k)
+    skipped = 0
+    for trial in range(60):
+        seed = int(rng.integers(1 << 30))
+        picked, full = _tied_scan(np.random.default_rng(seed), 600, k), _tied_scan(np.random.default_rng(seed), 600, k)
+        pos = picked.top_approx(k)
+        chosen = pos[: max(1, pos.size // 2)]  # a federated rescoring rescores some picks
+        picked.rescore(chosen)
+        full.rescore(chosen)  # no top_approx: the full compare decides
+        threshold = float(rng.uniform(0.2, 1.1))
+        picked.rescore_reaching(threshold)
+        full.rescore_reaching(threshold)
+        assert full.full_passes == 1
+        skipped += picked.full_passes == 0
+        rows_p, scores_p = picked.best()
+        rows_f, scores_f = full.best()
+        assert rows_p.tolist() == rows_f.tolist() and scores_p.tolist() == scores_f.tolist()
+        assert picked.left == full.left
+        assert picked.exact_scores().tolist() == full.exact_scores().tolist()  # rescored in the same order
+    assert 0 < skipped < 60  # both paths taken
+
+
+def test_a_lower_tier_makes_no_full_pass_in_the_federated_rescoring(indexes) -> None:
+    """The lowest-weight tier's reaching test rarely needs a compare over all its scores."""
+    rng = np.random.default_rng(77)
+    passes = []
+    for _ in range(20):
+        q = unit(rng, 1)[0]
+        scans = [index.scan(q, 10) for index in indexes]
+        assert rescore_federated([(w, s) for w, s in zip(WEIGHTS, scans)], 10)
+        passes.append(scans[2].full_passes)
+    assert sum(passes) < len(passes) / 2
