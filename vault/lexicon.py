@@ -103,6 +103,7 @@ class MirrorLexicon:
         # dense masks by (version, validity bucket, filters without now): _dense_mask
         self._masks: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._edges = ValidityEdges()
+        self._last_kept: tuple[Any, tuple, np.ndarray | None] = (None, (), None)  # _kept_mask
 
     def _cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
         with self._lock:
@@ -119,7 +120,8 @@ class MirrorLexicon:
 
     @staticmethod
     def _version(p: Postings) -> tuple:
-        return (id(p), p.build_id, p.gen, len(p.ids), p.n_alive)
+        # alive.size: the slot count (len(p.ids), without its three Python calls)
+        return (id(p), p.build_id, p.gen, p.alive.size, p.n_alive)
 
     def _term_scores(self, p: Postings) -> TermScores:
         """Each query term's BM25 at its postings by (stem, idf, avglen), kept across
@@ -167,14 +169,21 @@ class MirrorLexicon:
         once per validity bucket and mirror version), else None. Reading it at a few
         slots is one gather instead of a compiled mask there per call: the head of a
         top k, a small union's top k and the dedup's look-ups (~4 calls a query,
-        issue 16 session 12); the same values (``p.mask(filters)`` at those slots)."""
-        if filters.restricts or filters.now is None:
-            return None
-        try:
-            hash(filters)
-        except TypeError:  # a Filters built by hand with a list inside: not a key
-            return None
-        return self._dense_mask(p, filters)
+        issue 16 session 12); the same values (``p.mask(filters)`` at those slots). The
+        last answer is kept for the same Filters object (immutable: hashable) and mirror
+        version: a search asks with one object in its top k and its look-ups."""
+        last, version = self._last_kept, self._version(p)
+        if last[0] is filters and last[1] == version:
+            return last[2]
+        mask = None
+        if not filters.restricts and filters.now is not None:
+            try:
+                hash(filters)
+            except TypeError:  # a Filters built by hand with a list inside: not a key
+                return None
+            mask = self._dense_mask(p, filters)
+        self._last_kept = (filters, version, mask)  # replaced whole: safe across threads
+        return mask
 
     def _dense_mask(self, p: Postings, filters: Filters) -> np.ndarray:
         """``p.mask(filters)`` kept across queries while no validity edge lies between
