@@ -42,6 +42,7 @@ PARTS = (
     ("tiervault.vault.lexicon", "top_k", "top k: whole mask's top_k"),
     ("tiervault.vault.lexicon", "MirrorLexicon._mask", "top k: mask (whole)"),
     ("tiervault.vault.postings", "Postings.tfidf_at", "top k: TF-IDF at the hits"),
+    ("tiervault.vault.dedup", "kept", "dedup.kept (session 12: holders + keep)"),
     ("tiervault.vault.dedup", "holders", "dedup.holders"),
     ("tiervault.vault.lexicon", "MirrorLexicon.lexical_scores", "dedup.holders: lexical_scores"),
     ("tiervault.vault.manager", "_key_columns", "dedup: key_columns (session 12)"),

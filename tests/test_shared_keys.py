@@ -332,3 +332,45 @@ def test_hits_of_the_same_tier_are_never_asked(tmp_path):
         assert by_id["team"] == {} and by_hash["project"] == {}
     finally:
         walk.close()
+
+
+def test_kept_equals_holders_then_keep(tmp_path):
+    """dedup.kept with the index (simple hits kept as they are, the others walked) gives
+    keep's rows over holders' answer without it, also with hits failing the filters."""
+    rng = random.Random(21)
+    walk = Walk(tmp_path, 21)
+    try:
+        for tier in TIERS:
+            walk.write(tier, [_entry(rng, walk.new_id()) for _ in range(80)])
+        for tier, src in (("team", "agent"), ("project", "team"), ("agent", "project"), ("team", "project")):
+            picks = [walk.held[src][k] for k in sorted(walk.held[src])[:20]]
+            walk.write(tier, [_entry(rng, e.id if i % 2 else walk.new_id(), e.title, e.description, e.type)
+                              for i, e in enumerate(picks)])
+        chosen = [walk.fast.tiers[t] for t in TIERS]
+        index = SharedKeys()
+        columns = {t.name: t.store.key_columns() for t in chosen}
+        index.shared(columns, None)
+        shared = index.shared(columns, index.before())
+
+        def each(tiers, read):
+            return [(t, read(t.store)) for t in tiers]
+        walked = 0
+        for _ in range(60):
+            text = _text(rng, rng.randint(1, 3))
+            lq = walk.fast.lexical_query(text, None)
+            pool = []
+            for rank, t in enumerate(chosen):
+                for h in t.store.lexical_top_k(lq.stems, lq.stats, Filters(), 30, words=lq.words):
+                    if rng.random() < 0.15:
+                        h = LexicalHit(h.id, h.content_hash, h.score, h.tfidf, False)
+                    pool.append(dedup.Pooled(-h.score * t.weight, rank, t.name, h))
+            limit = rng.choice([None, 5, 30])
+            by_id, by_hash = dedup.holders(each, chosen, [(p.tier, p.hit) for p in pool], lq.stems,
+                                           lq.stats, Filters())
+            want = dedup.keep(pool, chosen, by_id, by_hash, walk.fast.tiers, limit)
+            got = dedup.kept(each, chosen, pool, lq.stems, lq.stats, Filters(), shared, walk.fast.tiers, limit)
+            assert got == want, text
+            walked += any(p.hit.id in shared.ids or p.hit.content_hash in shared.hashes for p in pool)
+        assert walked > 10
+    finally:
+        walk.close()

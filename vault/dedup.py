@@ -15,8 +15,8 @@ and hash look-ups were ~1.1 ms of a 5 ms FTS-only scan at 100K).
 
 from __future__ import annotations
 
-from itertools import filterfalse, groupby
-from operator import attrgetter, itemgetter
+from itertools import compress, filterfalse, groupby
+from operator import attrgetter, itemgetter, or_
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from tiervault.vault.filters import Filters
@@ -25,7 +25,7 @@ from tiervault.vault.rows import LexicalHit, TermStats
 from tiervault.vault.shared_keys import Shared
 from tiervault.vault.string_table import lookup_fingerprints
 
-__all__ = ["holders", "keep", "Pooled", "Kept"]
+__all__ = ["holders", "keep", "kept", "Pooled", "Kept"]
 
 #: ``VaultManager._each``: (tier, answer) for each tier that answered.
 Each = Callable[[Sequence[Any], Callable[[Any], Any]], list[tuple[Any, Any]]]
@@ -41,6 +41,7 @@ class Pooled(NamedTuple):
 
 
 _ID, _HASH = attrgetter("id"), attrgetter("content_hash")
+_HIT, _PASSES = attrgetter("hit"), attrgetter("passes")
 
 
 class Kept(NamedTuple):
@@ -54,6 +55,7 @@ class Kept(NamedTuple):
 
 
 _PRIORITY = itemgetter(1, 0)  # a Pooled's (rank, neg_score)
+_Row = tuple  # a Kept's fields, as a plain tuple
 _ORDER = itemgetter(0, 1)  # a Kept's (neg_score, rank)
 
 
@@ -144,7 +146,57 @@ def keep(pool: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapp
     its content hash (:func:`holders`); the first holder supplies the copy, which
     must pass the filters. A copy already kept (same tier and id) is not kept
     twice. ``tiers`` maps a name to its tier (``.name``, ``.weight``)."""
-    rows: list[tuple[float, int, str, LexicalHit, tuple[str, ...]]] = []
+    rows = [row for row, _ in _walk(sorted(pool, key=_PRIORITY), chosen, by_id, by_hash, tiers)]
+    rows.sort(key=_ORDER)  # stable: ties stay in priority order
+    # plain tuples until here: only the rows returned are made Kept
+    return list(map(Kept._make, rows if limit is None else rows[:limit]))
+
+
+def kept(each: Each, chosen: Sequence[Any], pool: Sequence[Pooled], stems: Sequence[str],
+         stats: TermStats, filters: Filters, shared: Shared | None, tiers: Mapping[str, Any],
+         limit: int | None = None) -> list[Kept]:
+    """:func:`holders` then :func:`keep` over ``chosen`` (the tiers that answered, priority
+    order; each pooled hit's ``neg_score`` is -its score * its tier's weight, as the
+    manager makes them): the same rows.
+
+    With ``shared`` naming every tier of ``chosen`` (:mod:`shared_keys`), the pooled hits
+    whose id and hash no two tiers hold (``shared.ids`` / ``shared.hashes``; ~96% of a
+    bench pool) are kept as they are -- no other tier holds a copy, and no copy found for
+    another hit is one of them (its id or hash would be held twice) -- and only the others
+    go through holders and keep's walk; the rows are merged back in priority order
+    before keep's stable sort (issue 16, session 12: the dedup was ~0.5 ms a query)."""
+    if shared is None or len(shared) != len(chosen) or any(t.name not in shared for t in chosen):
+        by_id, by_hash = holders(each, chosen, [(p.tier, p.hit) for p in pool], stems, stats, filters,
+                                 shared)
+        return keep(pool, [t for t in chosen if t.name in by_id], by_id, by_hash, tiers, limit)
+    ordered = sorted(pool, key=_PRIORITY)
+    hits = list(map(_HIT, ordered))
+    ids, hashes = shared.ids, shared.hashes
+    simple: list[Any] = ordered if all(map(_PASSES, hits)) else [p if p.hit.passes else None for p in ordered]
+    if ids.isdisjoint(map(_ID, hits)) and hashes.isdisjoint(map(_HASH, hits)):
+        rows: list[Any] = list(filter(None, simple)) if simple is not ordered else ordered
+    else:  # a few hits with an id or hash held twice: through holders and keep's walk
+        twice = list(compress(range(len(hits)), map(or_, map(ids.__contains__, map(_ID, hits)),
+                                                     map(hashes.__contains__, map(_HASH, hits)))))
+        sub = [ordered[i] for i in twice]
+        by_id, by_hash = holders(each, chosen, [(p.tier, p.hit) for p in sub], stems, stats, filters,
+                                 shared)
+        at = simple  # (``ordered`` is this call's own list)
+        for i in twice:
+            at[i] = None
+        for row, j in _walk(sub, [t for t in chosen if t.name in by_id], by_id, by_hash, tiers):
+            at[twice[j]] = row
+        rows = list(filter(None, at))
+    rows = sorted(rows, key=_ORDER)  # stable: ties stay in priority order
+    # the simple hits are Pooled rows until here: only the rows returned are made Kept
+    return [Kept(*r, ()) if len(r) == 4 else Kept._make(r) for r in (rows if limit is None else rows[:limit])]
+
+def _walk(ordered: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapping[str, LexicalHit]],
+          by_hash: Mapping[str, Mapping[str, LexicalHit]], tiers: Mapping[str, Any]
+          ) -> list[tuple[_Row, int]]:
+    """:func:`keep`'s rows before its sort, each with the position in ``ordered`` (the
+    pool in priority order) of the pooled hit that brought it."""
+    rows: list[tuple[_Row, int]] = []
     taken: set[tuple[str, str]] = set()
     # The ids and hashes more than one tier holds: a hit whose id and hash only its own
     # tier holds (~96% of a bench pool) skips the walk over every tier (same answer).
@@ -152,7 +204,7 @@ def keep(pool: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapp
     shared_ids, _ = _shared([by_id[t.name] for t in chosen])
     shared_hashes, any_hash = _shared([by_hash[t.name] for t in chosen])
     own = {t.name: (by_id[t.name], t.weight) for t in chosen}
-    for p in sorted(pool, key=_PRIORITY):
+    for at, p in enumerate(ordered):
         _, rank, name, hit = p
         mine = own.get(name)
         if mine is not None:
@@ -164,7 +216,7 @@ def keep(pool: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapp
                 if key in taken or not w_hit.passes:
                     continue
                 taken.add(key)
-                rows.append((-w_hit.score * mine[1], rank, name, w_hit, ()))
+                rows.append(((-w_hit.score * mine[1], rank, name, w_hit, ()), at))
                 continue
         found_in: list[tuple[Any, LexicalHit]] = []
         for other in chosen:
@@ -175,11 +227,9 @@ def keep(pool: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapp
         if (winner.name, w_hit.id) in taken or not w_hit.passes:
             continue
         taken.update((t.name, h.id) for t, h in found_in)
-        rows.append((-w_hit.score * winner.weight, rank, winner.name, w_hit,
-                     tuple(t.name for t, _ in found_in[1:])))
-    rows.sort(key=_ORDER)  # stable: ties stay in priority order
-    # plain tuples until here: only the rows returned are made Kept
-    return list(map(Kept._make, rows if limit is None else rows[:limit]))
+        rows.append(((-w_hit.score * winner.weight, rank, winner.name, w_hit,
+                      tuple(t.name for t, _ in found_in[1:])), at))
+    return rows
 
 
 def _shared(maps: Sequence[Mapping[str, Any]]) -> tuple[set[str], set[str]]:

@@ -418,10 +418,7 @@ class VaultManager:
         if index is not None:
             shared = index.shared({t.name: c for t, c in self._each(chosen, _key_columns) if c is not None},
                                   before)
-        by_id, by_hash = dedup.holders(self._each, chosen, [(p.tier, p.hit) for p in pool], lq.stems,
-                                       lq.stats, filters, shared)
-        chosen = [t for t in chosen if t.name in by_id]
-        kept = dedup.keep(pool, chosen, by_id, by_hash, self.tiers, limit)
+        kept = dedup.kept(self._each, chosen, pool, lq.stems, lq.stats, filters, shared, self.tiers, limit)
         kept = self._with_tfidf(kept, pool, lq)
         return candidates_of(kept, lq, {t.name: t.weight for t in self.tiers.values()}, len(pool))
 

@@ -42,7 +42,7 @@ candidate); their exact intersection across tiers. ~10 ms for 100,000 entries.
 from __future__ import annotations
 
 import threading
-from typing import AbstractSet, Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -53,8 +53,19 @@ from tiervault.vault.string_table import StringTable, lookup_fingerprints
 
 __all__ = ["SharedKeys", "Shared"]
 
-#: Per tier name: (its ids held by another tier too, its hashes held by another tier too).
-Shared = Mapping[str, tuple[AbstractSet[str], AbstractSet[str]]]
+
+
+class Shared(dict):
+    """Per tier name: (its ids held by another tier too, its hashes held by another tier
+    too); ``ids`` / ``hashes``: the union over the tiers (a pooled hit whose id and hash
+    are in neither is held by its own tier only)."""
+
+    __slots__ = ("ids", "hashes")
+
+    def __init__(self, sets: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> None:
+        super().__init__(sets)
+        self.ids: frozenset[str] = frozenset().union(*(i for i, _ in sets.values()))
+        self.hashes: frozenset[str] = frozenset().union(*(h for _, h in sets.values()))
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -70,7 +81,7 @@ class _Tier(NamedTuple):
 
 class _State(NamedTuple):
     tiers: Mapping[str, _Tier]
-    shared: dict[str, tuple[frozenset[str], frozenset[str]]]
+    shared: Shared
 
     def builds(self) -> dict[str, int]:
         return {name: t.build for name, t in self.tiers.items()}
@@ -115,7 +126,7 @@ def _full(columns: Mapping[str, KeyColumns]) -> _State:
     names = list(tiers)
     ids = _held_twice([tiers[n].ids for n in names], [tiers[n].slots for n in names], False)
     hashes = _held_twice([tiers[n].hashes for n in names], [tiers[n].slots for n in names], True)
-    return _State(tiers, {n: (i, h) for n, i, h in zip(names, ids, hashes)})
+    return _State(tiers, Shared({n: (i, h) for n, i, h in zip(names, ids, hashes)}))
 
 
 def _grown(state: _State, columns: Mapping[str, KeyColumns]) -> _State:
@@ -138,7 +149,7 @@ def _grown(state: _State, columns: Mapping[str, KeyColumns]) -> _State:
                 shared[name][kind].update(both)
                 shared[other][kind].update(both)
     tiers = {n: _Tier(c.build, c.ids, c.hashes, c.slots) for n, c in columns.items()}
-    return _State(tiers, {n: (frozenset(i), frozenset(h)) for n, (i, h) in shared.items()})
+    return _State(tiers, Shared({n: (frozenset(i), frozenset(h)) for n, (i, h) in shared.items()}))
 
 
 def _held_twice(columns: Sequence[Any], slots: Sequence[int], digests: bool) -> list[frozenset[str]]:
