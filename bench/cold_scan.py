@@ -121,7 +121,11 @@ def _patch_stages(brain: Any) -> StageCpu:
     clock = StageCpu()
     manager = brain.manager
     manager.search = clock.wrap("manager.search", manager.search)
-    pool.Pool.from_candidates = clock.wrap("pool.from_candidates", pool.Pool.from_candidates)
+    # the candidates' light rows: read by from_candidates, or (session 12 on) by read_rows
+    # later with the neighbours' / vector hits' (from_candidates may call it: counted once)
+    pool.Pool.from_candidates = clock.wrap_outer("pool.from_candidates", pool.Pool.from_candidates)
+    if hasattr(pool.Pool, "read_rows"):
+        pool.Pool.read_rows = clock.wrap_outer("pool.from_candidates", pool.Pool.read_rows)
     pool.Pool.add_external = clock.wrap("pool.add_external", pool.Pool.add_external)
     stages.graph_hops = clock.wrap("graph_hops", stages.graph_hops)
     latent.scores = clock.wrap("latent.scores", latent.scores)

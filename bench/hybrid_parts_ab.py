@@ -13,7 +13,8 @@ process-CPU wrappers around the parts a hybrid scan adds to an FTS-only one -- t
 vector leg (``vectors.search``), the candidates' cosines (``vectors.similarities``), the
 pool's additions (``Pool.add_external``: vector hits and graph neighbours, their light
 rows and lexical evidence) -- and the lexical leg (``manager.search``) and the pool's
-candidates (``Pool.from_candidates``: their light rows). Both passes see
+candidates (``Pool.from_candidates``: their light rows; session 12 on ``Pool.read_rows``,
+with the vector hits'). Both passes see
 the queries' vectors cached (the embedder is not timed: ``embed_query`` keeps the last
 256). ``--fresh``: every pass sees queries it has not answered yet (the warm-up 30 others,
 the wrapper pass another ``--queries``), as ``bench/run.py``'s first hybrid pass does: the
@@ -37,7 +38,7 @@ from bench.checkouts import ab_parser, commit_of, load_avg, run_worker  # noqa: 
 from bench.output import emit  # noqa: E402
 
 PARTS = ("vectors.search", "vectors.similarities", "Pool.add_external", "Pool.from_candidates",
-         "manager.search")
+         "Pool.read_rows", "manager.search")
 
 
 def worker(workdir: Path, n_queries: int, seed: int, dim: int, fresh: bool = False) -> dict[str, Any]:
@@ -76,6 +77,8 @@ def worker(workdir: Path, n_queries: int, seed: int, dim: int, fresh: bool = Fal
     Pool.add_external = wrap(Pool.add_external, "Pool.add_external")  # type: ignore[method-assign]
     Pool.from_candidates = classmethod(wrap(Pool.from_candidates.__func__,  # type: ignore[method-assign]
                                             "Pool.from_candidates"))
+    if hasattr(Pool, "read_rows"):  # session 12 on: the candidates' rows with the vector hits'
+        Pool.read_rows = wrap(Pool.read_rows, "Pool.read_rows")  # type: ignore[method-assign]
     wrapped = []
     for q in (queries(n_queries, seed + 2) if fresh else qs):
         c0 = time.process_time_ns()

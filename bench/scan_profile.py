@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     patch(manager, "search", "manager.search")
     patch(pool.Pool, "from_candidates", "pool.from_candidates (light rows)")
     patch(pool.Pool, "add_external", "pool.add_external (graph: light rows + lexical)")
+    if hasattr(pool.Pool, "read_rows"):  # session 12 on: the candidates' rows with the others'
+        patch(pool.Pool, "read_rows", "pool.read_rows (light rows: candidates + neighbours)")
     patch(stages, "expand_query", "PRF expand_query")
     patch(stages, "expansion_scores", "PRF expansion_scores")
     patch(stages, "graph_hops", "graph_hops (links)")

@@ -3,11 +3,13 @@
     gather -> expand -> score -> modulate -> rank -> render
 
 - **gather**: federated FTS candidates (``max(fetch_factor * limit, min_fetch)``),
-  vector hits when a query vector exists, memories when asked; the small-corpus
-  count when the default scan limit could be widened.
+  vector hits when a query vector exists (their light rows read with the candidates'),
+  memories when asked; the small-corpus count when the default scan limit could be
+  widened and the search's own hits do not settle it.
 - **expand**: graph seeds = the best ``graph_seeds`` candidates by text relevance
   R with R >= ``seed_min_relevance`` * max(R) (real evidence only); their 1- and
-  2-hop neighbours join the pool.
+  2-hop neighbours join the pool. An FTS-only scan reads its candidates' light rows
+  here, with the neighbours' (one statement a tier: :meth:`Pool.read_rows`).
 - **score**: the seven signals by name (:class:`~tiervault.brain.matrix.SignalMatrix`),
   then relevance, priors and the score (:mod:`tiervault.brain.combine`), for
   entries and memories on one per-query scale.
