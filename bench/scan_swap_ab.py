@@ -3,7 +3,7 @@
     python bench/scan_swap_ab.py --old /path/to/old/checkout --workdir DIR \
         --swap vault/dedup.py:keep --swap vault/string_table.py:StringTable._find ... \
         [--caller tiervault.vault.postings] [--time tiervault.vault.manager:VaultManager._search] \
-        [--queries 800] [--hybrid] [--json out.json]
+        [--queries 800] [--hybrid] [--cold] [--json out.json]
 
 Fresh processes on this shared 2-core machine differ by +-10-25 % in scan CPU (other
 jobs beside the bench lock), more than a 0.1-0.3 ms change. Here one process (this
@@ -35,7 +35,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
-from bench.phases import open_hybrid_brain, query_kwargs, write_config  # noqa: E402
+from bench.phases import numpy_topk, open_hybrid_brain, query_kwargs, write_config  # noqa: E402
 
 #: ``file:attr`` in this session's scan changes (issue 16, session 9)
 DEFAULT_SWAPS = ("vault/dedup.py:keep", "vault/string_table.py:StringTable._find",
@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="another module importing a swapped function by name (tiervault.vault.postings)")
     ap.add_argument("--time", action="append", default=[],
                     help="MODULE:ATTR timed (perf_counter, summed per query) in each variant; not a swapped one")
+    ap.add_argument("--cold", action="store_true",
+                    help="before each scan (untimed) bench/run.py's one-thread NumPy top-10 over 100K x 384 "
+                         "float32 rows, as its paired pass (caches evicted)")
     ap.add_argument("--hybrid", action="store_true",
                     help="hybrid scans: DIR's vectors with the hash embedder (bench/run.py's build)")
     ap.add_argument("--json", type=Path)
@@ -140,16 +143,20 @@ def main(argv: list[str] | None = None) -> int:
         scan(q)
     out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps],
                            "queries": args.queries, "flip": args.flip, "hybrid": args.hybrid,
+                           "cold": args.cold,
                            "load_before": load_avg()}
     cpu: dict[str, list[float]] = {"old": [], "new": []}
     parts: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     qs = queries(args.queries, args.seed)
+    evict = numpy_topk(100_000, 384, args.seed, kernel="einsum") if args.cold else None
     for i, q in enumerate(qs):
         # pairs (2j, 2j+1): old first in even pairs, new first in odd ones
         old = ((i % 2 == 0) != ((i // 2) % 2 == 1)) != args.flip
         for s in swaps:
             s.use(old, callers)
         spent.clear()
+        if evict is not None:
+            evict(q)
         c0 = time.process_time()
         scan(q)
         side = "old" if old else "new"
