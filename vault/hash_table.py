@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
-from tiervault.vault.few_keys import FEW, candidate_slots
+from tiervault.vault.few_keys import FEW, Probe, candidate_slots, held_few
 from tiervault.vault.key_filter import KeyFilter, present
 from tiervault.vault.string_memo import MEMO_MAX, held_remembered, held_through, memo_find
 from tiervault.vault.string_table import StringTable
@@ -45,6 +45,24 @@ def _digests(strings: Sequence[str]) -> np.ndarray | None:
     if len(raw) != DIGEST * len(strings):  # fromhex skips whitespace
         return None
     return np.frombuffer(raw, dtype=np.uint8).reshape(len(strings), DIGEST)
+
+
+def _digest_of(s: str) -> bytes | None:
+    """The 32 bytes of ``s`` if it is a lowercase 64-character hex digest, else None."""
+    if len(s) != _HEX or s.lower() != s:
+        return None
+    try:
+        raw = bytes.fromhex(s)
+    except ValueError:
+        return None
+    return raw if len(raw) == DIGEST else None  # fromhex skips whitespace: "  " + 62 digits
+
+
+def _probes(strings: Sequence[str]) -> list[Probe | None]:
+    """Each digest's key (its first 8 bytes, big-endian) and bytes; None: not a digest
+    (:func:`~tiervault.vault.few_keys.held_few`; the same keys as :func:`digest_keys`)."""
+    raws = map(_digest_of, strings)
+    return [None if r is None else Probe(int.from_bytes(r[:8], "big"), r) for r in raws]
 
 
 #: The key (first 8 bytes, big-endian) of digests looked up lately, shared by every table
@@ -150,15 +168,25 @@ class HashTable:
         (session 11); the others as :meth:`find`."""
         if not strings or not self._n:
             return {}
-        if len(strings) <= FEW and (known := held_remembered(self._memo, strings)) is not None:
-            return known
+        if len(strings) <= FEW:  # the few (a pooled entry's hash): vault/few_keys.py
+            if (known := held_remembered(self._memo, strings)) is not None:
+                return known
+            return held_few(self._memo, strings, self._key_filter(), self.keys.all(), self.order,
+                            _probes, self._digest)
         prefix = digest_keys(strings)
         if prefix is None:  # not all digests: the per-string path
             return {i: f for i, f in enumerate(self.find(strings)) if f}
         keys = self.keys.all()
+        return held_through(self._memo, strings, present(keys, self._key_filter(), prefix), self._find)
+
+    def _key_filter(self) -> KeyFilter:
         if self._filter is None:  # benign race: two threads may both build one
-            self._filter = KeyFilter(keys)
-        return held_through(self._memo, strings, present(keys, self._filter, prefix), self._find)
+            self._filter = KeyFilter(self.keys.all())
+        return self._filter
+
+    def _digest(self, slot: int) -> bytes:
+        """The 32 bytes at ``slot`` (in range), verified."""
+        return self.raw.get(slot * DIGEST, (slot + 1) * DIGEST).tobytes()
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in strings]
@@ -169,14 +197,9 @@ class HashTable:
         if want is None:
             idx, raws = [], []
             for i, s in enumerate(strings):
-                if len(s) == _HEX and s.lower() == s:
-                    try:
-                        raw = bytes.fromhex(s)
-                    except ValueError:
-                        continue
-                    if len(raw) == DIGEST:  # fromhex skips whitespace: "  " + 62 digits is 31 bytes
-                        raws.append(raw)
-                        idx.append(i)
+                if (raw := _digest_of(s)) is not None:
+                    raws.append(raw)
+                    idx.append(i)
             if not idx:
                 return out
             want = np.frombuffer(b"".join(raws), dtype=np.uint8).reshape(-1, DIGEST)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from tiervault.vault.checked_array import CheckedArray
-from tiervault.vault.few_keys import FEW, candidate_slots
+from tiervault.vault.few_keys import FEW, Probe, candidate_slots, held_few
 from tiervault.vault.key_filter import KeyFilter, present
 from tiervault.vault.string_memo import MEMO_MAX, held_remembered, held_through, memo_find
 
@@ -277,19 +277,24 @@ class StringTable:
     def held(self, strings: Sequence[str]) -> dict[int, list[int]]:
         """:meth:`find` for the strings held only: {position in ``strings``: its slots,
         ascending}. A string whose fingerprint is in no key is decided by one binary
-        search over all of them, no Python per string (issue 16, session 10: ~96% of
-        the dedup's look-ups miss) -- most of them by one bit of the table's
-        :class:`~tiervault.vault.key_filter.KeyFilter` before it (session 11); the others
-        as :meth:`find` (memo, then the bytes)."""
+        search over all of them (session 10: most dedup look-ups miss), most of them by a
+        bit of the table's :class:`~tiervault.vault.key_filter.KeyFilter` first (session
+        11); the others as :meth:`find`. At most ``FEW``: Python only (session 12)."""
         if not strings or not self._n:
             return {}
         if (known := held_remembered(self._memo, strings)) is not None:
             return known
-        want = lookup_fingerprints(strings)
         keys = self.keys.all()
         if self._filter is None:  # benign race: two threads may both build one
             self._filter = KeyFilter(keys)
+        if len(strings) <= FEW:  # e.g. the graph neighbours' ids: vault/few_keys.py
+            return held_few(self._memo, strings, self._filter, keys, self.order, self._probes, self._bytes)
+        want = lookup_fingerprints(strings)
         return held_through(self._memo, strings, present(keys, self._filter, want), self._find)
+
+    def _probes(self, strings: Sequence[str]) -> list[Probe]:
+        """Each string's fingerprint and UTF-8 bytes (:func:`~tiervault.vault.few_keys.held_few`)."""
+        return list(map(Probe, lookup_fingerprints(strings).tolist(), map(str.encode, strings)))
 
     def _find(self, strings: Sequence[str]) -> list[list[int]]:
         want = lookup_fingerprints(strings)
