@@ -374,6 +374,11 @@ def test_kept_equals_holders_then_keep(tmp_path):
             got = dedup.kept(each, chosen, pool, lq.stems, lq.stats, Filters(), shared, walk.fast.tiers, limit)
             assert got == want, text
             walked += any(p.hit.id in shared.ids or p.hit.content_hash in shared.hashes for p in pool)
+            alone = [p for p in pool if p.hit.id not in shared.ids and p.hit.content_hash not in shared.hashes]
+            by_id, by_hash = dedup.holders(each, chosen, [(p.tier, p.hit) for p in alone], lq.stems,
+                                           lq.stats, Filters())
+            assert dedup.kept(each, chosen, alone, lq.stems, lq.stats, Filters(), shared, walk.fast.tiers,
+                              limit) == dedup.keep(alone, chosen, by_id, by_hash, walk.fast.tiers, limit)
         assert walked > 10
     finally:
         walk.close()
