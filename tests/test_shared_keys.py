@@ -7,6 +7,8 @@ writes, rebuilt mirrors, reopened tiers, a tier left out. Real SQLite tier files
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -380,5 +382,29 @@ def test_kept_equals_holders_then_keep(tmp_path):
             assert dedup.kept(each, chosen, alone, lq.stems, lq.stats, Filters(), shared, walk.fast.tiers,
                               limit) == dedup.keep(alone, chosen, by_id, by_hash, walk.fast.tiers, limit)
         assert walked > 10
+    finally:
+        walk.close()
+
+
+def test_a_copy_written_by_another_process_is_found(tmp_path):
+    """A real second process appends a copy to a tier (its mirror here catches up: slots
+    appended, the index grown): the next search asks that tier and lists the copy."""
+    rng = random.Random(9)
+    walk = Walk(tmp_path, 9)
+    try:
+        for tier in TIERS:
+            walk.write(tier, [_entry(rng, f"{tier}-{i}", f"alpha {tier} n{i}x", "bravo words")
+                              for i in range(1050)])
+        for _ in range(3):  # the index computed once the same builds were seen twice
+            walk.fast.search("alpha bravo")
+        code = ("import sys; from tiervault.vault.store import TierStore; "
+                "from tiervault.vault.entry import Entry; s = TierStore(sys.argv[1], name='team'); "
+                "s.capture(Entry.create(id='project-7', title='other words', description='here')); s.close()")
+        before = walk.fast.search("alpha n7x")
+        assert before.also_in[before.ids.index("project-7")] == ()
+        subprocess.run([sys.executable, "-c", code, walk.paths["team"]], check=True, timeout=120)
+        c = walk.fast.search("alpha n7x")
+        assert c.also_in[c.ids.index("project-7")] == ("team",)  # team's new copy (not in its top k)
+        assert _answer(c) == _answer(walk.full.search("alpha n7x"))
     finally:
         walk.close()
