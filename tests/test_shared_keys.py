@@ -252,12 +252,12 @@ def test_a_rebuild_between_the_top_k_and_the_look_ups_asks_everything(tmp_path):
             walk.write(tier, [_entry(rng, walk.new_id()) for _ in range(50)])
         stores = {t: walk.fast.tiers[t].store for t in TIERS}
         index = SharedKeys()
-        assert index.before() is None
+        assert index.before() == {}
         cols = {t: s.key_columns() for t, s in stores.items()}
-        assert index.shared(cols, index.before()) is None and index.before() is None  # not computed
+        assert index.shared(cols, index.before()) is None and index.before() == {}  # not computed
         assert index.shared(cols, index.before()) is None  # computed (these builds seen twice)
         before = index.before()
-        assert before == {t: c.build for t, c in cols.items()}
+        assert before == {frozenset(TIERS): {t: c.build for t, c in cols.items()}}
         assert index.shared(cols, before) is not None
         walk.other["agent"].capture(_entry(rng, "late"))  # agent is small: its mirror is rebuilt
         cols2 = {t: s.key_columns() for t, s in stores.items()}
@@ -406,5 +406,77 @@ def test_a_copy_written_by_another_process_is_found(tmp_path):
         c = walk.fast.search("alpha n7x")
         assert c.also_in[c.ids.index("project-7")] == ("team",)  # team's new copy (not in its top k)
         assert _answer(c) == _answer(walk.full.search("alpha n7x"))
+    finally:
+        walk.close()
+
+
+def test_a_small_rebuilt_tier_is_indexed_by_look_ups_not_every_column(tmp_path, monkeypatch):
+    """A small tier's mirror is rebuilt on every write: its strings are looked up in the
+    other tiers (the full computation over every column is not run again), the new copy
+    is found, and a rebuilt tier past REINDEX_SLOTS and 1/LOOKUP_COST of all slots takes the
+    full computation."""
+    from tiervault.vault import shared_keys
+
+    rng = random.Random(8)
+    walk = Walk(tmp_path, 8)
+    try:
+        for tier in TIERS:
+            walk.write(tier, [_entry(rng, f"{tier}-{i}") for i in range(50)])
+        stores = {t: walk.fast.tiers[t].store for t in TIERS}
+        index = SharedKeys()
+        _ready(index, {t: s.key_columns() for t, s in stores.items()})
+        copy = walk.other["team"].get("team-3")
+        walk.other["agent"].capture(Entry.create(id="team-3", title="other words", description="here",
+                                                 type=copy.type))
+        walk.other["project"].capture(Entry.create(id="project-copy", title=copy.title,
+                                                   description=copy.description, type=copy.type))
+        before = index.before()
+        columns = {t: s.key_columns() for t, s in stores.items()}
+        assert columns["agent"].build != before[frozenset(TIERS)]["agent"]  # rebuilt: a small tier
+        assert index.shared(columns, index.before()) is None  # this search's top k saw the old build
+        # indexed at once by look-ups (the full computation waits for the builds seen twice)
+        assert index.before() == {frozenset(TIERS): {t: c.build for t, c in columns.items()}}
+        shared = index.shared(columns, index.before())
+        assert shared["agent"][0] == {"team-3"} and "team-3" in shared["team"][0]
+        assert shared["project"][1] == {copy.content_hash} and copy.content_hash in shared["team"][1]
+        # past the bound: every column again
+        monkeypatch.setattr(shared_keys, "REINDEX_SLOTS", 0)
+        walk.other["agent"].delete("team-3")
+        columns = {t: s.key_columns() for t, s in stores.items()}
+        assert index.shared(columns, index.before()) is None
+        assert index.before() == {}  # every column read again, once seen twice
+        shared = _ready(index, columns)
+        assert shared["agent"][0] == set() and "team-3" not in shared["team"][0]
+    finally:
+        walk.close()
+
+
+def test_alternating_tier_sets_keep_their_indexes(tmp_path):
+    """A search naming a subset of the tiers has its own index: alternating two sets
+    answers from both, without computing either again; past KEEP_SETS sets the least
+    recently used one is dropped."""
+    from tiervault.vault.shared_keys import KEEP_SETS
+
+    rng = random.Random(9)
+    walk = Walk(tmp_path, 9)
+    try:
+        for tier in TIERS:
+            walk.write(tier, [_entry(rng, f"{tier}-{i}") for i in range(30)])
+        copy = walk.other["team"].get("team-1")
+        walk.other["agent"].capture(Entry.create(id="team-1", title=copy.title, description=copy.description,
+                                                 type=copy.type))
+        stores = {t: walk.fast.tiers[t].store for t in TIERS}
+        index = SharedKeys()
+        sets = [TIERS, ("agent", "team")]
+        for names in sets:
+            _ready(index, {t: stores[t].key_columns() for t in names})
+        for _ in range(3):  # alternating: each answers at once from its own sets
+            for names in sets:
+                shared = index.shared({t: stores[t].key_columns() for t in names}, index.before())
+                assert shared is not None and set(shared) == set(names)
+                assert shared["agent"][0] == {"team-1"} == shared["team"][0]
+        for names in [("agent", "project"), ("project", "team"), ("agent",), ("team",)][:KEEP_SETS]:
+            _ready(index, {t: stores[t].key_columns() for t in names})
+        assert len(index.before()) == KEEP_SETS and frozenset(TIERS) not in index.before()
     finally:
         walk.close()

@@ -20,10 +20,19 @@ hash columns, the mirror's build number and slot count), read once a search:
 * slots appended within a build (a write of this or another process, caught up):
   only the new slots' strings are looked up in the other tiers' columns
   (``StringColumn.held``, exact) and added;
-* a new build of any tier (a rebuilt or reloaded mirror: slots renumbered), a tier
-  added or removed: the sets are computed again from every column (below);
+* a new build of a tier (a rebuilt or reloaded mirror: slots renumbered) whose slots
+  are few (:data:`REINDEX_SLOTS`, :data:`LOOKUP_COST`): every one
+  of its strings is looked up in the other tiers' columns, as if appended. Its own
+  sets start empty; the other tiers' sets keep what they held (a superset). A small
+  tier's mirror is rebuilt on every write (``SMALL_TIER_ROWS``): an agent tier of a
+  few hundred entries beside a 1M team tier must not cost every column again per write;
+* a new build of a larger tier, a tier added or removed: the sets are computed again
+  from every column (below);
 * a tier without key columns (a remote tier): its hits' ids and hashes are asked of
   every other tier, and it is asked about everything, as before.
+
+One index is kept per tier set searched (``tiers=``; up to :data:`KEEP_SETS`, least
+recently used dropped): each is exact for its own tiers.
 
 A search uses the sets only if every indexed tier's build is the one the index had
 *before* the search's top k (:meth:`SharedKeys.before`): a pooled hit then comes
@@ -51,7 +60,17 @@ from tiervault.vault.hash_table import HashTable, table_of
 from tiervault.vault.rows import KeyColumns
 from tiervault.vault.string_table import StringTable, lookup_fingerprints
 
-__all__ = ["SharedKeys", "Shared"]
+__all__ = ["SharedKeys", "Shared", "REINDEX_SLOTS", "LOOKUP_COST", "KEEP_SETS"]
+
+#: Rebuilt tiers of at most this many slots in all are indexed again by looking their
+#: strings up in the other tiers (~1 ms: a small tier, ``SMALL_TIER_ROWS``, is rebuilt
+#: on every write) ...
+REINDEX_SLOTS = 1_000
+#: ... and so are rebuilt tiers of at most 1/LOOKUP_COST of all tiers' slots: a slot
+#: looked up costs ~1.0 us, a slot of the full computation ~0.08 us (the 100,000-entry
+#: bench build, 3 tiers of 20,742 / 30,107 / 49,191 slots: full 7.9 ms, a tier looked
+#: up 21 / 33 / 48 ms; session 12), so past it every column is read again instead.
+LOOKUP_COST = 16
 
 
 
@@ -87,44 +106,65 @@ class _State(NamedTuple):
         return {name: t.build for name, t in self.tiers.items()}
 
 
+#: Tier sets indexed at once: a search may name a subset of the tiers (``tiers=``), and
+#: an agent alternating two sets must not compute every column again at each switch.
+KEEP_SETS = 4
+
+#: :meth:`SharedKeys.before`'s answer: per indexed tier set, its tiers' builds.
+Before = Mapping[frozenset, Mapping[str, int]]
+
+
 class SharedKeys:
-    """The index of one manager's tiers (thread-safe; module docstring)."""
+    """The index of one manager's tiers, per tier set searched (thread-safe; module
+    docstring)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._state: _State | None = None
-        self._seen: dict[str, int] | None = None  # the builds of the last call without a state
+        self._states: dict[frozenset, _State] = {}  # per tier set, least recently used first
+        self._seen: dict[frozenset, dict[str, int]] = {}  # builds of a set's call without a state
 
-    def before(self) -> dict[str, int] | None:
-        """The builds the index holds now: taken before a search's top k."""
-        state = self._state
-        return None if state is None else state.builds()
-
-    def shared(self, columns: Mapping[str, KeyColumns], before: dict[str, int] | None) -> Shared | None:
-        """The index brought to ``columns`` (each indexed tier's key columns now); its sets
-        when usable for a search whose top k ran after :meth:`before` answered
-        ``before``, else None (ask every tier about everything, once)."""
-        builds = {name: c.build for name, c in columns.items()}
+    def before(self) -> Before:
+        """The builds the index holds now, per tier set: taken before a search's top k."""
         with self._lock:
-            state = self._state
+            return {key: state.builds() for key, state in self._states.items()}
+
+    def shared(self, columns: Mapping[str, KeyColumns], before: Before | None) -> Shared | None:
+        """The index of the tier set of ``columns`` brought to them (each tier's key
+        columns now); its sets when usable for a search whose top k ran after
+        :meth:`before` answered ``before``, else None (ask every tier about everything,
+        once)."""
+        builds = {name: c.build for name, c in columns.items()}
+        key = frozenset(builds)
+        with self._lock:
+            state = self._states.pop(key, None)
             try:
-                if state is None or state.builds() != builds:
-                    if self._seen != builds:
+                rebuilt = _rebuilt(state, columns)
+                if rebuilt:
+                    state = _grown(state, columns, rebuilt)  # type: ignore[arg-type]
+                elif state is None or state.builds() != builds:
+                    if self._seen.pop(key, None) != builds:
                         # computed when the same builds are seen twice: not in a cold
                         # process's first search (~20-120 ms at 100,000 entries), nor
-                        # after each write to a small tier (its mirror rebuilt each time)
-                        self._state, self._seen = None, builds
+                        # after each rebuild of a large tier while it settles
+                        self._seen[key] = builds
+                        _bound(self._seen)
                         return None
                     state = _full(columns)
                 else:
                     state = _grown(state, columns)
             except CacheDamaged:  # a block of a cache file failed its check: the look-ups
-                self._state = None  # read it too and rebuild that mirror; index it then
-                return None
-            self._state = state
-        if before != builds:
+                return None  # read it too and rebuild that mirror; index it then
+            self._states[key] = state
+            _bound(self._states)
+        if before is None or before.get(key) != builds:
             return None
         return state.shared
+
+
+def _bound(kept: dict) -> None:
+    """Drop the least recently used entries past :data:`KEEP_SETS`."""
+    while len(kept) > KEEP_SETS:
+        del kept[next(iter(kept))]
 
 
 def _full(columns: Mapping[str, KeyColumns]) -> _State:
@@ -136,15 +176,31 @@ def _full(columns: Mapping[str, KeyColumns]) -> _State:
     return _State(tiers, Shared({n: (i, h) for n, i, h in zip(names, ids, hashes)}))
 
 
-def _grown(state: _State, columns: Mapping[str, KeyColumns]) -> _State:
-    """``state`` with each tier's slots appended since (same builds): the new strings
-    looked up in every other tier's column, as it is now."""
-    grown = [n for n, c in columns.items() if c.slots > state.tiers[n].slots]
-    if not grown:
+def _rebuilt(state: _State | None, columns: Mapping[str, KeyColumns]) -> frozenset[str]:
+    """The tiers of ``state`` with a new build, when they are few enough to index again by
+    look-ups (module docstring); empty when there are none, or when every column must be
+    read again (no state, a tier added or removed, a large tier rebuilt)."""
+    if state is None or set(state.tiers) != set(columns):
+        return frozenset()
+    rebuilt = frozenset(n for n, c in columns.items() if c.build != state.tiers[n].build)
+    slots = sum(columns[n].slots for n in rebuilt)
+    total = sum(c.slots for c in columns.values())
+    return rebuilt if slots <= REINDEX_SLOTS or slots * LOOKUP_COST <= total else frozenset()
+
+
+def _grown(state: _State, columns: Mapping[str, KeyColumns],
+           rebuilt: frozenset[str] = frozenset()) -> _State:
+    """``state`` with each tier's slots appended since (same builds), and every slot of
+    each ``rebuilt`` tier (its own sets found again): those strings looked up in every
+    other tier's column, as it is now."""
+    start = {n: 0 if n in rebuilt else state.tiers[n].slots for n in columns}
+    grown = [n for n, c in columns.items() if c.slots > start[n]]
+    if not grown and not rebuilt:
         return state
-    shared = {n: (set(i), set(h)) for n, (i, h) in state.shared.items()}
+    shared = {n: (set(), set()) if n in rebuilt else (set(i), set(h))
+              for n, (i, h) in state.shared.items()}
     for name in grown:
-        old, now = state.tiers[name].slots, columns[name]
+        old, now = start[name], columns[name]
         new = np.arange(old, now.slots, dtype=np.int64)
         for kind, column in ((0, now.ids), (1, now.hashes)):
             strings = column.take(new)
