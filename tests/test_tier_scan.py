@@ -205,3 +205,30 @@ def test_a_lower_tier_makes_no_full_pass_in_the_federated_rescoring(indexes) -> 
         assert rescore_federated([(w, s) for w, s in zip(WEIGHTS, scans)], 10)
         passes.append(scans[2].full_passes)
     assert sum(passes) < len(passes) / 2
+
+
+@pytest.mark.parametrize("tier", [0, 1])
+def test_a_gathered_scan_scores_its_rows_as_the_scan_in_place_does(indexes, tier, monkeypatch) -> None:
+    """A compressed scan of few allowed rows gathers their codes (embeddings/vector_base.py,
+    ``take`` block by block): its approximate scores and error bounds are those the scan
+    of every row in place gives at the same rows, bit for bit (int8 and float16)."""
+    from tiervault.embeddings import index as index_module
+    from tiervault.embeddings import vector_base
+
+    monkeypatch.setattr(vector_base, "_GATHER_BLOCK", 64)  # several blocks, the last one short
+    monkeypatch.setattr(index_module, "_GATHER_ROWS_COMPRESSED", 0)  # their codes, not one by one
+    index, rng = indexes[tier], np.random.default_rng(31 + tier)
+    rows = np.sort(rng.choice(index.row_count, 150, replace=False)).astype(np.int64)
+    q = unit(rng, 1)[0]
+    gathered, in_place = index.scan(q, 10, allowed=rows), index.scan(q, 10)  # every row
+    assert gathered.approx is not None and in_place.approx is not None
+    assert gathered.approx.size == rows.size and in_place.approx.size == index.row_count
+    np.testing.assert_array_equal(gathered.approx, in_place.approx[rows])
+    assert gathered.bound is not None and in_place.bound is not None
+    at = np.arange(rows.size)
+    np.testing.assert_array_equal(np.asarray(gathered.bound.at(at), dtype=np.float32),
+                                  np.asarray(in_place.bound.at(rows), dtype=np.float32))
+    assert gathered.pos_rows is not None and gathered.pos_rows.tolist() == rows.tolist()
+    gathered.complete()
+    want = np.argsort(-index.scores_for(rows, q), kind="stable")[:10]
+    assert gathered.best()[0].tolist() == rows[want].tolist()
