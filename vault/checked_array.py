@@ -168,6 +168,15 @@ class CheckedArray:
         """The whole array, every block verified."""
         return self.get(0, self.a.size)
 
+    def rows_at(self, rows: np.ndarray, width: int) -> np.ndarray:
+        """``a`` seen as rows of ``width`` items: the rows at ``rows`` (in range, as the
+        caller guarantees), shape (len(rows), width), their blocks verified first. Once
+        every block is checked, one gather of whole rows (no index per item)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self._complete:
+            return self.at((rows[:, None] * width + np.arange(width)).ravel()).reshape(-1, width)
+        return self.a.reshape(-1, width)[rows]
+
     def at(self, positions: np.ndarray) -> np.ndarray:
         """``a[positions]`` (in range, as the caller guarantees), the blocks holding
         them verified first."""

@@ -127,8 +127,7 @@ class HashTable:
 
     def _rows(self, slots: np.ndarray) -> np.ndarray:
         """(len(slots), 32) bytes of the digests at ``slots`` (in range), blocks verified."""
-        at = (np.asarray(slots, dtype=np.int64)[:, None] * DIGEST + np.arange(DIGEST)).ravel()
-        return self.raw.at(at).reshape(-1, DIGEST)
+        return self.raw.rows_at(slots, DIGEST)
 
     def __getitem__(self, i: int) -> str:
         i = int(i)
@@ -144,8 +143,8 @@ class HashTable:
             if int(slots.min()) < 0 or int(slots.max()) >= self._n:
                 raise IndexError(f"hash table slots outside 0..{self._n - 1}")
             return [self.raw.get(s * DIGEST, (s + 1) * DIGEST).tobytes().hex() for s in slots.tolist()]
-        data = self._rows(slots).tobytes()
-        return [data[i:i + DIGEST].hex() for i in range(0, len(data), DIGEST)]
+        text = self._rows(slots).tobytes().hex()  # one hex string, cut in 64 characters
+        return [text[i:i + 2 * DIGEST] for i in range(0, len(text), 2 * DIGEST)]
 
     def tolist(self) -> list[str]:
         data = self.raw.all().tobytes()

@@ -37,7 +37,7 @@ from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
 from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
-from tiervault.vault.rows import IdMask, LexicalHit, TermStats
+from tiervault.vault.rows import IdMask, LexicalHit, TermStats, hits_of
 from tiervault.vault.scoring import top_k, top_k_from_head
 from tiervault.vault.validity_edges import ValidityEdges
 
@@ -270,7 +270,7 @@ class MirrorLexicon:
         best = bm25.scores[pick].tolist()
         # the ids remembered by slot: LSA and the pool look the same ids up next
         ids, hashes = p.ids.take_distinct(slots), p.hashes.take(slots)
-        return list(map(LexicalHit, ids, hashes, best, tfidf, repeat(True, slots.size)))
+        return hits_of(ids, hashes, best, tfidf, repeat(True, slots.size))
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
@@ -293,7 +293,7 @@ class MirrorLexicon:
         passes = ([True] * n if filters is None else
                   _mask_at(p, filters, at).tolist() if kept is None else kept[at].tolist())
         ids, hashes = p.ids.take(at), p.hashes.take(at)
-        return [LexicalHit(ids[i], hashes[i], bm25[i], tfidf[i], passes[i]) for i in range(n)]
+        return hits_of(ids, hashes, bm25, tfidf, passes)
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
         if not terms:
