@@ -15,6 +15,7 @@ from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
 from tests.test_vault_manager import random_entries
+from tests.tfidf_reference import scores_at_term_by_term
 
 QUERIES = (["retry", "backoff", "the", "jitter"], ["cache", "cache", "invalidation"],
            ["zyzzyva", "lock"], ["the", "of"], [])
@@ -319,23 +320,7 @@ def test_split_each_equals_split_words_one_by_one():
         assert split_each(chunk) == [split_words(t) for t in chunk], chunk
 
 
-def _scores_at_term_by_term(q, slots, m) -> np.ndarray:
-    """TF-IDF at base ``slots``, each query term's hits weighted and added apart, in the
-    query's order (how ``tfidf_query.scores_at`` summed before it batched the weights)."""
-    out = np.zeros(slots.size, dtype=np.float64)
-    norms = m.T.norms.at(slots)
-    for t, weight in zip(q[0].tolist(), q[1]):
-        if t >= m.W.n_cols:
-            continue
-        col, counts = m.W.column_counts(t)
-        if not col.size:
-            continue
-        i = np.searchsorted(col, slots)
-        i[i == col.size] = 0
-        hit = (col[i] == slots) & (counts[i] > 0)
-        if hit.any():
-            out[hit] += weight * m.T.weights(np.full(hit.sum(), t), counts[i][hit], norms[hit])
-    return out
+_scores_at_term_by_term = scores_at_term_by_term  # (how scores_at summed before it batched)
 
 
 def test_tfidf_at_batched_weights_equal_the_term_by_term_sum_bit_for_bit(tmp_path):

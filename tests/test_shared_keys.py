@@ -152,6 +152,13 @@ class Walk:
                 assert hashes & other_hashes <= shared[t][1], (t, u)
 
 
+def _filled(walk: "Walk", rng: random.Random) -> dict:
+    """50 entries written in each tier; each tier's store of ``walk``'s indexed manager."""
+    for tier in TIERS:
+        walk.write(tier, [_entry(rng, f"{tier}-{i}") for i in range(50)])
+    return {t: walk.fast.tiers[t].store for t in TIERS}
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_random_walk_answers_as_asking_every_tier(tmp_path, seed):
     walk = Walk(tmp_path, seed)
@@ -274,9 +281,7 @@ def test_a_rebuilt_mirror_is_indexed_again(tmp_path):
     rng = random.Random(6)
     walk = Walk(tmp_path, 6)
     try:
-        for tier in TIERS:
-            walk.write(tier, [_entry(rng, f"{tier}-{i}") for i in range(50)])
-        stores = {t: walk.fast.tiers[t].store for t in TIERS}
+        stores = _filled(walk, rng)
         index = SharedKeys()
         assert _ready(index, {t: s.key_columns() for t, s in stores.items()}) == {
             t: (frozenset(), frozenset()) for t in TIERS}
@@ -420,9 +425,7 @@ def test_a_small_rebuilt_tier_is_indexed_by_look_ups_not_every_column(tmp_path, 
     rng = random.Random(8)
     walk = Walk(tmp_path, 8)
     try:
-        for tier in TIERS:
-            walk.write(tier, [_entry(rng, f"{tier}-{i}") for i in range(50)])
-        stores = {t: walk.fast.tiers[t].store for t in TIERS}
+        stores = _filled(walk, rng)
         index = SharedKeys()
         _ready(index, {t: s.key_columns() for t, s in stores.items()})
         copy = walk.other["team"].get("team-3")

@@ -13,6 +13,7 @@ from tiervault.vault.store import TierStore
 from tiervault.vault.tokenizer import STEMMER
 
 from tests.test_vault_manager import WORDS, random_entries
+from tests.tfidf_reference import scores_at_term_by_term
 
 NOW = Filters(now=1.8e9)
 
@@ -21,22 +22,9 @@ def _term_by_term(m, words: list[str], slots: np.ndarray) -> np.ndarray:
     """TF-IDF at base ``slots``: each query term's hits weighted and added apart, in the
     query's order, its columns read afresh (the sum the matrix product makes)."""
     q = m.query_tfidf(words)
-    out = np.zeros(slots.size, dtype=np.float64)
     if q is None:
-        return out
-    norms = m.T.norms.at(slots)
-    for t, weight in zip(q[0].tolist(), q[1]):
-        if t >= m.W.n_cols:
-            continue
-        col, counts = m.W.column_counts(t)
-        if not col.size:
-            continue
-        i = np.searchsorted(col, slots)
-        i[i == col.size] = 0
-        hit = (col[i] == slots) & (counts[i] > 0)
-        if hit.any():
-            out[hit] += weight * m.T.weights(np.full(hit.sum(), t), counts[i][hit], norms[hit])
-    return out
+        return np.zeros(slots.size, dtype=np.float64)
+    return scores_at_term_by_term(q, slots, m)
 
 
 def _stems(words: list[str]) -> list[str]:
