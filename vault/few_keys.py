@@ -67,8 +67,9 @@ def held_few(memo: dict[str, list[int]], strings: Sequence[str], key_filter: Key
     it), dropped when its key's bit in ``key_filter`` is clear (exact: not in ``keys``),
     else its key's run ``lo .. hi - 1`` in ``keys`` (sorted, verified) is found by
     ``bisect`` and its slots ``order[lo:hi]`` kept where ``read(slot)`` (verified bytes)
-    equals its bytes; the memo learns every string searched (held or not), as
-    :func:`~tiervault.vault.string_memo.held_through`."""
+    equals its bytes; the memo learns every string whose key run was searched (held or
+    not), as :func:`~tiervault.vault.string_memo.held_through`; a string the filter or
+    ``probes`` ruled out is not remembered (deciding it again costs one bit)."""
     out: dict[int, list[int]] = {}
     fresh: list[int] = []
     for i, s in enumerate(strings):

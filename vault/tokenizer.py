@@ -86,8 +86,6 @@ def split_each(texts: list[str]) -> list[list[str]]:
 
 
 _ASCII_LOWER_ALNUM = re.compile(r"[a-z0-9]+")
-#: FTS5's porter tokenizer passes tokens shorter than 3 or longer than 64 bytes through.
-_PORTER_MIN, _PORTER_MAX = PORTER_MIN, PORTER_MAX
 #: At most this many new words are stemmed in Python (:mod:`porter`), more by FTS5: a
 #: query's one or two new words cost ~0.1 ms as one FTS5 round trip (a table fill, a
 #: vocabulary read, a wipe) and a few us each here; a mirror build's many are cheaper
@@ -107,7 +105,7 @@ def unchanged_by_fts5(word: str) -> bool:
     """
     if not word.isascii() or not _ASCII_LOWER_ALNUM.fullmatch(word):
         return False
-    return len(word) < _PORTER_MIN or len(word) > _PORTER_MAX or word[-1].isdigit()
+    return len(word) < PORTER_MIN or len(word) > PORTER_MAX or word[-1].isdigit()
 
 
 def unchanged_many(words: Iterable[str]) -> list[str]:
@@ -116,7 +114,7 @@ def unchanged_many(words: Iterable[str]) -> list[str]:
     a first build meets ~1 new word per row, 1M at 1M rows). For an ASCII word,
     ``[a-z0-9]+`` is ``isalnum()`` with no upper-case letter (``lower()`` keeps it)."""
     return [w for w in words
-            if (len(w) < _PORTER_MIN or len(w) > _PORTER_MAX or w[-1].isdigit())
+            if (len(w) < PORTER_MIN or len(w) > PORTER_MAX or w[-1].isdigit())
             and w.isascii() and w.isalnum() and w.lower() == w]
 
 
