@@ -1,6 +1,7 @@
 """Where ``VaultManager.search`` spends its time inside a scan: perf_counter per part.
 
-    python bench/search_parts.py --workdir DIR [--queries 400] [--warmup 300] [--json out.json]
+    python bench/search_parts.py --workdir DIR [--queries 400] [--warmup 300] \
+        [--part MODULE:ATTR ...] [--json out.json]
 
 ``DIR`` is a ``bench/run.py`` work directory (``tiers/*.db``). After ``--warmup``
 untimed scans (``search_intelligent(mode="scan")``, bench queries), ``--queries``
@@ -8,7 +9,9 @@ scans are run with a ``time.perf_counter`` wrapper around each named part of the
 federated search (only while ``VaultManager.search`` runs: the same functions
 called by other stages are not counted): the term statistics (``lexical_query``),
 each tier's top k and its steps, the dedup's look-ups (``dedup.holders``) and
-choice (``dedup.keep``), ``_with_tfidf``, ``candidates_of``. ms a query (sums over
+choice (``dedup.keep``), ``_with_tfidf``, ``candidates_of``, and each ``--part``
+(e.g. ``tiervault.vault.string_table:StringColumn.take_distinct``: the top k's ids, as
+session 12's hits helper timed them). ms a query (sums over
 the tiers; nested parts are inside their parent's figure). cProfile inflates Python
 calls; these wrappers add ~1 us a call. Compare parts with each other and across
 commits at similar load, not with wall time of an unwrapped scan.
@@ -59,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--part", action="append", default=[],
+                    help="MODULE:ATTR also timed (label: ATTR), e.g. tiervault.vault.hash_table:HashTable.take")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
@@ -86,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 calls[label] += 1
         setattr(owner, attr, timed)
 
-    for module, path, label in PARTS:
+    extra = [(*spec.split(":"), spec.split(":")[1]) for spec in args.part]
+    for module, path, label in (*PARTS, *extra):
         try:
             owner: Any = importlib.import_module(module)
         except ModuleNotFoundError:  # a checkout before the part existed: not timed
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         scan(q)
     spent.clear()
     calls.clear()
-    out: dict[str, Any] = {"workdir": str(args.workdir), "queries": args.queries,
+    out: dict[str, Any] = {"workdir": str(args.workdir), "queries": args.queries, "parts_added": args.part,
                            "load_before": [round(x, 2) for x in os.getloadavg()]}
     cpu = []
     for q in queries(args.queries, args.seed):
