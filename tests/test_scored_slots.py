@@ -12,7 +12,7 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
 from tiervault.vault.scoring import fts5_idf, top_k
 from tiervault.vault.store import TierStore
-from tiervault.vault.term_matches import DENSE_SLOTS, TermMatches
+from tiervault.vault.term_matches import DENSE_SLOTS, TermMatches, scored_sparse
 from tiervault.vault.tokenizer import STEMMER
 
 from tests.test_vault_manager import WORDS, random_entries
@@ -90,3 +90,53 @@ def test_top_k_and_scores_over_scored_slots_equal_the_dense_definition(tmp_path)
             zero_scored += score == 0.0
     assert compared > 800 and zero_scored > 20  # look-ups of entries matching no term met
     store.close()
+
+
+def test_sparse_sum_equals_the_dense_sum_bit_for_bit():
+    """scored_sparse (postings under 1/SPARSE_SHARE of the slots, no dense array) answers
+    the dense sum's slots scoring > 0 and their sums bit for bit: up to 14 terms a slot
+    (a sum run in any other order, e.g. pairwise, moves last bits), weights of 0, NaN
+    and negative ones left out, empty terms, int32 and int64 slots."""
+    rng = np.random.default_rng(5)
+    for case in range(400):
+        n = int(rng.integers(50, 3000))
+        terms = int(rng.integers(1, 15))
+        where, parts = [], []
+        for t in range(terms):
+            size = int(rng.integers(0, max(1, n // 3))) if rng.random() > 0.15 else 0
+            slots = np.sort(rng.choice(n, size=size, replace=False))
+            where.append(slots.astype(np.int32 if case % 2 else np.int64))
+            w = (rng.random(size) * 10 ** rng.uniform(-15, 15, size)).astype(np.float32)  # sums round
+            if size and case % 5 == 0:
+                w[rng.integers(0, size)] = 0.0
+            if size and case % 7 == 0:
+                w[rng.integers(0, size)] = np.nan
+            if size and case % 11 == 0:
+                w[rng.integers(0, size)] = -1.5
+            parts.append(w)
+        ref = np.zeros(n)  # the definition: each term added in turn
+        for w, p in zip(where, parts):
+            ref[w] += p
+        want = np.flatnonzero(ref > 0)
+        slots, sums = scored_sparse(where, parts)
+        assert slots.dtype == np.int64 and sums.dtype == np.float64
+        assert slots.tolist() == want.tolist()
+        assert sums.tobytes() == ref[want].tobytes(), case
+
+
+def test_scored_takes_the_sparse_sum_under_the_share_and_answers_the_dense_one():
+    """TermMatches.scored on few postings (under 1/SPARSE_SHARE of the slots) and on many
+    answers the dense definition's slots and scores bit for bit."""
+    rng = np.random.default_rng(8)
+    for n, size in ((4000, 30), (4000, 200), (4000, 900), (600, 200)):
+        slots = [np.sort(rng.choice(n, size=size, replace=False)) for _ in range(4)]
+        wtf = [rng.integers(1, 6, size).astype(np.float32) for _ in range(4)]
+        tm = TermMatches(list("abcd"), slots, wtf)
+        doclen = rng.integers(3, 40, n).astype(np.float32)
+        idf = np.array([0.3, 1.2, 2.5, 0.9])
+        dense = tm.bm25(doclen, idf, 12.0)
+        got = tm.scored(doclen, idf, 12.0)
+        assert got is not None
+        want = np.flatnonzero(dense > 0)
+        assert got[0].tolist() == want.tolist()
+        assert got[1].tobytes() == dense[want].tobytes()

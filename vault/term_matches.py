@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from tiervault.vault.scoring import bm25_term
 from tiervault.vault.sparse_columns import Columns
 
-__all__ = ["TermMatches", "TermScores", "SPARSE_SHARE", "term_postings"]
+__all__ = ["TermMatches", "TermScores", "SPARSE_SHARE", "scored_sparse", "term_postings"]
 
 #: A term's weights at its live slots, or a function reading them when first needed
 Weights = np.ndarray | Callable[[], np.ndarray]
@@ -132,9 +132,13 @@ class TermMatches:
         :meth:`union`'s less any slot scoring 0: a top k never picks one (it keeps
         scores > 0) and a score look-up answers 0.0 for it either way; reading them off
         the sum skips the union's marks or merge (issue 16 session 11: ~28 -> ~12 us a
-        tier call, the bench's mean)."""
+        tier call, the bench's mean). Postings under 1/:data:`SPARSE_SHARE` of the
+        slots are summed at their own slots (:func:`scored_sparse`): the same answer
+        without the dense array."""
         if len(doclen) > DENSE_SLOTS:
             return None
+        if sum(s.size for s in self.slots) * SPARSE_SHARE < len(doclen):
+            return scored_sparse(self.slots, self.terms_bm25(doclen, idf, avglen, memo))
         dense = self.bm25(doclen, idf, avglen, memo)
         slots = np.flatnonzero(dense > 0)
         return slots, dense[slots]
@@ -167,6 +171,35 @@ def _summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndar
         return np.bincount(where[keep[0]], weights=parts[keep[0]], minlength=n)
     return np.bincount(np.concatenate([where[t] for t in keep]),
                        weights=np.concatenate([parts[t] for t in keep]), minlength=n)
+
+
+def scored_sparse(where: list[np.ndarray], parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(the slots scoring > 0, sorted, int64; their sums) of ``_summed(where, parts, n)``
+    without its dense array of every slot, for postings under 1/SPARSE_SHARE of a
+    tier's slots (issue 16 session 13: most queries' postings are ~2K of a 20-49K-slot
+    tier; the dense sum zeroes, compares and scans every slot). The slots are the
+    postings' distinct ones (one stable sort); each slot's sum is one ``np.bincount``
+    over the postings in term order at the slot's rank among them, so it runs term by
+    term from 0.0 as the dense sum's does: the same numbers bit for bit."""
+    keep = [t for t in range(len(where)) if where[t].size]
+    if not keep:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    if len(keep) == 1:  # one term's slots are distinct already
+        slots, sums = where[keep[0]].astype(np.int64), parts[keep[0]].astype(np.float64)
+    else:
+        x = np.concatenate([where[t] for t in keep])
+        order = np.argsort(x, kind="stable")
+        xs = x[order]
+        first = np.empty(xs.size, dtype=bool)  # each distinct slot's first posting
+        first[0] = True
+        np.not_equal(xs[1:], xs[:-1], out=first[1:])
+        rank = np.empty(xs.size, dtype=np.intp)
+        rank[order] = np.cumsum(first) - 1
+        slots = xs[first].astype(np.int64)
+        sums = np.bincount(rank, weights=np.concatenate([parts[t] for t in keep]),
+                           minlength=slots.size)
+    ok = sums > 0
+    return (slots, sums) if ok.all() else (slots[ok], sums[ok])
 
 
 def term_postings(tid: int, base: Columns, delta: sp.csc_matrix | None, base_rows: int,
