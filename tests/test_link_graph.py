@@ -376,27 +376,24 @@ def test_link_ends_equal_sql_through_random_walks_with_stale_graphs(tmp_path: Pa
     test_link_ends_equal_sql_through_random_walks(tmp_path, seed)
 
 
-def test_schema_5_holds_the_link_change_count(tmp_path: Path) -> None:
-    """A tier written by schema 4 (no change count) opens as schema 5 with the count at 0:
-    a tiervault of schema 4, which links without bumping it, refuses the file from then on."""
-    from tiervault.vault.schema import SCHEMA_VERSION
+def test_a_schema_4_tier_opens_as_schema_6_with_the_link_change_count(tmp_path: Path) -> None:
+    """A tier written by schema 4 (no change count) opens as schema 6: the count at 0, then
+    moved by the links' triggers (one link row: 1); tiervaults of schema 4 and 5 (which link
+    without the triggers) refuse the file from then on."""
+    from tiervault.vault.schema import SCHEMA_VERSION, migrate
 
     db = tmp_path / "agent.db"
-    store = TierStore(db, name="agent")
-    store.capture_many([entry("a"), entry("b")])
-    store.close()
-    conn = sqlite3.connect(db)
-    conn.execute("DELETE FROM meta WHERE key = 'links.changes'")
-    conn.execute("PRAGMA user_version = 4")
-    conn.commit()
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn, target=4)
     conn.close()
     store = TierStore(db, name="agent")
+    store.capture_many([entry("a"), entry("b")])
     store.link("a", "b", "supports")
     assert set(store.link_ends(["a"])) == {LinkEnds("a", "b", "supports")}
     store.close()
     conn = sqlite3.connect(db)
-    assert SCHEMA_VERSION == 5
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert SCHEMA_VERSION == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
     assert conn.execute("SELECT value FROM meta WHERE key = 'links.changes'").fetchone() == ("1",)
     conn.close()
 
@@ -410,9 +407,10 @@ def test_check_reports_a_graph_that_disagrees_with_the_table_and_repair_rebuilds
     store.link("a", "b", "supports")
     assert store.link_ends(["a"]) and graph_path(store).exists()
     assert check_tier(store).ok
-    conn = sqlite3.connect(db)  # outside SQL: a link written without bumping the count
+    conn = sqlite3.connect(db)  # outside SQL: a link written, its count forged back
     conn.execute("INSERT INTO links (source_id, target_id, link_type, note, created_at) "
                  "VALUES ('b', 'c', 'extends', '', 0)")
+    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) - 1 WHERE key = 'links.changes'")
     conn.commit()
     conn.close()
     found = check_tier(store)

@@ -20,18 +20,20 @@ compares the candidates' bytes: a fingerprint collision costs a comparison,
 never a wrong answer.
 
 Staying exact (:class:`LinkGraphCache`): the graph carries the tier generation it
-is exact at and the links' change count (``meta['links.changes']``, bumped in the
-same transaction by every link, unlink and link copy, :mod:`sqlite_links`). When
-the generation moves, one snapshot reads the count and the entries deleted since
-(tombstones): the graph stays exact when the count did not move and no deleted
-id is one of its endpoints (a delete cascades only to the links of that id).
-Otherwise it is stale and never read: the tier answers by SQL until the changes
-since the graph reach max(256, 5%) of its links (a small graph: at once), then it
-is rebuilt from the table and saved again -- so an agent linking between searches
-does not pay a whole rebuild per search. A file of another tier or
-another history (uid, epoch of its generation: recorded, or pinned by the save in
-``meta['links.pin']`` so that the file outlives the epoch window), or a damaged
-one, is rebuilt with a warning.
+is exact at and the links' change count (``meta['links.changes']``), which schema v6
+moves by a trigger at every link row inserted, deleted or re-pointed -- by
+tiervault, by an entry delete's cascade, or by outside SQL (the sqlite3 shell,
+another program). A search reads the count with the generation (one statement, once
+per read scope, :mod:`sqlite_epochs`): the graph is read while both equal its own.
+When the generation moved and the count did not, the graph moves to the new
+generation; when the count moved, it is stale and never read: the tier answers by
+SQL until the link rows changed since the graph reach max(256, 5%) of its links (a
+small graph: at once), then it is rebuilt from the table and saved again -- so an
+agent linking between searches does not pay a whole rebuild per search. A tier file
+of schema < 6 (opened read-only, not migrated: no trigger) is answered by SQL only.
+A file of another tier or another history (uid, epoch of its generation: recorded,
+or pinned by the save in ``meta['links.pin']`` so that the file outlives the epoch
+window), or a damaged one, is rebuilt with a warning.
 """
 
 from __future__ import annotations
@@ -242,10 +244,6 @@ class LinkGraph:
                 for i in range(self.n) for half in adj[adj_offsets[i]:adj_offsets[i + 1]]
                 if not half & 1}  # each link once: from its source's outbound half-edge
 
-    def held_count(self, ids: Sequence[str]) -> int:
-        """How many of ``ids`` are endpoints (a deleted one's links cascaded)."""
-        return sum(self._find(eid.encode()) >= 0 for eid in ids)
-
     @property
     def links(self) -> int:
         """How many links the graph holds (each is two half-edges)."""
@@ -289,7 +287,9 @@ class LinkGraphCache:
         self.graph: LinkGraph | None = None
         self.loaded = False  # the file was tried once (a cold process maps it, never reads it twice)
         self.builds = 0  # graphs built from the table by this process (tests and bench read it)
-        self.stale_at = -1  # the generation at which the graph was last found stale (SQL answers)
+        # the (generation, change count) at which the graph was last found stale (SQL answers)
+        self.stale_at: tuple[int, int] | None = None
+        self.by_sql = False  # a file of schema < 6: no trigger keeps the count, no graph
 
     def touching(self, ids: Sequence[str]) -> list[LinkEnds]:
         """The links of the tier touching ``ids``, as the table holds them now: from the
@@ -306,7 +306,7 @@ class LinkGraphCache:
     def forget(self) -> None:
         """Drop the graph held (its file was deleted): the next search maps or builds anew."""
         with self.lock:
-            self.graph, self.loaded, self.stale_at = None, False, -1
+            self.graph, self.loaded, self.stale_at = None, False, None
 
     def _damaged(self, graph: LinkGraph, exc: Exception) -> LinkGraph | None:
         """A graph whose file failed a block check: one warning, then one built from the table."""
@@ -317,57 +317,54 @@ class LinkGraphCache:
             return self.graph
 
     def current(self) -> LinkGraph | None:
-        """The graph exact at the tier's generation; None while the file does not exist or
-        the graph is stale but not yet worth rebuilding (:meth:`_catch_up`): SQL answers."""
-        gen = self.store.generation()
+        """The graph exact at the tier's generation and links' change count; None while
+        the file does not exist, its schema keeps no count, or the graph is stale but not
+        yet worth rebuilding (:meth:`_catch_up`): SQL answers."""
+        epochs = self.store.epochs
+        gen, count = epochs.generation(), epochs.link_changes()  # one memo: one statement a scope
         graph = self.graph
-        if graph is not None and graph.gen == gen:
+        if graph is not None and graph.gen == gen and graph.changes == count:
             return graph
-        if gen == self.stale_at:
+        if self.stale_at == (gen, count) or self.by_sql:
             return None
         with self.lock:
             if self.graph is None and not self.loaded:
                 self.loaded = True
+                if not self.links.counted():
+                    self.by_sql = True
+                    return None
                 self.graph = self._load()
             graph = self.graph
-            verdict = "rebuild" if graph is None else \
-                "exact" if graph.gen == gen else self._catch_up(graph)
+            verdict = "rebuild" if graph is None else self._catch_up(graph)
             if verdict == "stale":
-                self.stale_at = gen
+                self.stale_at = (gen, count)
                 return None
             if verdict == "rebuild":
                 graph = self.graph = self._build()
             return graph
 
     def _catch_up(self, graph: LinkGraph) -> str:
-        """``exact`` (``graph`` moved to the tier's generation: no link changed since it),
-        ``stale`` or ``rebuild``.
+        """``exact`` (``graph`` moved to the tier's generation: no link row changed since
+        it), ``stale`` or ``rebuild``.
 
         Why not rebuild at every link change: a rebuild reads every link (300,000 at
         1,000,000 bench entries: ~0.5 s), and an agent that links between its searches
         would pay it per search. A stale graph is never read -- the tier answers by SQL,
-        as before the graph -- until the link changes since it (links written or removed,
-        endpoints deleted) reach max(REBUILD_MIN, REBUILD_SHARE of its links), the
-        mirror's own cadence; a graph of fewer than SMALL_LINKS links is rebuilt at once
-        (a few ms)."""
-        changes = self.links.changes_since(graph.gen)
+        as before the graph -- until the link rows changed since it (written, removed,
+        cascaded from entry deletes: the trigger counts each) reach max(REBUILD_MIN,
+        REBUILD_SHARE of its links), the mirror's own cadence; a graph of fewer than
+        SMALL_LINKS links is rebuilt at once (a few ms)."""
+        changes = self.links.changes_since()
         if changes is None or changes.gen < graph.gen or changes.changes < graph.changes:
             return "rebuild"  # another history: the file no longer exists or went back
-        try:
-            gone = graph.held_count(changes.deleted) if changes.deleted else 0
-        except (ValueError, IndexError) as exc:  # a block of the file failed its check
-            log.warning("link graph %s is damaged (%s): rebuilding it", graph_path(self.store), exc)
-            return "rebuild"
-        pending = changes.changes - graph.changes + gone
+        pending = changes.changes - graph.changes
         if pending == 0:
             graph.gen = changes.gen
             return "exact"
         links = graph.links
         if links < SMALL_LINKS:
             return "rebuild"
-        limit = max(REBUILD_MIN, int(links * REBUILD_SHARE))
-        # the deletes since the graph are read again at each generation: bounded too
-        return "rebuild" if pending >= limit or len(changes.deleted) >= 4 * limit else "stale"
+        return "rebuild" if pending >= max(REBUILD_MIN, int(links * REBUILD_SHARE)) else "stale"
 
     def _load(self) -> LinkGraph | None:
         path = graph_path(self.store)

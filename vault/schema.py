@@ -189,8 +189,27 @@ _V5 = [
     "INSERT OR IGNORE INTO meta (key, value) VALUES ('links.changes', '0')",
 ]
 
+#: One link row written, removed or re-pointed: the links' change count moves in the same
+#: statement (an upsert: a count deleted by outside SQL starts again rather than stalling).
+_COUNT_LINK = ("INSERT INTO meta (key, value) VALUES ('links.changes', '1') ON CONFLICT (key) "
+               "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+
+_V6 = [
+    # The links' change count kept by the file itself, whoever writes the links: the
+    # sqlite3 shell, another program, a cascade of an entry delete (foreign key or
+    # entries_links_ad), tiervault. v5 counted only tiervault's own link writes, so a
+    # link graph claiming to be exact missed links written by outside SQL. Per row, so
+    # the count is also how many link rows changed (the graph's rebuild threshold). An
+    # update of the note alone does not move it (the graph holds no notes): tiervault's
+    # re-link of an existing link is such an update. A schema-5 tiervault refuses v6.
+    f"CREATE TRIGGER links_count_ai AFTER INSERT ON links BEGIN {_COUNT_LINK}; END",
+    f"CREATE TRIGGER links_count_ad AFTER DELETE ON links BEGIN {_COUNT_LINK}; END",
+    "CREATE TRIGGER links_count_au AFTER UPDATE OF source_id, target_id, link_type ON links "
+    f"BEGIN {_COUNT_LINK}; END",
+]
+
 #: MIGRATIONS[k] brings a tier from version k to k+1.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: Oldest schema a read-only connection can read as is (v3 only added a trigger,
 #: which matters to writers; v4 added feedback columns and weight_history, which

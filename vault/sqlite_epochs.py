@@ -22,6 +22,9 @@ __all__ = ["TierEpochs"]
 _PIN = "epoch.pin."
 #: how many pins are kept (the newest).
 PINS_KEPT = 8
+#: The generation and the links' change count in one statement (one snapshot).
+_VERSIONS = ("SELECT (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), "
+             "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'links.changes')")
 
 
 class TierEpochs:
@@ -30,7 +33,8 @@ class TierEpochs:
     def __init__(self, db: SqliteDb, path: Path) -> None:
         self.db = db
         self.path = path
-        self._gen_memo: tuple[object, int, int] | None = None  # (scope, db.writes, gen)
+        # (scope, db.writes, gen, links.changes)
+        self._gen_memo: tuple[object, int, int, int] | None = None
 
     def uid(self) -> str:
         """A random id the tier file gets with its first write (names its caches).
@@ -45,14 +49,24 @@ class TierEpochs:
         """``meta.gen``, read once per :func:`~tiervault.vault.read_scope.read_scope` (one
         search: ~20 reads a query before, issue 16) until this connection writes; another
         process's write is seen by the next scope, as on PostgreSQL."""
+        return self._versions()[0]
+
+    def link_changes(self) -> int:
+        """``meta['links.changes']`` (schema v6: moved by a trigger at every link row
+        written or removed, whoever writes it), read with :meth:`generation` in one
+        statement and kept in the same memo: the link graph's check costs a search
+        ~1 us a tier, not a statement of its own (vault/link_graph.py)."""
+        return self._versions()[1]
+
+    def _versions(self) -> tuple[int, int]:
         scope = current_scope()
         memo = self._gen_memo
         if scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes:
-            return memo[2]
-        rows = self.db.query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'")
-        gen = rows[0][0] if rows else 0
-        self._gen_memo = (scope, self.db.writes, gen) if scope is not None else None
-        return gen
+            return memo[2], memo[3]
+        rows = self.db.query(_VERSIONS)
+        gen, links = (int(rows[0][0] or 0), int(rows[0][1] or 0)) if rows else (0, 0)
+        self._gen_memo = (scope, self.db.writes, gen, links) if scope is not None else None
+        return gen, links
 
     def epoch_at(self, gen: int) -> str | None:
         """The random epoch recorded for generation ``gen`` (None: not recorded, e.g.

@@ -18,14 +18,13 @@ from tiervault.vault.entry import check_link
 from tiervault.vault.rows import Link
 from tiervault.vault.sqlite_db import SqliteDb
 
-__all__ = ["TierLinks", "LinkState", "LinkChanges", "LINK_CHANGES_BUMP"]
+__all__ = ["TierLinks", "LinkState", "LinkChanges", "COUNTED_FROM"]
 
-#: Counts the transactions that changed a tier's links (``meta['links.changes']``), so a
-#: link graph built at one value (:mod:`link_graph`) knows whether links changed since,
-#: whoever wrote them (this process or another). Entry deletes cascading to links are
-#: seen through the tombstones instead. Plain SQL for SQLite and PostgreSQL alike.
-LINK_CHANGES_BUMP = ("INSERT INTO meta (key, value) VALUES ('links.changes', '1') ON CONFLICT (key) "
-                     "DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)")
+#: First schema whose triggers count every link row change in ``meta['links.changes']``
+#: (:mod:`schema`'s v6), whoever makes it, so that a link graph built at one value
+#: (:mod:`link_graph`) knows whether links changed since. Below it (a v5 file opened
+#: read-only, never migrated) only tiervault's own link writes moved it.
+COUNTED_FROM = 6
 _GEN_AND_CHANGES = ("SELECT (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), "
                     "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'links.changes')")
 
@@ -40,12 +39,10 @@ class LinkState(NamedTuple):
 
 
 class LinkChanges(NamedTuple):
-    """What changed since a generation, in one snapshot: the generation now, the links'
-    change count now, and the ids of entries deleted after that generation."""
+    """The generation and the links' change count now, read in one snapshot."""
 
     gen: int
     changes: int
-    deleted: list[str]
 
 
 class TierLinks:
@@ -67,20 +64,16 @@ class TierLinks:
             conn.execute("INSERT INTO links(source_id, target_id, link_type, note, created_at) "
                          "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET note = excluded.note",
                          (source_id, target_id, link_type, note, now))
-            conn.execute(LINK_CHANGES_BUMP)
         return Link(source_id, target_id, link_type, note, now, self.tier)
 
     def unlink(self, source_id: str, target_id: str, link_type: str | None = None) -> int:
         """Remove the links from ``source_id`` to ``target_id`` (of ``link_type``, or
         of any type); the number removed."""
-        with self.db.write("unlink") as txn:
+        with self.db.write("unlink") as txn:  # the schema's triggers count the rows removed
             cur = txn.conn.execute(
                 "DELETE FROM links WHERE source_id = ? AND target_id = ? "
                 "AND (? IS NULL OR link_type = ?)", (source_id, target_id, link_type, link_type))
-            removed = cur.rowcount
-            if removed:
-                txn.conn.execute(LINK_CHANGES_BUMP)
-        return removed
+        return cur.rowcount
 
     def touching(self, ids: Sequence[str]) -> list[Link]:
         """Every link stored here whose source or target is one of ``ids``."""
@@ -102,16 +95,19 @@ class TierLinks:
             rows = conn.execute("SELECT source_id, target_id, link_type FROM links").fetchall()
         return LinkState(int(gen or 0), int(changes or 0), rows)
 
-    def changes_since(self, gen: int) -> LinkChanges | None:
-        """The generation and links' change count now, and the entries deleted after
-        ``gen`` (their links cascaded), in one snapshot (None: no file)."""
+    def changes_since(self) -> LinkChanges | None:
+        """The generation and links' change count now, in one snapshot (None: no file).
+        An entry delete's cascade moves the count too (a trigger per link row)."""
         with self.db.snapshot("read link changes") as conn:
             if conn is None:
                 return None
             now, changes = conn.execute(_GEN_AND_CHANGES).fetchone()
-            deleted = [r[0] for r in conn.execute(
-                "SELECT entry_id FROM tombstones WHERE gen > ?", (int(gen),))]
-        return LinkChanges(int(now or 0), int(changes or 0), deleted)
+        return LinkChanges(int(now or 0), int(changes or 0))
+
+    def counted(self) -> bool:
+        """Whether the file's schema counts every link change (:data:`COUNTED_FROM`)."""
+        rows = self.db.query("PRAGMA user_version")
+        return bool(rows) and rows[0][0] >= COUNTED_FROM
 
     def pin(self, gen: int) -> None:
         """Keep the epoch of ``gen`` (a link graph file was saved at ``gen``) past the

@@ -76,8 +76,9 @@ def _mirror_problem(store: Any) -> str | None:
 def _graph_problem(store: Any) -> tuple[Path, str] | None:
     """Why the link graph file (``<tier>.links.graph``) is unusable: damaged (every block
     checked), another tier's, or holding other links than the table while it claims to be
-    exact (no link change and no endpoint deleted since its generation). A graph that
-    link changes made stale is not a problem: it is never read (vault/link_graph.py)."""
+    exact (the links' change count, which schema v6's triggers move at every link row
+    changed by anyone, is the graph's). A graph that link changes made stale is not a
+    problem: it is never read (vault/link_graph.py)."""
     from tiervault.vault.link_graph import LinkGraph, graph_path
 
     path = graph_path(store)
@@ -87,9 +88,9 @@ def _graph_problem(store: Any) -> tuple[Path, str] | None:
     try:
         graph, uid = LinkGraph.load(path)
         held = graph.all_links()
-        changes = links.changes_since(graph.gen)
-        exact = (changes is not None and changes.gen >= graph.gen and changes.changes == graph.changes
-                 and not graph.held_count(changes.deleted))
+        changes = links.changes_since()
+        exact = (changes is not None and changes.gen >= graph.gen
+                 and changes.changes == graph.changes and links.counted())
     except (StorageError, TierVaultError):
         raise
     except Exception as exc:  # noqa: BLE001 -- reported, never raised: this is the check

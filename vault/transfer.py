@@ -14,7 +14,6 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, Sequence
 
 from tiervault.vault.rows import Link
-from tiervault.vault.sqlite_links import LINK_CHANGES_BUMP
 
 __all__ = ["MemoryRecord", "FeedbackRecord", "TierTransfer", "SqlTransfer", "Statements", "transfer_for"]
 
@@ -145,7 +144,6 @@ class SqlTransfer:
                 "created_at = excluded.created_at",
                 [(l.source_id, l.target_id, l.link_type, l.note, l.created_at, l.source_id)
                  for l in links])
-            txn.execute(LINK_CHANGES_BUMP)  # link graphs built before see the change (link_graph.py)
         return len(links)
 
     def deferred_vector_indexes(self) -> AbstractContextManager[None]:
