@@ -73,8 +73,11 @@ def worker(db: Path, links: int, bulk: int, calls: int, seed: int) -> dict[str, 
     out["link_ends_cpu_us"] = {"median_block": round(statistics.median(per_call), 2),
                                "blocks": [round(x, 2) for x in per_call],
                                "graph_read": store.graph.current() is not None}
-    pairs = [(rng.choice(ids), rng.choice(ids), rng.choice(("supports", "extends", "sequences")))
-             for _ in range(links)]
+    pairs = []
+    while len(pairs) < links:
+        s, t = rng.choice(ids), rng.choice(ids)
+        if s != t:  # an entry cannot link to itself
+            pairs.append((s, t, rng.choice(("supports", "extends", "sequences"))))
     steps: dict[str, Any] = {}
     before = _count(store)
 

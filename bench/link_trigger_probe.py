@@ -8,10 +8,15 @@ replaced by:
 
 - ``none``: no trigger, one bump per transaction (what schema 5 did by hand);
 - ``row``: schema v6's triggers as shipped (a row trigger per link row);
+- ``update``: v6's triggers with a plain UPDATE of the count for the upsert (a count
+  row deleted by outside SQL would then stay deleted: the count would stall);
 - ``when``: the insert trigger guarded by ``WHEN NOT EXISTS (a 'links.bulk' row in
   meta)``: tiervault's bulk transaction would write that marker, insert without the
   trigger, delete the marker and bump once by the rows written (outside writers never
-  see the marker, which is never committed).
+  see the marker, which is never committed);
+- ``ddl``: v6's triggers, but tiervault's bulk transaction drops the insert trigger,
+  inserts, creates it again and bumps once by the rows written (atomic: DDL is
+  transactional in SQLite; every other connection re-reads the schema afterwards).
 
 Each round copies ``--links`` links with ``SqlTransfer.put_links``'s statement in
 transactions of 2,000 rows, variants alternating; process CPU per link.
@@ -36,6 +41,7 @@ PUT = ("INSERT INTO links (source_id, target_id, link_type, note, created_at) "
        "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM entries WHERE id = ?) "
        "ON CONFLICT (source_id, target_id, link_type) DO UPDATE SET note = excluded.note, "
        "created_at = excluded.created_at")
+AI = ""  # schema v6's insert trigger (set in main)
 BUMP = ("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT) WHERE key = 'links.changes'")
 
 
@@ -52,9 +58,14 @@ def tier(path: Path, variant: str) -> sqlite3.Connection:
                      "created_at, updated_at, content_hash) VALUES (?, 'pattern', 'd', 't', 'x', "
                      "'suggestion', 'user', 0, 0, ?)", [(f"e{i:06d}", str(i)) for i in range(100_000)])
     conn.execute("COMMIT")
-    if variant != "row":
+    if variant not in ("row", "update", "ddl"):
         for name in ("links_count_ai", "links_count_ad", "links_count_au"):
             conn.execute(f"DROP TRIGGER {name}")
+    if variant == "update":
+        for name, statement in zip(("links_count_ai", "links_count_ad", "links_count_au"), MIGRATIONS[5]):
+            conn.execute(f"DROP TRIGGER {name}")
+            plain = statement[:statement.index("BEGIN")] + "BEGIN " + BUMP.replace("?", "1") + "; END"
+            conn.execute(plain)
     if variant == "when":
         ai = MIGRATIONS[5][0].replace("AFTER INSERT ON links BEGIN", "AFTER INSERT ON links WHEN NOT EXISTS "
                                       "(SELECT 1 FROM meta WHERE key = 'links.bulk') BEGIN")
@@ -69,13 +80,21 @@ def copy(conn: sqlite3.Connection, variant: str, rows: list[tuple]) -> float:
         conn.execute("BEGIN IMMEDIATE")
         if variant == "when":
             conn.execute("INSERT INTO meta (key, value) VALUES ('links.bulk', '1')")
+        elif variant == "ddl":
+            conn.execute("DROP TRIGGER links_count_ai")
         n = conn.executemany(PUT, rows[k:k + 2000]).rowcount
         if variant == "when":
             conn.execute("DELETE FROM meta WHERE key = 'links.bulk'")
-        if variant != "row":
+        elif variant == "ddl":
+            conn.execute(AI)
+            conn.execute(BUMP, (n,))
+        if variant in ("none", "when"):
             conn.execute(BUMP, (n if variant == "when" else 1,))
         conn.execute("COMMIT")
-    return (time.process_time() - c) / len(rows) * 1e6
+    spent = (time.process_time() - c) / len(rows) * 1e6
+    count = int(conn.execute("SELECT value FROM meta WHERE key = 'links.changes'").fetchone()[0])
+    assert count == (-(-len(rows) // 2000) if variant == "none" else len(rows)), (variant, count)
+    return spent
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    variants = ("none", "row", "when")
+    global AI
+    from tiervault.vault.schema import MIGRATIONS
+
+    AI = MIGRATIONS[5][0]
+    variants = ("none", "row", "update", "when", "ddl")
     got: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):

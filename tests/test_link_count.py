@@ -287,3 +287,27 @@ def test_a_large_stale_graph_waits_for_the_threshold_with_outside_writes(tmp_pat
     assert store.graph.builds == 2 and store.graph.current() is not None  # the threshold: rebuilt
     assert graph_path(store).exists()
     store.close()
+
+
+def test_a_postgres_tier_reads_its_links_by_sql_so_outside_writes_are_seen(pg_tier, pg_server) -> None:
+    """A PostgreSQL tier keeps no link graph: ``link_ends`` is its ``links_touching``, one
+    SQL read a call, so links written or deleted by another client are seen at once."""
+    team, agent = pg_tier("team"), pg_tier("agent")
+    team.capture_many([entry("t1"), entry("t2"), entry("t3")])
+    agent.capture(entry("a1"))
+    team.link("t1", "t2", "supports")
+    manager = VaultManager([Tier("agent", "agent", 1.0, store=agent), Tier("team", "team", 0.5, store=team)])
+    assert not hasattr(team, "link_ends")
+    with read_scope():
+        assert manager.link_ends(["t1"]) == [LinkEnds("t1", "t2", "supports")]
+    schema = team.address.schema
+    pg_server.execute(f"INSERT INTO {schema}.links (source_id, target_id, link_type, note, created_at) "
+                      "VALUES ('t3', 'a1', 'extends', '', 0)", "tiervault_test")
+    with read_scope():
+        assert sorted(manager.link_ends(["a1", "t1"])) == sorted(
+            [LinkEnds("t1", "t2", "supports"), LinkEnds("t3", "a1", "extends")])
+        assert graph_hops(manager, ["a1"]).hops == {"t3": 1}
+    pg_server.execute(f"DELETE FROM {schema}.entries WHERE id = 't2'", "tiervault_test")
+    with read_scope():
+        assert manager.link_ends(["t1", "t2"]) == []
+        assert sorted(manager.link_ends(["t3"])) == [LinkEnds("t3", "a1", "extends")]
