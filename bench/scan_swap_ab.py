@@ -3,7 +3,7 @@
     python bench/scan_swap_ab.py --old /path/to/old/checkout --workdir DIR \
         --swap vault/dedup.py:keep --swap vault/string_table.py:StringTable._find ... \
         [--caller tiervault.vault.postings] [--time tiervault.vault.manager:VaultManager._search] \
-        [--queries 800] [--hybrid] [--cold] [--json out.json]
+        [--queries 800] [--hybrid] [--cold] [--per-call] [--json out.json]
 
 Fresh processes on this shared 2-core machine differ by +-10-25 % in scan CPU (other
 jobs beside the bench lock), more than a 0.1-0.3 ms change. Here one process (this
@@ -17,6 +17,12 @@ processes): both variants see the same load, the same warm caches and the same k
 of queries. Process CPU per
 query; ``old`` / ``new`` medians and means, and ``new / old``. The swapped functions
 must be drop-in replacements (rankings are compared by ``bench/rank_compare.py``).
+``--shared FILE:NAME``: the old modules loaded from ``FILE`` use this checkout's
+``NAME`` (e.g. ``vault/string_table.py:lookup_fingerprints``: one fingerprint memo for
+both variants, as session 12's A/B of ``held()`` did by editing the old files).
+``--per-call``: each ``--time`` function's calls timed one by one as well, p50 / mean
+us a call in each variant, all calls and those whose first argument after ``self`` has
+at most ``--few`` items (e.g. ``Postings.slots_of`` of a graph neighbour's few ids).
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ class Swap:
         self.new = self.owner.__dict__[self.name] if owner_path else getattr(self.owner, self.name)
         self.old = old_owner.__dict__[self.name] if owner_path else getattr(old_owner, self.name)
         self.spec = spec
+        self.path = path
+        self.old_mod = old_mod
         # the old code's other classes are this checkout's (an isinstance check in an old
         # function must see the objects the new code builds); the swapped one stays old
         swapped = owner_path[0] if owner_path else self.name
@@ -86,9 +94,11 @@ class Swap:
                 setattr(mod, self.name, value)
 
 
-def _timed(spec: str, spent: dict[str, float]) -> None:
+def _timed(spec: str, spent: dict[str, float], calls: list[tuple[float, int]] | None = None) -> None:
     """Wrap ``MODULE:ATTR`` (``tiervault.vault.lexicon:MirrorLexicon.lexical_top_k``) so
-    its wall time (perf_counter) is added to ``spent[spec]`` on every call."""
+    its wall time (perf_counter) is added to ``spent[spec]`` on every call; with ``calls``,
+    each call's time and its first argument's length (after ``self`` for a method; -1
+    if it has none) are appended there too."""
     module_name, attr = spec.split(":")
     owner: Any = importlib.import_module(module_name)
     *owner_path, name = attr.split(".")
@@ -96,13 +106,26 @@ def _timed(spec: str, spent: dict[str, float]) -> None:
         owner = getattr(owner, part)
     fn = owner.__dict__[name] if owner_path else getattr(owner, name)
 
+    method = bool(owner_path)
+
     def timed(*a: Any, **kw: Any) -> Any:
         t0 = time.perf_counter()
         try:
             return fn(*a, **kw)
         finally:
-            spent[spec] = spent.get(spec, 0.0) + time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            spent[spec] = spent.get(spec, 0.0) + dt
+            if calls is not None:
+                arg = a[1] if method and len(a) > 1 else a[0] if a and not method else None
+                calls.append((dt, len(arg) if hasattr(arg, "__len__") else -1))
     setattr(owner, name, timed)
+
+
+def _calls_summary(xs: list[tuple[float, int]], few: int, queries: int) -> dict[str, Any]:
+    def stats(ts: list[float]) -> dict[str, Any]:
+        return ({"calls_per_query": round(len(ts) / queries, 2), "p50_us": round(statistics.median(ts) * 1e6, 1),
+                 "mean_us": round(statistics.fmean(ts) * 1e6, 1)} if ts else {"calls_per_query": 0})
+    return {"all": stats([t for t, _ in xs]), f"first_arg_len_le_{few}": stats([t for t, n in xs if 0 <= n <= few])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
                          "float32 rows, as its paired pass (caches evicted)")
     ap.add_argument("--hybrid", action="store_true",
                     help="hybrid scans: DIR's vectors with the hash embedder (bench/run.py's build)")
+    ap.add_argument("--shared", action="append", default=[],
+                    help="FILE:NAME: the old modules of FILE use this checkout's NAME (a shared memo)")
+    ap.add_argument("--per-call", action="store_true", help="each --time function's calls timed one by one too")
+    ap.add_argument("--few", type=int, default=8, help="with --per-call: the calls with at most this many items")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from tiervault.brain import stages
@@ -131,9 +158,17 @@ def main(argv: list[str] | None = None) -> int:
 
     swaps = [Swap(args.old, s, i) for i, s in enumerate(args.swap or DEFAULT_SWAPS)]
     callers = [manager, stages, *(importlib.import_module(m) for m in args.caller), *OLD_MODULES]
+    for spec in args.shared:
+        path, name = spec.split(":")
+        new_value = getattr(importlib.import_module("tiervault." + path.removesuffix(".py").replace("/", ".")), name)
+        for s in swaps:
+            if s.path == path:
+                setattr(s.old_mod, name, new_value)
     spent: dict[str, float] = {}
+    per_call: dict[str, list[tuple[float, int]]] = {spec: [] for spec in args.time}
     for spec in args.time:
-        _timed(spec, spent)
+        _timed(spec, spent, per_call[spec] if args.per_call else None)
+    sides: dict[str, dict[str, list[tuple[float, int]]]] = {"old": {}, "new": {}}
     brain = open_hybrid_brain(args.workdir, 384) if args.hybrid else Brain.open(write_config(args.workdir))
 
     def scan(q: dict[str, Any]) -> Any:
@@ -141,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for q in queries(30, 8):
         scan(q)
-    out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps],
+    out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps], "shared": args.shared,
                            "queries": args.queries, "flip": args.flip, "hybrid": args.hybrid,
                            "cold": args.cold,
                            "load_before": load_avg()}
@@ -155,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in swaps:
             s.use(old, callers)
         spent.clear()
+        for xs in per_call.values():
+            xs.clear()
         if evict is not None:
             evict(q)
         c0 = time.process_time()
@@ -163,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu[side].append((time.process_time() - c0) * 1e3)
         for spec in args.time:
             parts[side].setdefault(spec, []).append(spent.get(spec, 0.0) * 1e3)
+            sides[side].setdefault(spec, []).extend(per_call[spec])
     for s in swaps:
         s.use(False, callers)
     for name, xs in cpu.items():
@@ -173,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
                      "timed_ms": {spec: {"p50": round(statistics.median(ys), 4),
                                          "mean": round(statistics.fmean(ys), 4)}
                                   for spec, ys in parts[name].items()}}
+    if args.per_call:
+        half = args.queries / 2
+        out["per_call"] = {spec: {side: _calls_summary(sides[side].get(spec, []), args.few, half)
+                                  for side in sides} for spec in args.time}
     out["new_over_old_p50"] = round(out["new"]["cpu_p50_ms"] / out["old"]["cpu_p50_ms"], 3)
     out["new_over_old_mean"] = round(out["new"]["cpu_mean_ms"] / out["old"]["cpu_mean_ms"], 3)
     out["load_after"] = load_avg()
