@@ -91,3 +91,30 @@ def test_shared_columns_and_ids_never_outlive_a_write_a_delete_or_a_rebuild(tmp_
     for words in queries:
         _check_query(store, words)
     store.close()
+
+
+def test_a_mirror_with_a_delta_answers_base_mixed_and_delta_slots_alike(tmp_path):
+    """With rows in the delta, TF-IDF at slots all in the base (the usual top k: the
+    base path, no split), mixed and all in the delta: base slots bit for bit the
+    term-by-term sum, every slot the dense TF-IDF's (the delta's rows' own sum)."""
+    rng = np.random.default_rng(12)
+    store = TierStore(tmp_path / "d.db")
+    store.capture_many(random_entries(1200, seed=6))
+    m = store.postings()
+    store.capture_many(random_entries(40, seed=7, prefix="d"))  # rows in the delta
+    m = store.postings()
+    assert len(m.ids) > m.base_rows
+    delta_slots = np.arange(m.base_rows, len(m.ids), dtype=np.int64)
+    for _ in range(30):
+        words = list(rng.choice(WORDS, size=int(rng.integers(1, 8))))
+        store.term_stats(_stems(words))
+        base = rng.choice(m.base_rows, size=int(rng.integers(1, 60)), replace=False).astype(np.int64)
+        mixed = np.concatenate([base, rng.choice(delta_slots, size=5, replace=False)])
+        rng.shuffle(mixed)
+        dense = m.tfidf_scores(words)
+        for slots in (base, mixed, delta_slots):
+            got = m.tfidf_at(words, slots)
+            np.testing.assert_allclose(got, dense[slots], rtol=1e-12, atol=0)
+            in_base = slots < m.base_rows
+            np.testing.assert_array_equal(got[in_base], _term_by_term(m, words, slots[in_base]))
+    store.close()

@@ -400,8 +400,10 @@ class StringColumn(Sequence[str]):
         base = self.base
         if isinstance(base, StringTable):
             n = len(base)
-            at = slots.tolist()
-            base.remember([s for s, i in zip(out, at) if i < n], [i for i in at if i < n])
+            kept, at = out, slots.tolist()
+            if at and max(at) >= n:  # appended strings too: the base ones only
+                kept, at = [s for s, i in zip(out, at) if i < n], [i for i in at if i < n]
+            base.remember(kept, at)
         return out
 
     def _index(self) -> dict[str, list[int]]:

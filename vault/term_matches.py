@@ -169,8 +169,11 @@ def _summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndar
         return np.zeros(n, dtype=np.float64)
     if len(keep) == 1:
         return np.bincount(where[keep[0]], weights=parts[keep[0]], minlength=n)
-    return np.bincount(np.concatenate([where[t] for t in keep]),
-                       weights=np.concatenate([parts[t] for t in keep]), minlength=n)
+    # joined straight into the types bincount reads (intp, float64): no second copy
+    # inside it (issue 16 session 13: ~-10% a dense sum over many postings)
+    return np.bincount(np.concatenate([where[t] for t in keep], dtype=np.intp),
+                       weights=np.concatenate([parts[t] for t in keep], dtype=np.float64),
+                       minlength=n)
 
 
 def scored_sparse(where: list[np.ndarray], parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

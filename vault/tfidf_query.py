@@ -102,16 +102,16 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
     with the matrix's rows. ``columns`` caches ``W.column_counts`` by term id (the
     caller keeps it for one query's words: a query asks twice); ``read(t)`` reads a
     column missing there (default ``W.column_counts``: the caller may hold its slots)."""
-    out = np.zeros(slots.size, dtype=np.float64)
+    out = None
     d_pos = d_tid = d_val = None
-    if delta_rows is None:  # no delta: every slot is a base slot
-        b_pos, b_slots = None, slots
+    base = None if delta_rows is None else slots < base_rows
+    if base is None or base.all():  # every slot is a base slot (no delta, or none asked)
+        b_pos, b_slots, base = None, slots, None
     else:
-        base = slots < base_rows
         b_pos = np.flatnonzero(base)
         b_slots = slots[b_pos]
     norms = T.norms.at(b_slots) if b_slots.size else None
-    if delta_rows is not None and not base.all():
+    if base is not None:  # some slots in the delta: their rows
         rows = delta_rows
         d_pos, d_tid, d_val = gather(rows.indptr, rows.indices, rows.data,
                                      slots[~base] - base_rows, np.flatnonzero(~base))
@@ -152,7 +152,10 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
         if b_pos is None:
             out = acc
         else:
+            out = np.zeros(slots.size, dtype=np.float64)
             out[b_pos] = acc
+    if out is None:
+        out = np.zeros(slots.size, dtype=np.float64)
     if d_pos is not None:
         for t, weight in zip(q[0].tolist(), weights):
             hit = d_tid == t  # a row holds a term at most once
