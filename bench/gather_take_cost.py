@@ -12,7 +12,9 @@ bounds of ``DIR``'s ``--tier`` (a ``bench/run.py`` build with the hash embedder'
 ``tiers/<tier>.db.vec-*.i8.npy`` / ``.bounds.npy``, opened as the vault opens them,
 ``np.load(mmap_mode="r")``, warm in the page cache) are gathered at ``--rows`` sorted
 random rows (1,675: the bench's filtered scans' mean; 8,000: the docstring's figure),
-both ways alternating, ``--reps`` times, the copies compared. perf_counter; p50 / mean us.
+both ways alternating, ``--reps`` times, the copies compared; also the codes and the bounds
+alone (``codes_*``, ``bounds_*``), all six in an order alternating rep by rep.
+perf_counter; p50 / mean us.
 """
 
 from __future__ import annotations
@@ -59,17 +61,20 @@ def main(argv: list[str] | None = None) -> int:
                            "codes": found[0].name, "codes_shape": list(codes.shape),
                            "bounds_shape": list(bounds.shape), "reps": args.reps, "load_before": load_avg()}
     rng = np.random.default_rng(args.seed)
-    variants = (("fancy", _fancy), ("take", _take))
+    variants: tuple[tuple[str, Any], ...] = (
+        ("fancy", _fancy), ("take", _take),
+        ("codes_fancy", lambda c, b, r: c[r]), ("codes_take", lambda c, b, r: c.take(r, axis=0)),
+        ("bounds_fancy", lambda c, b, r: b[:, r]), ("bounds_take", lambda c, b, r: b.take(r, axis=1)))
     for n in (int(x) for x in args.rows.split(",")):
-        times: dict[str, list[float]] = {"fancy": [], "take": []}
+        times: dict[str, list[float]] = {name: [] for name, _ in variants}
         for i in range(args.reps):
             r = np.sort(rng.choice(codes.shape[0], n, replace=False)).astype(np.intp)
-            got = []
+            got = {}
             for name, fn in (variants if i % 2 == 0 else variants[::-1]):
                 t0 = time.perf_counter()
-                got.append(fn(codes, bounds, r))
+                got[name] = fn(codes, bounds, r)
                 times[name].append(time.perf_counter() - t0)
-            if not all(np.array_equal(a, b) for a, b in zip(*got)):
+            if not all(np.array_equal(a, b) for a, b in zip(got["fancy"], got["take"])):
                 raise SystemExit(f"{n} rows: the two gathers differ")
         out[f"rows_{n}"] = {name: {"p50_us": round(statistics.median(xs) * 1e6, 1),
                                    "mean_us": round(statistics.fmean(xs) * 1e6, 1)} for name, xs in times.items()}
