@@ -98,3 +98,40 @@ def test_matrix_rows_read_from_an_array_or_a_file_alike(tmp_path):
     rows = np.array([19, 0, 7, 7])
     assert np.array_equal(on_file.take(rows), a[rows]) and np.array_equal(in_memory.take(rows), a[rows])
     assert np.array_equal(on_file.whole(), a) and on_file.shape == (20, 3)
+
+
+def test_v_rows_read_from_the_file_are_kept_for_later_queries(tmp_path, monkeypatch):
+    """A query's vector needs the V_k rows of its words: read from the file once, then kept
+    by the model (``V_ROWS_KEPT``, issue 16 session 13); the scores stay bit for bit."""
+    db = tmp_path / "agent.db"
+    words, want, want_other = build(db, monkeypatch)
+    read: list[int] = []  # rows of V_k read from the file (not the entries' latent rows)
+    take = vlatent.MatrixRows.take
+    v_shape: list[tuple[int, int]] = []
+
+    def counted(self, rows):
+        if self.shape in v_shape:
+            read.extend(np.asarray(rows).tolist())
+        return take(self, rows)
+
+    monkeypatch.setattr(vlatent.MatrixRows, "take", counted)
+    with VaultManager.at({"agent": str(db)}) as m:
+        store = m.store("agent")
+        p = store.postings()
+        assert isinstance(p.latent_V, vlatent.MatrixRows)
+        v_shape.append(p.latent_V.shape)  # (terms, K): the entries' rows are (2000, K)
+        assert p.latent_V.shape != p.latent_rows.shape
+        first = set(p.query_tfidf(words[:5])[0].tolist())
+        assert store.latent_scores(words[:5], IDS, K) == want
+        assert sorted(read) == sorted(first)  # each of the query's V rows read once
+        read.clear()
+        # another query: only the rows of its new words are read; the old ones are kept
+        both = words[3:9]
+        new = set(p.query_tfidf(both)[0].tolist()) - first
+        again = store.latent_scores(both, IDS[:3], K)
+        assert new and sorted(read) == sorted(new)
+        # the same query in a store that keeps no row (every row read again): same numbers
+        monkeypatch.setattr(vlatent, "V_ROWS_KEPT", 0)
+        with VaultManager.at({"agent": str(db)}) as fresh:
+            assert fresh.store("agent").latent_scores(both, IDS[:3], K) == again
+            assert fresh.store("agent").latent_scores(words[5:9], IDS[:3], K) == want_other

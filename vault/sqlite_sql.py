@@ -13,7 +13,7 @@ from tiervault.vault.filter_compile import to_sqlite
 from tiervault.vault.filters import Filters
 
 __all__ = ["UPSERT_ENTRY", "INSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "FTS_AUTOMERGE", "FTS_SET_AUTOMERGE",
-           "filter_sql", "SANE_TIMES", "SELECT_LIGHT"]
+           "filter_sql", "SANE_TIMES", "SELECT_LIGHT", "LIGHT_BOUND_IDS", "light_rows_sql"]
 
 _UPDATABLE = [c for c in ENTRY_COLUMNS if c not in ("id", "created_at")]
 UPSERT_ENTRY = (
@@ -44,6 +44,29 @@ SELECT_LIGHT = (
     "e.tags, e.created_at, e.updated_at, e.valid_from, e.valid_until, e.content_hash, "
     "length(e.title) + length(e.description) + length(e.context) + length(e.example) "
     "+ length(e.counter_example) + length(e.why), e.origin")
+
+#: Up to this many ids a light-row statement binds each id (``e.id IN (?, ?, ...)``);
+#: more go through one JSON array (``json_each``), whose parse and subquery cost ~5-18 us
+#: a statement more for the scan's ~13 ids (issue 16, session 13). Bounded so that a
+#: connection's statement cache holds at most this many light-row statements.
+LIGHT_BOUND_IDS = 48
+
+_LIGHT_SQL: dict[int, str] = {}
+
+
+def light_rows_sql(n: int) -> str:
+    """The light-row statement of ``n`` ids (parameters: the snippet's length, then the
+    ids one by one when ``n <= LIGHT_BOUND_IDS``, else their JSON array), rows passing
+    ``SANE_TIMES``. The texts are kept: the same string each time for the same ``n``
+    (the driver's statement cache is keyed by it)."""
+    key = n if n <= LIGHT_BOUND_IDS else 0
+    sql = _LIGHT_SQL.get(key)
+    if sql is None:
+        ids = ", ".join("?" * key) if key else "SELECT value FROM json_each(?)"
+        sql = _LIGHT_SQL[key] = (f"SELECT {SELECT_LIGHT} FROM entries e "
+                                 f"WHERE e.id IN ({ids}) AND {SANE_TIMES}")
+    return sql
+
 
 #: The FTS5 fields of an entry (vault/rows.FieldTexts), for ``TierStore.field_texts``.
 SELECT_FIELD_TEXTS = "e.id, e.title, e.description, e.context, e.tags"

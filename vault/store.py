@@ -48,7 +48,8 @@ from tiervault.vault.sqlite_links import TierLinks
 from tiervault.vault.sqlite_listing import TierListing
 from tiervault.vault.sqlite_writer import BULK_ROWS, EntryWriter  # noqa: F401  (BULK_ROWS: tests)
 from tiervault.vault.entry_rows import SELECT_ENTRY, rows_to_entries
-from tiervault.vault.sqlite_sql import SANE_TIMES, SELECT_FIELD_TEXTS, SELECT_LIGHT, filter_sql
+from tiervault.vault.sqlite_sql import (LIGHT_BOUND_IDS, SELECT_FIELD_TEXTS, filter_sql,
+                                        light_rows_sql)
 from tiervault.vault.vectors import TierVectors
 from tiervault.vault.write_pipeline import write_pipelined
 
@@ -222,12 +223,12 @@ class TierStore:
     def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, LightRow]:
         """{id: LightRow}: scoring fields, the first ``snippet_chars`` of the description
         and ``chars`` (length of all text fields), without full entries."""
-        if not ids:
+        n = len(ids)
+        if not n:
             return {}
-        rows = self.db.query(
-            f"SELECT {SELECT_LIGHT} FROM entries e "
-            f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {SANE_TIMES}",
-            (int(snippet_chars), json.dumps(list(ids))))
+        params = ((int(snippet_chars), *ids) if n <= LIGHT_BOUND_IDS
+                  else (int(snippet_chars), json.dumps(list(ids))))
+        rows = self.db.query(light_rows_sql(n), params)
         return {row[0]: LightRow._make(row) for row in rows}
 
     def delete(self, entry_id: str) -> bool:
