@@ -229,7 +229,8 @@ class TierStore:
         params = ((int(snippet_chars), *ids) if n <= LIGHT_BOUND_IDS
                   else (int(snippet_chars), json.dumps(list(ids))))
         rows = self.db.query(light_rows_sql(n), params)
-        return {row[0]: LightRow._make(row) for row in rows}
+        # LightRow's fields are the SELECT's columns: tuple.__new__ mapped in C, not _make
+        return {r.id: r for r in map(tuple.__new__, repeat(LightRow), rows)}
 
     def delete(self, entry_id: str) -> bool:
         """Delete an entry (its links, vectors and embedding state cascade)."""
