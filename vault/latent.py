@@ -43,7 +43,7 @@ from tiervault.vault.tfidf_rows import TfidfRows
 if TYPE_CHECKING:
     from tiervault.vault.checked_array import CheckedArray
 
-__all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "V_ROWS_KEPT", "LatentModel", "MatrixRows",
+__all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel", "MatrixRows",
            "fit_components", "model_for", "project", "saved_rows", "scores", "text_scores"]
 
 #: the SVD is fitted on at most this many base rows (uniform sample, seed 0); every
@@ -60,11 +60,6 @@ DEFAULT_COMPONENTS = 16
 EAGER_BASE_BYTES = 8 << 20
 #: rows projected at a time in the eager case
 PROJECT_ROWS = 65_536
-#: rows of a file-read V_k kept per model once read (term id -> its k float32s; ~200
-#: bytes each with the dict's share: ~1.6 MB a tier at the bound, then started afresh):
-#: a query's first call per tier read its ~3 terms' rows by ``pread`` (~8 us for 3 rows),
-#: and query words recur (issue 16, session 13)
-V_ROWS_KEPT = 8192
 #: The largest k a caller may ask for: a remote caller chooses k, and each k is a new SVD
 #: fit (and replaces the cached one), so it is bounded like every other read's size.
 MAX_COMPONENTS = 256
@@ -179,7 +174,6 @@ class LatentModel:
         self.delta: np.ndarray = np.zeros((0, k), dtype=np.float32)
         self.delta_parts = 0
         self._query_memo: tuple[Any, np.ndarray | None] | None = None
-        self._v_rows: dict[int, np.ndarray] = {}  # rows of a file-read V read so far (_v_at)
         self.k, self.t_ref = k, (lambda: None)  # set by model_for
 
     def query(self, p: Any, words: Sequence[str]) -> np.ndarray | None:
@@ -196,28 +190,13 @@ class LatentModel:
             return memo[1]
         tids, w = q
         V = self.V
-        v = w.astype(np.float32) @ (self._v_at(V, tids) if isinstance(V, MatrixRows) else V[tids])
+        v = w.astype(np.float32) @ (V.take(tids) if isinstance(V, MatrixRows) else V[tids])
         n = float(np.sqrt(v.dot(v)))  # np.linalg.norm's own steps for a real vector, no checks
         out = v / n if n > 0 else None
         if out is not None:
             out.flags.writeable = False  # shared by the calls that find it here
         self._query_memo = (q, out)  # replaced whole: safe across threads
         return out
-
-    def _v_at(self, V: MatrixRows, tids: np.ndarray) -> np.ndarray:
-        """Rows ``tids`` of a file-read V_k as one (len, k) array: the same float32 values
-        as ``V.take(tids)`` (so the same query vector), rows read before taken from
-        ``_v_rows`` (at most ``V_ROWS_KEPT``; a rebuilt mirror has a new model)."""
-        kept = self._v_rows
-        at = tids.tolist()
-        missing = [t for t in dict.fromkeys(at) if t not in kept]
-        if missing:
-            if len(kept) + len(missing) > V_ROWS_KEPT:
-                kept = self._v_rows = {}  # replaced whole: safe across threads
-            kept.update(zip(missing, V.take(np.array(missing, dtype=np.int64))))
-        if not at:
-            return np.empty((0, V.k), dtype=np.float32)
-        return np.array([kept[t] for t in at], dtype=np.float32)
 
     def rows(self, p: Any, slots: np.ndarray) -> np.ndarray:
         """Latent vectors of mirror slots (delta rows folded in on first use)."""
