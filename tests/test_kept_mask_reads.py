@@ -88,3 +88,44 @@ def test_kept_mask_reads_equal_the_dense_definition_and_follow_changes(tmp_path,
     # a filter that narrows (a domain): compiled at the slots as before
     _check(store, Filters(now=T0, domains=("db",)), 20)
     store.close()
+
+
+def test_narrowing_dense_masks_take_the_kept_window_and_equal_the_definition(tmp_path, monkeypatch):
+    """A narrowing filter's dense mask (filter_mask; a top k over many slots) is its
+    fields compiled alone, and-ed with the kept validity-only mask: equal to
+    ``p.mask(filters)`` for every kind of narrowing field, window flag and instant
+    (either side of a validity edge), after a write and a delete; the validity columns
+    are compared only for the window's own mask (fails when the fields are compiled with
+    the window)."""
+    compiled: list[tuple[bool, bool]] = []
+    real = Postings.mask
+
+    def spied(self, filters, at=None):
+        if at is None:
+            compiled.append((filters.restricts, filters.checks_validity))
+        return real(self, filters, at)
+    monkeypatch.setattr(Postings, "mask", spied)
+    store = TierStore(tmp_path / "n.db")
+    store.capture_many(_entries(900, 6, "n"))
+    narrowing = [dict(domains=("db",)), dict(types=("rule", "decision")), dict(tags=("t1", "t3")),
+                 dict(not_types=("pattern",)), dict(severities=("high",)), dict(not_tags=("t2",)),
+                 dict(exclude_ids=("n1", "n5")), dict(updated_after=T0 - 1e8)]
+    flags = [dict(), dict(include_expired=True), dict(include_future=True),
+             dict(include_expired=True, include_future=True)]
+
+    def check() -> None:
+        m = store.postings()
+        for instant in (T0, T0 + 200):
+            for fields in narrowing:
+                for flag in flags:
+                    f = Filters(now=instant, **fields, **flag)
+                    got = store.filter_mask(f)
+                    assert got.mask.tolist() == real(m, f).tolist(), (instant, fields, flag)
+    check()
+    # narrowing masks made with a window never compare the validity columns themselves
+    assert (True, True) not in compiled and (False, True) in compiled
+    store.capture(Entry.create(id="w1", title="cache retry", description="db rule", domain="db"))
+    check()
+    assert store.delete("n7")
+    check()
+    store.close()

@@ -194,19 +194,34 @@ class MirrorLexicon:
         bucket = self._edges.bucket(p, filters.moment)
         if bucket is None:
             return self._cached(("mask", self._version(p), filters, ()),
-                                lambda: _frozen(p.mask(filters)))
+                                lambda: _frozen(self._compiled(p, filters)))
         key = (self._version(p), bucket, *[getattr(filters, name) for name in _TIMELESS])
         with self._lock:
             hit = self._masks.get(key)
             if hit is not None:
                 self._masks.move_to_end(key)
                 return hit
-        value = _frozen(p.mask(filters))
+        value = _frozen(self._compiled(p, filters))
         with self._lock:
             self._masks[key] = value
             while len(self._masks) > _KEEP_MASKS:
                 self._masks.popitem(last=False)
         return value
+
+    def _compiled(self, p: Postings, filters: Filters) -> np.ndarray:
+        """``p.mask(filters)`` (``now`` set). Narrowing filters (category, tag...: the
+        bench's are nearly all distinct, so their dense masks are made, not kept) take
+        the validity window from the kept validity-only mask (:meth:`_dense_mask`: a
+        search's usual one, made once per bucket) and compile their fields alone: the
+        same booleans (live, the fields, the window: and-ed in another order) without
+        two float64 columns compared over every slot (issue 16 session 13)."""
+        if not filters.restricts or not filters.checks_validity:
+            return p.mask(filters)
+        window = self._dense_mask(p, Filters(include_expired=filters.include_expired,
+                                             include_future=filters.include_future, now=filters.now))
+        mask = p.mask(dataclasses.replace(filters, include_expired=True, include_future=True))
+        mask &= window
+        return mask
 
     def _matches(self, p: Postings, terms: Sequence[str]) -> TermMatches:
         # term_stats and the BM25 of the same query read the same columns
