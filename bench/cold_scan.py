@@ -1,7 +1,7 @@
 """The cold-cache penalty of one FTS-only scan: warm, flushed, run.py's interleave, per stage.
 
     python bench/cold_scan.py --workdir DIR [--queries 300] [--conditions warm,flush,interleave]
-        [--stages] [--old CHECKOUT --swap FILE:ATTR ...] [--json out.json]
+        [--stages [--time MODULE:ATTR ...]] [--old CHECKOUT --swap FILE:ATTR ...] [--json out.json]
 
 ``DIR`` is a work directory made by ``bench/run.py``'s build phase (``tiers/*.db``).
 ``bench/run.py`` times a scan right after a ``full`` search and a raw FTS5 query
@@ -115,7 +115,30 @@ class StageCpu:
         return timed
 
 
-def _patch_stages(brain: Any) -> StageCpu:
+def _patch_extra(clock: StageCpu, specs: tuple[str, ...]) -> None:
+    """Wrap each ``MODULE:ATTR`` (``tiervault.brain.stages:gather``,
+    ``tiervault.vault.lexicon:MirrorLexicon._top_k``) in a CPU timer of its own name,
+    outermost calls only, not subtracted from "rest" (they may nest in the stages)."""
+    import importlib
+
+    for spec in specs:
+        module_name, attr = spec.split(":")
+        owner: Any = importlib.import_module(module_name)
+        *path, name = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        fn = owner.__dict__[name] if path else getattr(owner, name)
+        if isinstance(fn, (staticmethod, classmethod)):
+            raise SystemExit(f"--time {spec}: a static or class method is not wrapped")
+        setattr(owner, name, clock.wrap_outer(spec, fn))
+        if not path and module_name.endswith(".stages") and name in ("gather", "expand", "score",
+                                                                      "modulate", "rank", "render"):
+            stages = importlib.import_module(module_name)
+            stages.STAGES = tuple(getattr(stages, s) for s in ("gather", "expand", "score",
+                                                                "modulate", "rank", "render"))
+
+
+def _patch_stages(brain: Any, extra: tuple[str, ...] = ()) -> StageCpu:
     from tiervault.brain import latent, pool, stages
 
     clock = StageCpu()
@@ -141,6 +164,7 @@ def _patch_stages(brain: Any) -> StageCpu:
             setattr(cls, attr, clock.wrap_outer(TABLES, getattr(cls, attr)))
     stages.STAGES = tuple(getattr(stages, s) for s in ("gather", "expand", "score", "modulate",
                                                         "rank", "render"))
+    _patch_extra(clock, extra)
     return clock
 
 
@@ -156,7 +180,7 @@ def _rss_mb() -> dict[str, float]:
 
 def child(workdir: Path, n: int, seed: int, rotation: int, with_stages: bool, warmup: int,
           conditions: tuple[str, ...], mmap_mib: int = 0, old: Path | None = None,
-          swap_specs: tuple[str, ...] = ()) -> dict[str, Any]:
+          swap_specs: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One process: every query once, in condition ``(i + rotation) % len(conditions)``;
     with ``old``, the ``swap_specs`` functions taken from that checkout on half the queries
     (variant ``(i // k + rotation // k) % 2``, k conditions: over 2k processes each query
@@ -204,7 +228,7 @@ def child(workdir: Path, n: int, seed: int, rotation: int, with_stages: bool, wa
 
     for q in queries(warmup, seed + 1):
         scan(q), full(q), baseline(q)
-    clock = _patch_stages(brain) if with_stages else None
+    clock = _patch_stages(brain, extra) if with_stages else None
     qs = queries(n, seed)
     rows = []
     prev = queries(1, seed + 2)[0]
@@ -271,7 +295,8 @@ def _stats(xs: list[float]) -> dict[str, float]:
             "p95": round(s[min(len(s) - 1, int(0.95 * len(s)))], 3), "n": len(s)}
 
 
-def summarize(children: list[dict[str, Any]], conditions: tuple[str, ...]) -> dict[str, Any]:
+def summarize(children: list[dict[str, Any]], conditions: tuple[str, ...],
+              extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Per condition: CPU / wall stats, stages' mean CPU; per-query paired differences."""
     by: dict[str, dict[int, dict[str, Any]]] = {c: {} for c in conditions}
     for ch in children:
@@ -291,7 +316,8 @@ def summarize(children: list[dict[str, Any]], conditions: tuple[str, ...]) -> di
         if "stages" in rows[0]:
             st = {k: round(statistics.fmean(r["stages"].get(k, 0.0) for r in rows), 3) for k in STAGES}
             st["rest"] = round(statistics.fmean(r["cpu_ms"] for r in rows) - sum(st.values()), 3)
-            st[TABLES] = round(statistics.fmean(r["stages"].get(TABLES, 0.0) for r in rows), 3)
+            for k in (TABLES, *extra):
+                st[k] = round(statistics.fmean(r["stages"].get(k, 0.0) for r in rows), 3)
             d["stage_cpu_ms_mean"] = st
         out[c] = d
     paired: dict[str, Any] = {}
@@ -310,7 +336,7 @@ def summarize(children: list[dict[str, Any]], conditions: tuple[str, ...]) -> di
             p["stage_cpu_ms_mean"] = {
                 k: round(statistics.fmean(by[c][i]["stages"].get(k, 0.0)
                                           - by[base][i]["stages"].get(k, 0.0) for i in common), 3)
-                for k in (*STAGES, TABLES)}
+                for k in (*STAGES, TABLES, *extra)}
         paired[f"{c} - {base}"] = p
     out["paired"] = paired
     return out
@@ -332,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--old", type=Path, help="A/B: an older checkout whose --swap functions "
                     "answer half the queries (bench/scan_swap_ab.py's swaps)")
     ap.add_argument("--swap", action="append", default=[], help="FILE:ATTR taken from --old")
+    ap.add_argument("--time", action="append", default=[], metavar="MODULE:ATTR",
+                    help="with --stages: also the CPU of this function (outermost calls), "
+                    "e.g. tiervault.brain.stages:gather")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -343,12 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     processes = args.processes or len(conditions) * (2 if args.old else 1)
     if args.child is not None:
         print(json.dumps(child(args.workdir, args.queries, args.seed, args.child, args.stages,
-                               args.warmup, conditions, args.mmap_mib, args.old, tuple(args.swap))))
+                               args.warmup, conditions, args.mmap_mib, args.old, tuple(args.swap),
+                               tuple(args.time))))
         return 0
     labels = tuple(f"{c}/{v}" for c in conditions for v in ("new", "old")) if args.old else conditions
     out: dict[str, Any] = {"workdir": str(args.workdir), "queries": args.queries,
                            "conditions": conditions, "mmap_mib": args.mmap_mib, "processes": processes,
-                           "stages": args.stages, "old": str(args.old) if args.old else None,
+                           "stages": args.stages, "time": args.time, "old": str(args.old) if args.old else None,
                            "swaps": args.swap, "runs": []}
     children = []
     for r in range(processes):
@@ -359,16 +389,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.old:
             cmd += ["--old", str(args.old), *(x for sp in args.swap for x in ("--swap", sp))]
         if args.stages:
-            cmd.append("--stages")
+            cmd += ["--stages", *(x for sp in args.time for x in ("--time", sp))]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
         ch = json.loads(proc.stdout.strip().splitlines()[-1])
         children.append(ch)
         out["runs"].append({"rotation": r, "load_before": before,
                             "load_after": [round(x, 2) for x in os.getloadavg()],
                             "rss_mb_end": ch["rss_mb_end"], "threads": ch["threads"],
-                            **summarize([ch], labels)})
+                            **summarize([ch], labels, tuple(args.time))})
         print(f"process {r}: load {before[0]}", file=sys.stderr)
-    out["all"] = summarize(children, labels)
+    out["all"] = summarize(children, labels, tuple(args.time))
     emit(out, args.json)
     return 0
 
