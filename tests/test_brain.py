@@ -450,3 +450,15 @@ def test_hybrid_weights_with_vectors_and_fts_fallback_when_embedding_fails(manag
     assert row["entry"]["id"] == "tls" and row["explain"]["weightSet"] == "fts"
     assert row["breakdown"]["vector"] == 0.0
     assert row["explain"]["weights"]["vector"] == 0.0
+
+
+def test_weights_follow_the_config_in_force(manager):
+    """Brain.weights keeps each base set made once (not per search): a config put in
+    place later is followed."""
+    b = brain(manager, weights={"severity": 0.3})
+    first = b.weights(False)
+    assert first.values == tuple(base_weights(False, {"severity": 0.3}).tolist())
+    assert b.weights(True).values == tuple(base_weights(True, {"severity": 0.3}).tolist())
+    b.config = BrainConfig(weights={"graphProximity": 0.5})
+    assert b.weights(False).values == tuple(base_weights(False, {"graphProximity": 0.5}).tolist())
+    assert b.weights(False).values != first.values
