@@ -33,12 +33,14 @@ SUMMARY_KEYS = ("cold", "rss_mb", "scan_fts", "full_fts", "baseline_fts5", "scan
                 "full_hybrid", "baseline_numpy_topk_1t", "capture")
 
 
-def run(checkout: Path, workdir: Path, phase: str, params: dict[str, Any]) -> dict[str, Any]:
+def run(checkout: Path, workdir: Path, phase: str, params: dict[str, Any],
+        extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     from bench.checkouts import python_of  # refuses an interpreter importing another checkout
 
     exe = python_of(checkout)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
     env["PYTHONPATH"] = str(checkout)
+    env.update(extra_env or {})
     cmd = [exe, str(checkout / "bench" / "run.py"), "--_phase", phase,
            "--_params", json.dumps({**params, "workdir": str(workdir)})]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, timeout=3600)
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--prime", action="store_true", help="one untimed run per variant first")
+    ap.add_argument("--env-b", action="append", default=[], metavar="KEY=VALUE",
+                    help="an environment variable of B's processes only (e.g. the same checkout "
+                    "under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 and PYTHONMALLOC=malloc)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -71,17 +76,19 @@ def main(argv: list[str] | None = None) -> int:
               "queries": args.queries, "captures": args.captures, "warmup": args.warmup,
               "jsonl": False, "first_query": queries(1, args.seed)[0]}
     variants = {"A": (args.a, args.workdir_a), "B": (args.b, args.workdir_b)}
+    envs = {"A": {}, "B": dict(kv.split("=", 1) for kv in args.env_b)}
     out: dict[str, Any] = {"phase": args.phase, "entries": args.entries, "params": params,
-                           "checkouts": {k: str(v[0]) for k, v in variants.items()}, "runs": []}
+                           "checkouts": {k: str(v[0]) for k, v in variants.items()},
+                           "env_b": envs["B"], "runs": []}
     if args.prime:
         for name, (checkout, workdir) in variants.items():
             t0 = time.perf_counter()
-            run(checkout, workdir, args.phase, params)
+            run(checkout, workdir, args.phase, params, envs[name])
             print(f"primed {name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for r in range(args.rounds):
         for name, (checkout, workdir) in variants.items():
             before = [round(x, 2) for x in os.getloadavg()]
-            result = run(checkout, workdir, args.phase, params)
+            result = run(checkout, workdir, args.phase, params, envs[name])
             after = [round(x, 2) for x in os.getloadavg()]
             row = {"variant": name, "round": r, "load_avg_before": before, "load_avg_after": after,
                    **{k: result[k] for k in SUMMARY_KEYS if k in result}}

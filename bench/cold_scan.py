@@ -168,6 +168,35 @@ def _patch_stages(brain: Any, extra: tuple[str, ...] = ()) -> StageCpu:
     return clock
 
 
+def collapse_heap() -> dict[str, int]:
+    """Diagnostic (``--collapse``): ``madvise(MADV_COLLAPSE)`` over every private
+    anonymous read-write mapping of this process of at least 2 MiB (the malloc heap,
+    Python's arenas, NumPy's buffers): the kernel (6.1+) backs them with 2 MiB pages
+    now, whatever the THP mode. What the scan's TLB misses cost, not a fix: it acts on
+    the whole process."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madv_collapse, huge = 25, 2 << 20
+    out = {"ranges": 0, "bytes": 0, "failed": 0}
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        parts = line.split()
+        span, perms = parts[0], parts[1]
+        name = parts[5] if len(parts) > 5 else ""
+        if not perms.startswith("rw") or perms[3] != "p" or name not in ("", "[heap]"):
+            continue
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        lo, hi = (lo + huge - 1) // huge * huge, hi // huge * huge
+        if hi - lo < huge:
+            continue
+        out["ranges"] += 1
+        out["bytes"] += hi - lo
+        if libc.madvise(lo, hi - lo, madv_collapse) != 0:
+            out["failed"] += 1
+    return out
+
+
 def _rss_mb() -> dict[str, float]:
     """This process's resident memory now (``/proc/self/status``: anonymous, file-backed)."""
     fields = {}
@@ -180,7 +209,8 @@ def _rss_mb() -> dict[str, float]:
 
 def child(workdir: Path, n: int, seed: int, rotation: int, with_stages: bool, warmup: int,
           conditions: tuple[str, ...], mmap_mib: int = 0, old: Path | None = None,
-          swap_specs: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> dict[str, Any]:
+          swap_specs: tuple[str, ...] = (), extra: tuple[str, ...] = (),
+          collapse: bool = False) -> dict[str, Any]:
     """One process: every query once, in condition ``(i + rotation) % len(conditions)``;
     with ``old``, the ``swap_specs`` functions taken from that checkout on half the queries
     (variant ``(i // k + rotation // k) % 2``, k conditions: over 2k processes each query
@@ -228,6 +258,7 @@ def child(workdir: Path, n: int, seed: int, rotation: int, with_stages: bool, wa
 
     for q in queries(warmup, seed + 1):
         scan(q), full(q), baseline(q)
+    collapsed = collapse_heap() if collapse else None
     clock = _patch_stages(brain, extra) if with_stages else None
     qs = queries(n, seed)
     rows = []
@@ -285,7 +316,7 @@ def child(workdir: Path, n: int, seed: int, rotation: int, with_stages: bool, wa
         os.close(fd)
     del pages, lines
     small.close()
-    return {"rotation": rotation, "rows": rows, "rss_mb_end": _rss_mb(),
+    return {"rotation": rotation, "rows": rows, "rss_mb_end": _rss_mb(), "collapsed": collapsed,
             "threads": [t.name for t in threading.enumerate()]}
 
 
@@ -355,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", action="store_true", help="per-stage CPU (wrappers)")
     ap.add_argument("--mmap-mib", type=int, default=0,
                     help="diagnostic: PRAGMA mmap_size (MiB) on the Brain's tier connections")
+    ap.add_argument("--collapse", action="store_true",
+                    help="diagnostic: the process's anonymous memory put in 2 MiB pages after the "
+                    "warm-up (MADV_COLLAPSE)")
     ap.add_argument("--old", type=Path, help="A/B: an older checkout whose --swap functions "
                     "answer half the queries (bench/scan_swap_ab.py's swaps)")
     ap.add_argument("--swap", action="append", default=[], help="FILE:ATTR taken from --old")
@@ -373,11 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.child is not None:
         print(json.dumps(child(args.workdir, args.queries, args.seed, args.child, args.stages,
                                args.warmup, conditions, args.mmap_mib, args.old, tuple(args.swap),
-                               tuple(args.time))))
+                               tuple(args.time), args.collapse)))
         return 0
     labels = tuple(f"{c}/{v}" for c in conditions for v in ("new", "old")) if args.old else conditions
     out: dict[str, Any] = {"workdir": str(args.workdir), "queries": args.queries,
-                           "conditions": conditions, "mmap_mib": args.mmap_mib, "processes": processes,
+                           "conditions": conditions, "mmap_mib": args.mmap_mib,
+                           "collapse": args.collapse, "processes": processes,
                            "stages": args.stages, "time": args.time, "old": str(args.old) if args.old else None,
                            "swaps": args.swap, "runs": []}
     children = []
@@ -388,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                "--conditions", args.conditions, "--mmap-mib", str(args.mmap_mib)]
         if args.old:
             cmd += ["--old", str(args.old), *(x for sp in args.swap for x in ("--swap", sp))]
+        if args.collapse:
+            cmd.append("--collapse")
         if args.stages:
             cmd += ["--stages", *(x for sp in args.time for x in ("--time", sp))]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
@@ -396,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         out["runs"].append({"rotation": r, "load_before": before,
                             "load_after": [round(x, 2) for x in os.getloadavg()],
                             "rss_mb_end": ch["rss_mb_end"], "threads": ch["threads"],
+                            "collapsed": ch.get("collapsed"),
                             **summarize([ch], labels, tuple(args.time))})
         print(f"process {r}: load {before[0]}", file=sys.stderr)
     out["all"] = summarize(children, labels, tuple(args.time))
