@@ -320,8 +320,7 @@ class LinkGraphCache:
         """The graph exact at the tier's generation and links' change count; None while
         the file does not exist, its schema keeps no count, or the graph is stale but not
         yet worth rebuilding (:meth:`_catch_up`): SQL answers."""
-        epochs = self.store.epochs
-        gen, count = epochs.generation(), epochs.link_changes()  # one memo: one statement a scope
+        gen, count = self.store.epochs.versions()  # one statement, once per read scope
         graph = self.graph
         if graph is not None and graph.gen == gen and graph.changes == count:
             return graph

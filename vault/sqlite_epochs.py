@@ -49,16 +49,17 @@ class TierEpochs:
         """``meta.gen``, read once per :func:`~tiervault.vault.read_scope.read_scope` (one
         search: ~20 reads a query before, issue 16) until this connection writes; another
         process's write is seen by the next scope, as on PostgreSQL."""
-        return self._versions()[0]
+        scope = current_scope()
+        memo = self._gen_memo  # the memo's test inlined: a search asks ~20 times
+        if scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes:
+            return memo[2]
+        return self.versions()[0]
 
-    def link_changes(self) -> int:
-        """``meta['links.changes']`` (schema v6: moved by a trigger at every link row
-        written or removed, whoever writes it), read with :meth:`generation` in one
-        statement and kept in the same memo: the link graph's check costs a search
-        ~1 us a tier, not a statement of its own (vault/link_graph.py)."""
-        return self._versions()[1]
-
-    def _versions(self) -> tuple[int, int]:
+    def versions(self) -> tuple[int, int]:
+        """(:meth:`generation`, ``meta['links.changes']``) in one statement, one snapshot,
+        kept in the same memo. The count (schema v6) is moved by a trigger at every link
+        row written or removed, whoever writes it: the link graph's check
+        (vault/link_graph.py) costs a search ~1 us a tier, not a statement of its own."""
         scope = current_scope()
         memo = self._gen_memo
         if scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes:
