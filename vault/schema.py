@@ -9,6 +9,8 @@ refused (opening it could silently drop data we do not understand).
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
+from typing import Iterator
 
 from tiervault.vault.scoring import FTS_COLUMNS, FTS_WEIGHTS
 
@@ -189,6 +191,11 @@ _V5 = [
     "INSERT OR IGNORE INTO meta (key, value) VALUES ('links.changes', '0')",
 ]
 
+#: The meta key tiervault's own entry deletes hold inside their transaction (inserted
+#: before the DELETE, removed after it, so never committed): entries_tomb_ad moves the
+#: generation only for deletes made without it, i.e. by outside SQL.
+OWN_DELETE = "txn.own_delete"
+
 #: One link row written, removed or re-pointed: the links' change count moves in the same
 #: statement (an upsert: a count deleted by outside SQL starts again rather than stalling).
 _COUNT_LINK = ("INSERT INTO meta (key, value) VALUES ('links.changes', '1') ON CONFLICT (key) "
@@ -206,6 +213,20 @@ _V6 = [
     f"CREATE TRIGGER links_count_ad AFTER DELETE ON links BEGIN {_COUNT_LINK}; END",
     "CREATE TRIGGER links_count_au AFTER UPDATE OF source_id, target_id, link_type ON links "
     f"BEGIN {_COUNT_LINK}; END",
+    # An entry deleted by outside SQL moves the generation, as an outside update does
+    # (v3's entries_au): its tombstone then lies past every mirror's generation, so the
+    # next search of any process drops it. v2-v5 wrote it at the current generation,
+    # which a mirror already at that generation never reads: the search mirror kept
+    # answering the deleted entry until the tier's next tiervault write. tiervault's own
+    # deletes hold OWN_DELETE in meta for their statement (never committed), so they
+    # keep their transaction's one generation.
+    "DROP TRIGGER entries_tomb_ad",
+    f"""CREATE TRIGGER entries_tomb_ad AFTER DELETE ON entries BEGIN
+        UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'gen'
+            AND NOT EXISTS (SELECT 1 FROM meta WHERE key = '{OWN_DELETE}');
+        INSERT INTO tombstones(row, gen, entry_id)
+        VALUES (old.rowid, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), old.id);
+    END""",
 ]
 
 #: MIGRATIONS[k] brings a tier from version k to k+1.
@@ -233,6 +254,16 @@ DEFERRABLE_INDEXES = {
 #: How many of DEFERRABLE_INDEXES a tier holds (a tier of schema v1+ should hold all).
 COUNT_DEFERRABLE = ("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ("
                     + ", ".join(f"'{n}'" for n in DEFERRABLE_INDEXES) + ")")
+
+
+@contextmanager
+def own_deletes(conn: sqlite3.Connection) -> Iterator[None]:
+    """Inside a write transaction: the entry deletes made in the block are tiervault's
+    own, so ``entries_tomb_ad`` leaves the generation at the transaction's one. The
+    marker is removed before the commit; on an error the transaction's rollback drops it."""
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (OWN_DELETE,))
+    yield
+    conn.execute("DELETE FROM meta WHERE key = ?", (OWN_DELETE,))
 
 
 def build_deferred_indexes(conn: sqlite3.Connection) -> None:

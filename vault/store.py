@@ -40,6 +40,7 @@ from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, Embe
                                   LexicalHit, LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorRow,
                                   TermStats, TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
                                   WeightRecord)
+from tiervault.vault.schema import own_deletes
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.sqlite_bulk import BulkSettings
 from tiervault.vault.sqlite_db import SqliteDb
@@ -234,7 +235,7 @@ class TierStore:
 
     def delete(self, entry_id: str) -> bool:
         """Delete an entry (its links, vectors and embedding state cascade)."""
-        with self.db.write("delete") as txn:
+        with self.db.write("delete") as txn, own_deletes(txn.conn):
             cur = txn.conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
         self._sync_mirror()
         return cur.rowcount > 0
@@ -243,7 +244,7 @@ class TierStore:
         """Delete entries in one transaction (all of them or, on failure, none)."""
         if not ids:
             return 0
-        with self.db.write("delete") as txn:
+        with self.db.write("delete") as txn, own_deletes(txn.conn):
             cur = txn.conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
                                    (json.dumps(list(ids)),))
         self._sync_mirror()
