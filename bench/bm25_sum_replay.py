@@ -3,10 +3,10 @@
     python bench/bm25_sum_replay.py --workdir DIR [--warmup 300] [--queries 200] [--reps 3] [--json out.json]
 
 ``DIR`` is a ``bench/run.py`` work directory. After ``--warmup`` scans
-(``search_intelligent(mode="scan")``, bench queries), every call of
-``TermMatches.bm25``'s sum during ``--queries`` more scans is captured (each term's
-slots and BM25 at them, the tier's slot count), then replayed in this process, ``--reps``
-times in turn, by (issue 16 session 13):
+(``search_intelligent(mode="scan")``, bench queries), every ``TermMatches.scored`` call
+(a small tier's BM25 for its top k) during ``--queries`` more scans is captured (each
+term's slots and BM25 at them, the tier's slot count), then replayed in this process,
+``--reps`` times in turn, by (issue 16 session 13):
 
 - ``dense_s12``: session 12's ``TermMatches.scored`` (one ``np.bincount`` into every slot,
   postings joined as they are), then ``dense > 0`` and ``flatnonzero``;
@@ -50,6 +50,21 @@ def _dense_s12(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> tupl
     return slots, dense[slots]
 
 
+def _dense(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Session 13's dense sum (``term_matches``' own): the postings joined as intp / float64."""
+    keep = [t for t in range(len(where)) if where[t].size]
+    if not keep:
+        dense = np.zeros(n, dtype=np.float64)
+    elif len(keep) == 1:
+        dense = np.bincount(where[keep[0]], weights=parts[keep[0]], minlength=n)
+    else:
+        dense = np.bincount(np.concatenate([where[t] for t in keep], dtype=np.intp),
+                            weights=np.concatenate([parts[t] for t in keep], dtype=np.float64),
+                            minlength=n)
+    slots = np.flatnonzero(dense > 0)
+    return slots, dense[slots]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, required=True)
@@ -60,35 +75,30 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from tiervault.brain.brain import Brain
-    from tiervault.vault import term_matches
-    from tiervault.vault.term_matches import SPARSE_SHARE, scored_sparse
+    from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, scored_sparse
 
     calls: list[tuple[list[np.ndarray], list[np.ndarray], int]] = []
-    real = term_matches._summed
+    real = TermMatches.scored
     capturing = [False]
 
-    def summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndarray:
-        if capturing[0]:
-            calls.append(([w.copy() for w in where], [p.copy() for p in parts], n))
-        return real(where, parts, n)
+    def scored(self: TermMatches, doclen: np.ndarray, idf: np.ndarray, avglen: float,
+               memo: Any = None) -> Any:
+        if capturing[0]:  # each term's BM25 as the sum reads it (the memo keeps it for real)
+            parts = self.terms_bm25(doclen, idf, avglen, memo)
+            calls.append(([s.copy() for s in self.slots], [p.copy() for p in parts], len(doclen)))
+        return real(self, doclen, idf, avglen, memo)
 
     brain = Brain.open(write_config(args.workdir))
     for q in queries(args.warmup, 8):
         brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
-    term_matches._summed = summed  # the dense path only: force it while capturing
-    share, term_matches.SPARSE_SHARE = term_matches.SPARSE_SHARE, 1 << 40  # never sparse
+    TermMatches.scored = scored  # type: ignore[method-assign]
     capturing[0] = True
     for q in queries(args.queries, 9):
         brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
     capturing[0] = False
-    term_matches._summed, term_matches.SPARSE_SHARE = real, share
+    TermMatches.scored = real  # type: ignore[method-assign]
 
-    def dense(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-        d = real(where, parts, n)
-        slots = np.flatnonzero(d > 0)
-        return slots, d[slots]
-
-    variants = {"dense_s12": _dense_s12, "dense": dense,
+    variants = {"dense_s12": _dense_s12, "dense": _dense,
                 "sparse": lambda w, p, n: scored_sparse(w, p)}
     for where, parts, n in calls:
         want = _dense_s12(where, parts, n)
