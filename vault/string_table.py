@@ -238,9 +238,7 @@ class StringTable:
         starts, ends = self.offsets.at(slots).tolist(), self.offsets.at(slots + 1).tolist()
         if min(starts) < 0 or max(ends) > len(self.blob) or any(a > b for a, b in zip(starts, ends)):
             raise ValueError("string table offsets point outside the blob")
-        # memoryview slices, not NumPy ones (a NumPy view a string: issue 16 session 13,
-        # bench/string_take_probe.py: 30 ids ~13 -> ~7-10 us)
-        raw = memoryview(self.blob.check_ranges(starts, ends))
+        raw = memoryview(self.blob.check_ranges(starts, ends))  # not a NumPy view a string
         return [raw[a:b].tobytes().decode() for a, b in zip(starts, ends)]
 
     def tolist(self) -> list[str]:
