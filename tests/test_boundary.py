@@ -263,6 +263,11 @@ KNOWN_TOOL_REACH = {
     # for it is theirs to give).
     "bench/scan_micro.py": ("st._py_fingerprint", "st._encode", "st._PY_CHARS"),
     "tests/test_mirror_cache_file.py": ("private _py_fingerprint",),
+    # Probes of issue 16 session 13 (bench/README.md): a query vector computed afresh each
+    # call (the two memos reset), and light rows by the rowids the string table's memo knows
+    # (a design measured and dropped: no public name was given to what it would need).
+    "bench/latent_v_rows_ab.py": ("m._query_memo", "p._query_weights"),
+    "bench/light_rows_rowid_ab.py": ("p.ids.base._memo",),
     # Counts the table's private look-up to prove a search makes none (used by
     # test_string_memo and test_slot_map).
     "tests/lookup_spy.py": ("StringTable._find",),
