@@ -402,7 +402,10 @@ def hybrid_phase(t_start: float, workdir: Path, first_query: dict[str, Any], *, 
 
     t_open = time.perf_counter()
     try:
-        brain = Brain.open(workdir / "agent-hybrid.yaml")  # attaches the embeddings runtime
+        # Written afresh, as the search phase does: the build's own agent-hybrid.yaml names
+        # the tier files of the directory it was built in, so a copy of a build (ab_phases)
+        # searched -- and captured into -- the original's tiers through it.
+        brain = Brain.open(write_config(workdir, {**HASH_EMBEDDING, "dim": dim}))  # the embeddings runtime
     except ImportError as exc:
         brain, why = None, f"not available: the embeddings runtime cannot be imported ({exc})"
     else:
