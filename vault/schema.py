@@ -196,6 +196,11 @@ _V5 = [
 #: generation only for deletes made without it, i.e. by outside SQL.
 OWN_DELETE = "txn.own_delete"
 
+#: The generation and the links' change count in one statement (one snapshot): read by
+#: the tier's epochs (a search's generation) and by its links (the link graph's check).
+GEN_AND_LINK_CHANGES = ("SELECT (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), "
+                        "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'links.changes')")
+
 #: One link row written, removed or re-pointed: the links' change count moves in the same
 #: statement (an upsert: a count deleted by outside SQL starts again rather than stalling).
 _COUNT_LINK = ("INSERT INTO meta (key, value) VALUES ('links.changes', '1') ON CONFLICT (key) "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tiervault.vault.connection import epoch_key
 from tiervault.vault.read_scope import current_scope
+from tiervault.vault.schema import GEN_AND_LINK_CHANGES
 from tiervault.vault.sqlite_db import SqliteDb
 
 __all__ = ["TierEpochs"]
@@ -22,9 +23,6 @@ __all__ = ["TierEpochs"]
 _PIN = "epoch.pin."
 #: how many pins are kept (the newest).
 PINS_KEPT = 8
-#: The generation and the links' change count in one statement (one snapshot).
-_VERSIONS = ("SELECT (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), "
-             "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'links.changes')")
 
 
 class TierEpochs:
@@ -64,7 +62,7 @@ class TierEpochs:
         memo = self._gen_memo
         if scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes:
             return memo[2], memo[3]
-        rows = self.db.query(_VERSIONS)
+        rows = self.db.query(GEN_AND_LINK_CHANGES)
         gen, links = (int(rows[0][0] or 0), int(rows[0][1] or 0)) if rows else (0, 0)
         self._gen_memo = (scope, self.db.writes, gen, links) if scope is not None else None
         return gen, links

@@ -16,6 +16,7 @@ from tiervault.errors import EntryNotFound
 from tiervault.vault.connection import epoch_key
 from tiervault.vault.entry import check_link
 from tiervault.vault.rows import Link
+from tiervault.vault.schema import GEN_AND_LINK_CHANGES
 from tiervault.vault.sqlite_db import SqliteDb
 
 __all__ = ["TierLinks", "LinkState", "LinkChanges", "COUNTED_FROM"]
@@ -25,8 +26,6 @@ __all__ = ["TierLinks", "LinkState", "LinkChanges", "COUNTED_FROM"]
 #: (:mod:`link_graph`) knows whether links changed since. Below it (a v5 file opened
 #: read-only, never migrated) only tiervault's own link writes moved it.
 COUNTED_FROM = 6
-_GEN_AND_CHANGES = ("SELECT (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'), "
-                    "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'links.changes')")
 
 
 class LinkState(NamedTuple):
@@ -91,7 +90,7 @@ class TierLinks:
         with self.db.snapshot("read links") as conn:
             if conn is None:
                 return None
-            gen, changes = conn.execute(_GEN_AND_CHANGES).fetchone()
+            gen, changes = conn.execute(GEN_AND_LINK_CHANGES).fetchone()
             rows = conn.execute("SELECT source_id, target_id, link_type FROM links").fetchall()
         return LinkState(int(gen or 0), int(changes or 0), rows)
 
@@ -101,7 +100,7 @@ class TierLinks:
         with self.db.snapshot("read link changes") as conn:
             if conn is None:
                 return None
-            now, changes = conn.execute(_GEN_AND_CHANGES).fetchone()
+            now, changes = conn.execute(GEN_AND_LINK_CHANGES).fetchone()
         return LinkChanges(int(now or 0), int(changes or 0))
 
     def counted(self) -> bool:
