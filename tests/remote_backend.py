@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def _shared_server() -> tuple[ServeProcess, TokenStore]:
         (root / "home").mkdir()
         (root / "agent.yaml").write_text("tiers:\n  team: team.db\n")
         tokens = TokenStore(root / ".tiervault-server" / "tokens.json")
+        # atexit runs last-registered first: the server stops, then its directory goes.
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
         srv = ServeProcess(root, "--rate", "0", "--max-body", "16000000").start()
         atexit.register(srv.stop)
         _server.update(srv=srv, tokens=tokens)
