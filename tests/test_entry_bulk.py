@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import random
 from datetime import datetime, timedelta, timezone
 
@@ -219,7 +220,29 @@ def test_the_bulk_insert_row_is_the_upsert_params_in_column_order():
     ]
     for e in entries:
         params = entry_params(e, 7, 1234.5)
-        assert insert_row(e, 7, 1234.5) == tuple(params[c] for c in ENTRY_COLUMNS) + (7,)
+        row = insert_row(e, 7, 1234.5)
+        # a missing validity bound is bound as NaN (SQLite stores it as NULL, like None)
+        assert [math.isnan(v) for v in row[13:15]] == [e.valid_from is None, e.valid_until is None]
+        assert row[:13] + row[15:] == tuple(params[c] for c in ENTRY_COLUMNS[:13] + ENTRY_COLUMNS[15:]) + (7,)
+        assert [None if math.isnan(v) else v for v in row[13:15]] == [params["valid_from"],
+                                                                     params["valid_until"]]
+    assert ENTRY_COLUMNS[13:15] == ("valid_from", "valid_until")
+
+
+def test_a_nan_bound_by_the_bulk_insert_is_stored_as_null(tmp_path):
+    """What insert_row binds for a missing validity bound (NaN) is stored as NULL, the row a
+    bound None makes: both columns read back None, typeof 'null', and the tier's queries
+    on them (IS NULL) see the same rows."""
+    import sqlite3
+
+    from tiervault.vault.entry_rows import NULL_REAL
+
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute("CREATE TABLE t (k INTEGER, v REAL)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(1, None), (2, NULL_REAL), (3, 1.5)])
+    assert conn.execute("SELECT k, v, typeof(v) FROM t ORDER BY k").fetchall() == [
+        (1, None, "null"), (2, None, "null"), (3, 1.5, "real")]
+    assert [k for (k,) in conn.execute("SELECT k FROM t WHERE v IS NULL ORDER BY k")] == [1, 2]
 
 
 def test_entries_built_a_column_at_a_time_are_the_entries_init_builds():

@@ -90,14 +90,25 @@ def entry_params(entry: Entry, gen: int, now: float) -> dict[str, Any]:
     }
 
 
+#: What :func:`insert_row` binds for a missing ``valid_from`` / ``valid_until``: SQLite
+#: stores a NaN bound as a double as NULL (``sqlite3VdbeMemSetDouble``), the same row as a
+#: bound None, but the driver binds a float directly while every None goes through its
+#: adapter look-up (``microprotocols_adapt``, an AttributeError raised and cleared per
+#: value): 1.44 against 0.84 us a row of two such columns (bench/README.md, "Issue 16,
+#: session 14: the JSONL import").
+NULL_REAL = float("nan")
+
+
 def insert_row(entry: Entry, gen: int, now: float) -> tuple[Any, ...]:
     """:func:`entry_params` of a new row as a tuple in ENTRY_COLUMNS order, then ``gen``
-    (the positional INSERT of a bulk write; no dict per row)."""
+    (the positional INSERT of a bulk write; no dict per row); a missing validity bound
+    is :data:`NULL_REAL` (stored as NULL)."""
     e = entry
+    vf, vu = e.valid_from, e.valid_until
     return (e.id, e.type, e.domain, e.title, e.description, e.context, e.example,
             e.counter_example, e.why, e.tag_text,
             json.dumps(list(e.applies_to)) if e.applies_to else "[]", e.severity, e.origin,
-            e.valid_from, e.valid_until,
+            NULL_REAL if vf is None else vf, NULL_REAL if vu is None else vu,
             e.created_at if e.created_at is not None else now,
             e.updated_at if e.updated_at is not None else now,
             e.content_hash or e.compute_hash(), gen)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field
-from itertools import islice
+from dataclasses import dataclass, field, fields
+from itertools import islice, repeat
 from typing import IO, Any, Iterable, Iterator, Sequence
 
 from tiervault.errors import TierVaultError, ValidationError
@@ -93,20 +93,17 @@ def parse_record(record: Any) -> tuple[Entry, tuple[LinkSpec, ...]]:
     return Entry.from_dict(fields), links
 
 
-def _decoded(lines: Iterator[str]) -> Iterator[str]:
-    """``lines``; input that is not UTF-8 (a binary file) becomes a ValidationError.
+def _not_utf8(exc: UnicodeDecodeError) -> ValidationError:
+    """What input that is not UTF-8 (a binary file) raises, from where it is read.
 
-    (A text file decodes in chunks, so the error cannot name the exact line.)
+    (A text file decodes in chunks, so the error cannot name the exact line.) The reads
+    convert it themselves rather than through a generator wrapped around the input
+    (one more Python frame resumed a line).
     """
-    while True:
-        try:
-            text = next(lines)
-        except StopIteration:
-            return
-        except UnicodeDecodeError as exc:
-            raise ValidationError("input", f"is not UTF-8 text ({exc.reason}); import expects "
-                                  "UTF-8 JSONL") from exc
-        yield text
+    error = ValidationError("input", f"is not UTF-8 text ({exc.reason}); import expects "
+                            "UTF-8 JSONL")
+    error.__cause__ = exc
+    return error
 
 
 _TOO_DEEP = "nested too deeply to be an entry"
@@ -164,7 +161,9 @@ def _lines(numbered: Iterable[tuple[int, str]]) -> Iterator[ParsedLine]:
         group: list[tuple[int, str]] = []
         failure: ValidationError | None = None
         try:  # input that stops decoding: the lines before it are still parsed, then it raises
-            group.extend(islice(it, _GROUP))
+            group.extend(islice(it, _GROUP))  # (extend keeps what it took before the error)
+        except UnicodeDecodeError as exc:
+            failure = _not_utf8(exc)
         except ValidationError as exc:
             failure = exc
         with gc_paused():
@@ -219,7 +218,11 @@ def _group(group: list[tuple[int, str]]) -> list[ParsedLine]:
             continue
         out.append(None)
         pending.append((number, record, links))
-    checked = iter(zip(pending, validate_many([r for _, r, _ in pending])))
+    results = validate_many([r for _, r, _ in pending])
+    if len(out) == len(pending) and all(map(Entry.__instancecheck__, results)):
+        # Every line good (the usual group): its ParsedLines a field at a time.
+        return _parsed_lines([n for n, _, _ in pending], results, [l for _, _, l in pending])
+    checked = iter(zip(pending, results))
     parsed = []
     for item in out:
         if item is None:
@@ -230,6 +233,22 @@ def _group(group: list[tuple[int, str]]) -> list[ParsedLine]:
     return parsed
 
 
+#: ParsedLine's slot setters, in field order (see _parsed_lines).
+_PARSED_SETTERS = tuple(getattr(ParsedLine, f.name).__set__ for f in fields(ParsedLine))
+
+
+def _parsed_lines(numbers: list[int], entries: list[Entry],
+                  links: list[tuple[LinkSpec, ...]]) -> list[ParsedLine]:
+    """``list(map(ParsedLine, numbers, entries, links))`` built a field at a time: the frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__`` (~0.5 us a
+    line); each slot's setter over a column in one C-level ``map`` is ~4x cheaper
+    (``entry.entries_from_columns`` does the same for entries)."""
+    out = list(map(object.__new__, repeat(ParsedLine, len(numbers))))
+    for setter, column in zip(_PARSED_SETTERS, (numbers, entries, links, repeat(None))):
+        deque(map(setter, out, column), 0)
+    return out
+
+
 def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:
     """Parse JSONL (blank lines skipped), deciding line by line.
 
@@ -238,8 +257,16 @@ def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:
     valid JSON on its own *and* the whole input parses as one document; otherwise
     every line stands alone and a bad line costs only itself.
     """
-    lines = _decoded(iter(stream))
-    for number, text in enumerate(lines, start=1):
+    lines = iter(stream)
+    number = 0
+    while True:
+        try:
+            text = next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(exc) from exc
+        number += 1
         if not text.strip():
             continue
         first = _line(number, text)
@@ -247,7 +274,10 @@ def parse_lines(stream: Iterable[str]) -> Iterator[ParsedLine]:
             yield first
             yield from _lines(enumerate(lines, start=number + 1))
             return
-        rest = [text, *lines]  # one document over several lines? (read into memory once)
+        try:  # one document over several lines? (read into memory once)
+            rest = [text, *lines]
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(exc) from exc
         try:
             document = _load("".join(rest))
         except ValueError:
@@ -341,7 +371,13 @@ def import_lines(manager: Any, tier: str, stream: Iterable[str], *, strict: bool
         on_progress(read if handed else report.read)
 
     # One call for the whole input: the tier's store sees the whole load (its bulk path).
-    manager.capture_many(entries(), tier, batch_size=batch_size, on_batch=committed)
+    # The collector is paused for the load (not only for each group's parse): the rows,
+    # entries and batches it builds form no cycles, and the young collections their
+    # allocations set off walked them again and again (and, in a process holding many
+    # objects, the older generations too): 2-3% of the import's CPU at 100,000 lines
+    # (bench/README.md, "Issue 16, session 14: the JSONL import").
+    with gc_paused():
+        manager.capture_many(entries(), tier, batch_size=batch_size, on_batch=committed)
     for source, links in pending_links.items():
         for link in links:
             try:

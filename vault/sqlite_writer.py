@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import time
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, Callable
 
 from tiervault.vault.entry import Entry
@@ -23,6 +25,8 @@ from tiervault.vault.sqlite_sql import (FTS_AUTOMERGE, FTS_DELETE, FTS_INSERT, F
                                         INSERT_ENTRY, UPSERT_ENTRY)
 
 __all__ = ["BULK_ROWS", "FTS5_DEFAULT_AUTOMERGE", "EntryWriter"]
+
+_ID = attrgetter("id")
 
 #: A write of at least this many changed rows is a bulk one (see :func:`index_fts`).
 BULK_ROWS = 1_000
@@ -48,24 +52,30 @@ class EntryWriter:
         with the GIL released (:mod:`write_pipeline` reads the next batch meanwhile).
         """
         now = round(time.time(), 6)  # microseconds: what the ISO form writes back
-        latest = list({e.id: e for e in batch}.values())  # a repeated id: the last one wins
+        by_id = dict(zip(map(_ID, batch), batch))  # a repeated id: the last one wins
+        latest = list(by_id.values())
         with self.db.write("write entries") as txn:
             conn, gen = txn.conn, txn.gen
             if bulk is not None and len(batch) >= BULK_ROWS:
                 bulk.apply(conn)
-            ids = json.dumps([e.id for e in latest])
             stored = {r[0]: r[1:] for r in conn.execute(
                 "SELECT id, content_hash, origin, valid_from, valid_until, created_at, "
-                "updated_at FROM entries WHERE id IN (SELECT value FROM json_each(?))", (ids,))}
-            todo = [e for e in latest if e.id not in stored or not unchanged(e, stored[e.id])]
-            changed = [e for e in todo if e.id in stored]
+                "updated_at FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(by_id)),))}
+            if stored:
+                todo = [e for e in latest if e.id not in stored or not unchanged(e, stored[e.id])]
+                changed = [e for e in todo if e.id in stored]
+                new = [e for e in todo if e.id not in stored]
+            else:  # every id is new (a bulk load's usual batch): no per-entry tests
+                todo = new = latest
+                changed = []
             if changed:
                 conn.execute(FTS_DELETE, (json.dumps([e.id for e in changed]),))
             # New ids (this transaction holds the write lock: none can appear meanwhile)
             # by plain INSERT, in batch order, so they get the rowids an UPSERT would give.
-            conn.executemany(INSERT_ENTRY, [insert_row(e, gen, now) for e in todo
-                                            if e.id not in stored])
-            conn.executemany(UPSERT_ENTRY, [entry_params(e, gen, now) for e in changed])
+            conn.executemany(INSERT_ENTRY, list(map(insert_row, new, repeat(gen), repeat(now))))
+            if changed:
+                conn.executemany(UPSERT_ENTRY, [entry_params(e, gen, now) for e in changed])
             if todo:
                 index_fts(conn, gen, bulk=len(todo) >= BULK_ROWS, inserted=inserted)
         return len(todo)
