@@ -138,3 +138,22 @@ def test_no_rows_and_rows_without_terms():
     base = assemble([empty, part], len(vocab))
     assert base.w.shape == (3, 0) and base.w.nnz == 0 and base.c.nnz == 0
     assert part.doclen.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_rows_summed_in_blocks_equal_the_chunk_summed_at_once(monkeypatch):
+    """A chunk is split and summed BLOCK_ROWS rows at a time (cache-sized); the words new
+    to the chunk are still learned as one set: the same arrays and term ids as one block."""
+    import tiervault.vault.mirror_analysis as mirror_analysis
+
+    rows = _rows(260, seed=5)
+    whole_vocab = Vocabulary()
+    whole = [analyse_rows(rows[a:a + 130], whole_vocab, WordCodes()) for a in (0, 130)]
+    for block in (1, 7, 64, 129, 130):
+        monkeypatch.setattr(mirror_analysis, "BLOCK_ROWS", block)
+        vocab, codes = Vocabulary(), WordCodes()
+        parts = [analyse_rows(rows[a:a + 130], vocab, codes) for a in (0, 130)]
+        assert vocab.tolist() == whole_vocab.tolist()
+        for p, q in zip(parts, whole):
+            for name in ("indptr", "tids", "packed", "doclen"):
+                a, b = getattr(p, name), getattr(q, name)
+                assert a.dtype == b.dtype and np.array_equal(a, b), (block, name)

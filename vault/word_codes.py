@@ -80,7 +80,23 @@ class WordCodes:
         """The tokens of each field of one chunk (``fields[f][row]``: a text or None);
         ``learn(words, same)`` gives the codes of the words never seen before (``same``:
         the words known to be their own FTS5 term)."""
-        split = [_split_field(texts) for texts in fields]
+        return self.blocks(fields, learn, max((len(f) for f in fields), default=0) or 1)[0]
+
+    def blocks(self, fields: Sequence[Sequence[str | None]], learn: Learn,
+               block: int) -> list[list[FieldTokens]]:
+        """:meth:`chunk`'s tokens by blocks of ``block`` rows: ``out[b][f]`` holds field
+        ``f``'s tokens of rows ``b * block ...`` (their rows counted from the block's
+        first). The words new to the build are still learned once for the whole chunk
+        (the same set, so the same codes and term ids as :meth:`chunk`).
+
+        Why blocks: a 20,000-row chunk's token arrays are ~10 MB each, past the 4 MiB L2;
+        a block's stay in cache through the dozen NumPy passes made over them (issue 16,
+        session 14: the row analysis ~13% less CPU with blocks of 5,000 rows)."""
+        n = max((len(f) for f in fields), default=0)
+        starts = list(range(0, n, block)) or [0]
+        per_block = [[_split_field(texts[a:a + block]) for texts in fields] for a in starts]
+        split = [s for blk in per_block for s in blk]
+        width = len(fields)
         short_codes = [self.table.get(s.keys) for s in split]
         # the keys not in the table: few after the first chunks (new words, new numbers)
         misses = [np.flatnonzero(c == UNKNOWN) for c in short_codes]
@@ -95,7 +111,7 @@ class WordCodes:
             if miss:
                 new_long.update([s.words[i] for i in miss])
         if not missed.size and not new_long:
-            return _tokens(split, short_codes, long_codes)
+            return _by_block(_tokens(split, short_codes, long_codes), width)
         short_words = _words_of(missed)
         # a word met both ways in one chunk (an ASCII word in a non-ASCII text too) once
         longs = list(new_long.difference(short_words))
@@ -115,7 +131,11 @@ class WordCodes:
             if miss.size:
                 c[miss] = np.fromiter(map(codes_of.__getitem__, [s.words[i] for i in miss.tolist()]),
                                       dtype=np.int64, count=miss.size)
-        return _tokens(split, short_codes, long_codes)
+        return _by_block(_tokens(split, short_codes, long_codes), width)
+
+
+def _by_block(flat: list[FieldTokens], width: int) -> list[list[FieldTokens]]:
+    return [flat[i:i + width] for i in range(0, len(flat), width)]
 
 
 def _tokens(split: list["_Split"], short_codes: list[np.ndarray],
