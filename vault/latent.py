@@ -233,7 +233,7 @@ def _check_k(k: Any) -> int:
 def fit_components(T: "sp.csr_matrix | TfidfRows", k: int) -> np.ndarray:
     """V_k (terms x k, float32) of the rank-k truncated SVD of ``T``'s rows (at most
     MAX_FIT_ROWS of them, sampled with a fixed seed)."""
-    from tiervault.vault import latent_svd
+    from sklearn.decomposition import TruncatedSVD
 
     rows = T.shape[0]
     pick = np.arange(rows)
@@ -243,9 +243,12 @@ def fit_components(T: "sp.csr_matrix | TfidfRows", k: int) -> np.ndarray:
         fit = T.sample(pick)
     else:
         fit = T[pick] if rows > MAX_FIT_ROWS else T
-    # scikit-learn's TruncatedSVD(k, "randomized", random_state=SEED) step for step,
-    # without importing it (~0.6 s of each build worker; vault/latent_svd.py)
-    return np.ascontiguousarray(latent_svd.components(fit, k, SEED).T, dtype=np.float32)
+    svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
+    # rows that are all alike have no variance: scikit-learn's explained-variance ratio
+    # (unused here) is then 0 / 0, which would print a RuntimeWarning to the user
+    with np.errstate(invalid="ignore", divide="ignore"):
+        svd.fit(fit)
+    return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
 
 
 def model_for(p: Any, k: int) -> LatentModel | None:

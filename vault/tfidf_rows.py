@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from tiervault.vault.checked_array import CheckedArray
 
-__all__ = ["TfidfRows", "count_dtype", "fit_tfidf", "row_norms", "smooth_idf"]
+__all__ = ["TfidfRows", "count_dtype", "fit_tfidf", "row_norms"]
 
 
 def count_dtype(top: float) -> type:
@@ -58,27 +58,14 @@ def row_norms(x: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return out
 
 
-def smooth_idf(counts: sp.csr_matrix) -> np.ndarray:
-    """scikit-learn's ``TfidfTransformer(smooth_idf=True).fit(counts).idf_`` of float32
-    CSR counts, operation for operation (its ``fit``: document frequencies by
-    ``bincount`` of the stored entries' columns, in float32, + 1; then
-    ``log((rows + 1) / df) + 1`` in place, in float32). Written out because importing
-    scikit-learn cost every build worker ~0.6 s of CPU (issue 16, session 14); tested
-    bit for bit against scikit-learn (tests/test_tfidf_rows.py)."""
-    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float32, copy=False)
-    df += 1.0
-    idf = np.full_like(df, fill_value=counts.shape[0] + 1, dtype=np.float32)
-    idf /= df
-    np.log(idf, out=idf)
-    idf += 1.0
-    return idf
-
-
 def fit_tfidf(counts: sp.csr_matrix) -> tuple[np.ndarray, "TfidfRows"]:
     """Fit scikit-learn's TF-IDF model on float32 term counts: ``(idf_ as float64,
     the rows as counts + norms)``."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
     counts = sp.csr_matrix(counts, dtype=np.float32)
-    idf32 = smooth_idf(counts)
+    model = TfidfTransformer(smooth_idf=True, norm="l2").fit(counts)
+    idf32 = np.asarray(model.idf_, dtype=np.float32)
     x = counts.data * idf32[counts.indices]
     norms = row_norms(x, counts.indptr)
     c = counts.copy()

@@ -206,18 +206,20 @@ STEMMER = Stemmer()
 
 
 class _StopWords:
-    """scikit-learn's English stop words (:mod:`stop_words`: the list written out, so
-    no process imports scikit-learn for it, ~0.6 s), or the list a mirror cache holds
-    (:meth:`prime`)."""
+    """scikit-learn's English stop words, loaded once.
+
+    Importing scikit-learn costs ~0.6 s, so a process that only searches gets
+    the list from the mirror cache (:meth:`prime`) and never imports it.
+    """
 
     def __init__(self) -> None:
         self._words: frozenset[str] | None = None
 
     def get(self) -> frozenset[str]:
         if self._words is None:
-            from tiervault.vault.stop_words import ENGLISH_STOP_WORDS
+            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-            self._words = ENGLISH_STOP_WORDS
+            self._words = frozenset(ENGLISH_STOP_WORDS)
         return self._words
 
     def prime(self, words: Iterable[str]) -> None:
