@@ -1,7 +1,7 @@
 """The hybrid scan's own parts by wall clock, warm or cold (as ``bench/run.py`` times it).
 
     python bench/hybrid_cold_parts.py --workdir DIR [--queries 200] [--fresh] \
-        [--conditions warm,cold] [--json out.json]
+        [--conditions warm,cold] [--deep] [--json out.json]
 
 ``DIR``: a ``bench/run.py`` build with vectors (``agent-hybrid.yaml``, hash embedder).
 For each condition, a fresh process-local pass: 30 warm-up scans, then ``--queries``
@@ -18,7 +18,10 @@ inside it the tiers' filter views (``filter_mask``), their row masks (``allowed_
 and plans (``kept_plan``), the scans (``VectorIndex.scan``: the int8 kernel), the
 federated rescoring (``rescore_federated``); the vector hits and graph neighbours
 joining the pool (``Pool.add_external``), the candidates' cosines (``similarities``)
-and the query's embedding (``embed_query``). Wrappers cost a little each: compare
+and the query's embedding (``embed_query``); ``--deep``: also the vector leg's inner
+parts (the int8 kernel ``int8_approx``, the masks ``_excluded``, ``TierScan``'s
+``top_approx`` / ``rescore`` / ``rescore_reaching``, the float32 rows' reads and their
+count, ``_hits`` / ``_shadowed`` / ``_dedup``). Wrappers cost a little each: compare
 conditions and commits, not the parts' sum with the scan.
 """
 
@@ -39,7 +42,8 @@ from bench.output import emit  # noqa: E402
 from bench.phases import numpy_topk, open_hybrid_brain, query_kwargs  # noqa: E402
 
 
-def measure(workdir: Path, n_queries: int, seed: int, dim: int, cold: bool, fresh: bool) -> dict[str, Any]:
+def measure(workdir: Path, n_queries: int, seed: int, dim: int, cold: bool, fresh: bool,
+            deep: bool = False) -> dict[str, Any]:
     """One condition's figures (module docstring), in this process."""
     import tiervault.embeddings.index as index_mod
     import tiervault.embeddings.recall as recall
@@ -74,6 +78,23 @@ def measure(workdir: Path, n_queries: int, seed: int, dim: int, cold: bool, fres
     for name in ("search", "similarities", "embed_query"):
         setattr(vectors, name, wrap(getattr(vectors, name), f"vectors.{name}"))
     manager.search = wrap(manager.search, "manager.search")
+    counts: dict[str, int] = {}
+    if deep:  # the vector leg's inner parts (module attributes, as the callers look them up)
+        import tiervault.embeddings.tier_scan as tier_scan
+        import tiervault.embeddings.vector_base as vector_base
+
+        vector_base.int8_approx = wrap(vector_base.int8_approx, "int8_approx")
+        vector_base._excluded = wrap(vector_base._excluded, "_excluded (masks)")
+        for name in ("top_approx", "rescore_reaching", "rescore"):
+            setattr(tier_scan.TierScan, name, wrap(getattr(tier_scan.TierScan, name), f"TierScan.{name}"))
+        read = vector_base._RowFile.read
+
+        def counted_read(self: Any, rows: Any) -> Any:
+            counts["rows_read"] = counts.get("rows_read", 0) + len(rows)
+            return read(self, rows)
+        vector_base._RowFile.read = wrap(counted_read, "_RowFile.read (f32 rows)")  # type: ignore[method-assign]
+        for name in ("_hits", "_shadowed", "_dedup"):
+            setattr(recall, name, wrap(getattr(recall, name), name))
     Pool.add_external = wrap(Pool.add_external, "Pool.add_external")  # type: ignore[method-assign]
     evict = numpy_topk(100_000, 384, seed, kernel="einsum") if cold else None
     timed_qs = queries(n_queries, seed + 2) if fresh else qs
@@ -89,15 +110,17 @@ def measure(workdir: Path, n_queries: int, seed: int, dim: int, cold: bool, fres
     return {"scan_p50_ms": round(statistics.median(wall) / 1e6, 3),
             "scan_mean_ms": round(statistics.fmean(wall) / 1e6, 3),
             "parts_ms_per_query": {k: round(v / n / 1e6, 3)
-                                   for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}}
+                                   for k, v in sorted(spent.items(), key=lambda kv: -kv[1])},
+            **({"per_query": {k: round(v / n, 2) for k, v in counts.items()}} if counts else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--_worker":
         import json
 
-        _, _, workdir, n, seed, dim, cold, fresh = sys.argv
-        print(json.dumps(measure(Path(workdir), int(n), int(seed), int(dim), cold == "1", fresh == "1")))
+        _, _, workdir, n, seed, dim, cold, fresh, deep = sys.argv
+        print(json.dumps(measure(Path(workdir), int(n), int(seed), int(dim), cold == "1", fresh == "1",
+                                 deep == "1")))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, required=True)
@@ -106,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--conditions", default="warm,cold")
+    ap.add_argument("--deep", action="store_true", help="also the vector leg's inner parts")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import json
@@ -117,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         if cond not in ("warm", "cold"):
             raise SystemExit(f"--conditions: {cond!r} is neither warm nor cold")
         proc = subprocess.run([sys.executable, __file__, "--_worker", str(args.workdir), str(args.queries),
-                               str(args.seed), str(args.dim), str(int(cond == "cold")), str(int(args.fresh))],
+                               str(args.seed), str(args.dim), str(int(cond == "cold")), str(int(args.fresh)),
+                               str(int(args.deep))],
                               capture_output=True, text=True, check=True)  # a fresh process each
         out["conditions"][cond] = json.loads(proc.stdout.strip().splitlines()[-1])
     out["load_after"] = load_avg()

@@ -1,0 +1,73 @@
+"""Arrays read from a file into anonymous memory in 2 MiB pages, where the OS gives them.
+
+The int8 scan (:func:`~tiervault.embeddings.vector_math.int8_approx`) reads every code of
+a tier on every query: 384 MB at 1,000,000 rows of 384 components, memory-bound. Read
+through a file mapping, those bytes sit in 4 KiB pages: ~94,000 TLB misses a scan, and
+the hardware prefetcher restarts at each page. In anonymous memory asked for 2 MiB
+pages (``MADV_HUGEPAGE``: Linux transparent huge pages, "madvise" mode or "always")
+the same kernel ran 29.7 against 39.2 ms over the 1M bench build's three tiers here
+(bench/README.md, issue 16 session 14). So a vector cache's codes and bounds are read
+(:func:`read_resident`, the CRC-32 computed on the way, as the cache check did) rather
+than mapped. The process's resident set is the same (the mapped pages were resident
+after the first scan anyway); the mapping's page faults move from the first query to
+the open. Where the OS has no such pages (another system, THP "never"), the memory
+is ordinary anonymous pages: the same answers.
+"""
+
+from __future__ import annotations
+
+import mmap
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["read_resident", "HUGE_PAGE"]
+
+HUGE_PAGE = 2 << 20  # the start of the array is aligned to it (a huge page holds whole ones)
+_CHUNK = 1 << 24  # bytes per read
+
+
+def read_resident(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """The read-only array of ``dtype`` and ``shape`` stored in ``path`` from byte
+    ``offset`` on, read into anonymous memory (2 MiB pages asked for), and the CRC-32
+    of those bytes. Raises OSError when the file ends before the array does."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buf, start = _anonymous(nbytes)
+    if buf is not None:
+        arr = np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=start)
+    else:  # no anonymous mappings here: ordinary memory
+        arr = np.empty(nbytes, dtype=np.uint8)
+    crc = 0
+    with open(path, "rb", buffering=0) as fh, memoryview(arr) as view:
+        fh.seek(offset)
+        done = 0
+        while done < nbytes:
+            got = fh.readinto(view[done:min(done + _CHUNK, nbytes)])
+            if not got:
+                raise OSError(f"{path} ended after {offset + done} bytes, {offset + nbytes} expected")
+            crc = zlib.crc32(view[done:done + got], crc)
+            done += got
+    arr = arr.view(dtype).reshape(shape)
+    arr.flags.writeable = False
+    return arr, crc
+
+
+def _anonymous(nbytes: int) -> tuple[mmap.mmap | None, int]:
+    """A private anonymous mapping holding ``nbytes`` from a 2 MiB boundary on (2 MiB
+    pages asked for), and that start; (None, 0) where there is no such mapping."""
+    flags = getattr(mmap, "MAP_PRIVATE", None), getattr(mmap, "MAP_ANONYMOUS", None)
+    if nbytes == 0 or None in flags:
+        return None, 0
+    buf = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=flags[0] | flags[1])  # type: ignore[operator]
+    probe = np.frombuffer(buf, dtype=np.uint8, count=1)
+    start = -int(probe.ctypes.data) % HUGE_PAGE
+    del probe
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        try:
+            buf.madvise(advice, start, nbytes)
+        except (OSError, ValueError):  # refused (THP off in this kernel): ordinary pages
+            pass
+    return buf, start
