@@ -2,6 +2,8 @@
 
     python bench/s14_jsonl_profile.py --entries 100000 --src /tmp/jsonl/src100k [--cprofile out.json]
 
+    python bench/s14_jsonl_profile.py --summarize prof.txt --json out.json   # py-spy --format raw
+
 Writes the bench corpus's tier files once into ``--src`` (reused when present), then imports
 them into fresh tiers in a temporary folder: wall / CPU and, with ``--cprofile``, the top
 functions by own time (JSON). Run it under ``py-spy record`` for a sampling profile.
@@ -25,7 +27,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 TIERS = ("agent", "project", "team")
 
 
+def summarize(raw: Path, top: int = 30) -> dict:
+    """A ``py-spy record --native --format raw`` profile of this script: the samples inside
+    the timed import (``import_timing.py``'s ``import_lines`` call), each counted at its
+    innermost ``vault/`` frame (or at its innermost frame when none), plus the innermost
+    frames overall (own time, e.g. the collector, libc's writes)."""
+    import collections
+    by_vault: collections.Counter = collections.Counter()
+    own: collections.Counter = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")
+        if not any(f.startswith("time_jsonl_import") and "import_lines" not in f and ":39)" in f
+                   for f in frames):
+            continue
+        total += int(n)
+        vault = [f for f in frames if "(vault/" in f or "contextlib" in f]
+        by_vault[vault[-1] if vault else frames[-1]] += int(n)
+        own[frames[-1]] += int(n)
+    return {"samples_in_import": total,
+            "by_innermost_vault_frame": [{"share": round(c / total, 4), "frame": f}
+                                         for f, c in by_vault.most_common(top)],
+            "own": [{"share": round(c / total, 4), "frame": f} for f, c in own.most_common(top)]}
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--summarize"]:
+        out = summarize(Path(sys.argv[2]))
+        if sys.argv[3:4] == ["--json"]:
+            Path(sys.argv[4]).write_text(json.dumps(out, indent=2) + "\n")
+        for r in out["by_innermost_vault_frame"][:25]:
+            print(f"{r['share']:6.3f} {r['frame']}")
+        return 0
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=7)
@@ -33,6 +67,9 @@ def main() -> int:
     ap.add_argument("--cprofile", type=Path)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--no-gc", action="store_true", help="collector off for the import (probe)")
+    ap.add_argument("--serial", action="store_true",
+                    help="every batch written in the caller's thread (profiles comparable by thread)")
+    ap.add_argument("--switch", type=float, help="sys.setswitchinterval for the import (probe)")
     args = ap.parse_args()
     if not (args.src / "team.jsonl").exists():
         from bench.corpus import generate, write_jsonl
@@ -46,6 +83,15 @@ def main() -> int:
     try:
         prof = cProfile.Profile() if args.cprofile else None
         load = os.getloadavg()[0]
+        if args.serial:
+            from tiervault.vault import write_pipeline
+
+            class _Serial:
+                def threaded(self) -> bool:
+                    return False
+            write_pipeline.new_chooser = _Serial
+        if args.switch:
+            sys.setswitchinterval(args.switch)
         if args.no_gc:
             import gc
             gc.disable()
