@@ -24,7 +24,8 @@ CRC-32 (one sequential read, not mapped: ~0.4 s per GB here, once per process;
 the float32 rows' pages land in the OS cache, not in the process). Any failure
 raises. The float32 rows are then mapped; the int8 codes and bounds, which every
 scan reads whole, are the bytes that read put in anonymous memory in 2 MiB pages
-(:mod:`.page_buffer`: a quarter less time a scan at 1,000,000 rows here).
+(:mod:`.page_buffer`: a quarter less time a scan at 1,000,000 rows here), where the
+OS gives such pages (else mapped too).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
-from tiervault.embeddings.page_buffer import read_resident
+from tiervault.embeddings.page_buffer import huge_pages, read_resident
 from tiervault.embeddings.vector_ids import table_of_lines
 from tiervault.embeddings.vector_math import Int8Codes, int8_codes
 from tiervault.errors import StorageError
@@ -198,10 +199,10 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
             raise ValueError(f"{name}: {arr.dtype} {arr.shape}, not {np.dtype(_DTYPES[key])} {shape}")
         if path.stat().st_size != arr.offset + arr.nbytes:
             raise ValueError(f"{name} is {path.stat().st_size} bytes, not {arr.offset + arr.nbytes}")
-        if key == "matrix":  # mapped: read only where rows are rescored
-            crc = _file_crc(path, arr.offset)
-        else:  # scanned whole every query: read into 2 MiB pages (page_buffer), not mapped
+        if key != "matrix" and huge_pages():  # scanned whole every query: into 2 MiB pages
             arr, crc = read_resident(path, arr.offset, arr.dtype, arr.shape)
+        else:  # mapped (the float32 rows: read only where rows are rescored)
+            crc = _file_crc(path, arr.offset)
         if crc != header.get(f"{key}_crc"):
             raise ValueError(f"{name} fails its CRC-32")
         arrays[key] = arr

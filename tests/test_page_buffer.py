@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from tiervault.embeddings.page_buffer import HUGE_PAGE, read_resident
+from tiervault.embeddings.page_buffer import HUGE_PAGE, huge_pages, read_resident
 from tiervault.embeddings.recall import VectorRecall, cache_paths, read_cache
 from tiervault.embeddings.vector_math import int8_codes
 from tiervault.vault.entry import Entry
@@ -46,7 +46,13 @@ def test_a_short_file_fails_to_read(tmp_path) -> None:
         read_resident(path, offset, dtype, (100, 16))
 
 
-def test_a_cache_opens_its_codes_in_memory_and_refuses_a_flipped_byte(tmp_path) -> None:
+@pytest.mark.parametrize("huge", [True, False])
+def test_a_cache_opens_its_codes_in_memory_and_refuses_a_flipped_byte(tmp_path, monkeypatch, huge) -> None:
+    """With 2 MiB pages, the codes and bounds are read into memory; without, mapped as
+    before; the same arrays either way, and a flipped byte fails the CRC-32."""
+    from tiervault.embeddings import vector_cache
+
+    monkeypatch.setattr(vector_cache, "huge_pages", lambda: huge)
     rng = np.random.default_rng(4)
     with VaultManager.at({"agent": str(tmp_path / "agent.db")}) as vault:
         store = vault.store("agent")
@@ -61,7 +67,7 @@ def test_a_cache_opens_its_codes_in_memory_and_refuses_a_flipped_byte(tmp_path) 
         assert cached is not None and cached.codes is not None
         assert isinstance(cached.matrix, np.memmap)  # the float32 rows stay mapped
         codes, bounds = cached.codes
-        assert not isinstance(codes, np.memmap) and not codes.flags.writeable
+        assert isinstance(codes, np.memmap) != huge and not codes.flags.writeable
         want_codes, want_bounds = int8_codes(np.asarray(cached.matrix))
         np.testing.assert_array_equal(codes, want_codes)
         np.testing.assert_array_equal(bounds, want_bounds)
@@ -72,3 +78,17 @@ def test_a_cache_opens_its_codes_in_memory_and_refuses_a_flipped_byte(tmp_path) 
         name.write_bytes(bytes(data))
         with pytest.raises(ValueError, match="fails its CRC-32"):
             read_cache(store, ids_path, MODEL)
+
+
+def test_huge_pages_reads_the_systems_mode(tmp_path, monkeypatch) -> None:
+    from tiervault.embeddings import page_buffer
+
+    for text, want in (("always [madvise] never\n", True), ("[always] madvise never\n", True),
+                       ("always madvise [never]\n", False)):
+        (tmp_path / "enabled").write_text(text)
+        monkeypatch.setattr(page_buffer, "_THP", tmp_path / "enabled")
+        monkeypatch.setattr(page_buffer, "_HUGE", None)
+        assert huge_pages() is want
+    monkeypatch.setattr(page_buffer, "_THP", tmp_path / "missing")
+    monkeypatch.setattr(page_buffer, "_HUGE", None)
+    assert huge_pages() is False
