@@ -87,12 +87,12 @@ def measure(workdir: Path, n_queries: int, seed: int, dim: int, cold: bool, fres
         vector_base._excluded = wrap(vector_base._excluded, "_excluded (masks)")
         for name in ("top_approx", "rescore_reaching", "rescore"):
             setattr(tier_scan.TierScan, name, wrap(getattr(tier_scan.TierScan, name), f"TierScan.{name}"))
-        read = vector_base._RowFile.read
+        read = vector_base.BaseScan.rows
 
         def counted_read(self: Any, rows: Any) -> Any:
             counts["rows_read"] = counts.get("rows_read", 0) + len(rows)
             return read(self, rows)
-        vector_base._RowFile.read = wrap(counted_read, "_RowFile.read (f32 rows)")  # type: ignore[method-assign]
+        vector_base.BaseScan.rows = wrap(counted_read, "BaseScan.rows (f32 rows)")  # type: ignore[method-assign]
         for name in ("_hits", "_shadowed", "_dedup"):
             setattr(recall, name, wrap(getattr(recall, name), name))
     Pool.add_external = wrap(Pool.add_external, "Pool.add_external")  # type: ignore[method-assign]

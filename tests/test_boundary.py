@@ -258,6 +258,9 @@ KNOWN_TOOL_REACH = {
     # A/B instrumentation run against older checkouts too: it wraps the private write step
     # of PgTierStore (which both sides have) to time the write thread.
     "bench/pg_import_ab.py": ("store._write_batch",),
+    # A profile of the hybrid scan's vector leg (issue 16 session 14, bench/README.md): it
+    # times the masking step of a compressed scan, which has no public name.
+    "bench/hybrid_cold_parts.py": ("vector_base._excluded",),
     # Micro-timings and a reference check of string_table's pure-Python fingerprint path;
     # vault/string_table.py is reworked by the scan engineer this session (a public name
     # for it is theirs to give).
