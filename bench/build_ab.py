@@ -182,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         copies[name].mkdir(parents=True)
         for t in TIERS:
             shutil.copy2(src / f"{t}.db", copies[name] / f"{t}.db")
+    # the copies' dirty pages written back now, not during the first timed runs (session 14:
+    # round 0's A, the first run after ~7 GB of copies, was the slowest run of every A/B)
+    os.sync()
     out: dict[str, Any] = {"entries": args.entries, "seed": args.seed, "tiers": str(src),
                            "checkouts": {"A": {"path": str(args.a),
                                                "commit": args.a_commit or commit_of(args.a), "env": args.a_env},

@@ -179,11 +179,14 @@ def test_workers_run_with_idle_blas_threads_asleep_unless_the_user_chose(tiers, 
     fake.chmod(0o755)
     jobs = [MirrorJob("team", str(tiers / "team.db"), 1)]
     monkeypatch.delenv(mirror_workers.BLAS_SPIN_ENV, raising=False)
+    monkeypatch.delenv(mirror_workers.HUGEPAGE_ENV, raising=False)
     outcomes = run_jobs(jobs, 1, python=str(fake))
     assert not outcomes[0].ok and "exit status 1" in outcomes[0].error
     env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
     assert env[mirror_workers.BLAS_SPIN_ENV] == "4" and env["TIERVAULT_MIRROR_WORKERS"] == "0"
+    assert env[mirror_workers.HUGEPAGE_ENV] == "0"  # no huge-page advice on NumPy's arrays
     monkeypatch.setenv(mirror_workers.BLAS_SPIN_ENV, "20")
+    monkeypatch.setenv(mirror_workers.HUGEPAGE_ENV, "1")
     run_jobs(jobs, 1, python=str(fake))
     env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
-    assert env[mirror_workers.BLAS_SPIN_ENV] == "20"
+    assert env[mirror_workers.BLAS_SPIN_ENV] == "20" and env[mirror_workers.HUGEPAGE_ENV] == "1"

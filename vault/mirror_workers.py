@@ -28,7 +28,9 @@ killed halfway leaves the old cache or none (the write is a rename), at most a
 searching process (:meth:`Postings.catch_up`), as after any cache load.
 
 A worker's environment is this one plus ``OPENBLAS_THREAD_TIMEOUT=4`` (unless set):
-OpenBLAS threads then sleep at once when idle instead of spinning (see :func:`run_jobs`).
+OpenBLAS threads then sleep at once when idle instead of spinning, and
+``NUMPY_MADVISE_HUGEPAGE=0`` (unless set): no huge-page advice on the build's large
+temporary arrays (see :func:`run_jobs`).
 
 ``TIERVAULT_MIRROR_WORKERS``: the most worker processes (default: the cores this
 process may run on); 0 or 1 builds every tier in this process.
@@ -49,13 +51,14 @@ from typing import Any, Iterable, Sequence
 
 from tiervault.vault import mirror_cache
 
-__all__ = ["BLAS_SPIN_ENV", "MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs",
+__all__ = ["BLAS_SPIN_ENV", "HUGEPAGE_ENV", "MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs",
            "worker_count", "worker_main"]
 
 log = logging.getLogger(__name__)
 
 _ENV = "TIERVAULT_MIRROR_WORKERS"
 BLAS_SPIN_ENV = "OPENBLAS_THREAD_TIMEOUT"
+HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
 _LOCK = threading.Lock()  # one set of workers at a time: a second first search waits, then maps
 #: Workers only when the tier files to build hold this many bytes: a worker's start and
 #: imports cost ~1.3 s of CPU, won back only by larger builds. Bench corpus (~930 bytes a
@@ -173,6 +176,12 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *,
     # burnt CPU the other worker needed (205,493-row tier: 6.5-6.7 -> 5.1 s CPU). 4, the
     # least, changes no result (the same threads compute the same blocks; tested).
     env.setdefault(BLAS_SPIN_ENV, "4")
+    # NumPy asks for transparent huge pages on every array of 4 MB+ (madvise): a build
+    # makes and frees hundreds of them, and here (THP "madvise", defrag "madvise") each
+    # fault of a fresh 2 MB page cost more system time than the 4 KB ones it saves
+    # (205,913-row tier, one process, 2 runs each: 1.18-1.27 -> 0.79-0.80 s of system
+    # CPU, wall 6.60 -> 6.23 s; issue 16, session 14). Memory advice only: same arrays.
+    env.setdefault(HUGEPAGE_ENV, "0")
     running: list[tuple[list[MirrorJob], subprocess.Popen, Any, Any]] = []
     outcomes: list[WorkerOutcome] = []
     try:
