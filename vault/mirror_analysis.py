@@ -26,6 +26,7 @@ of 64-bit keys and a ``reduceat``, not a SciPy COO conversion per matrix.
 from __future__ import annotations
 
 import itertools
+import sys
 from operator import itemgetter
 from dataclasses import dataclass
 from typing import Sequence
@@ -216,9 +217,13 @@ def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
     del packed, tids
     by_col = by_row.tocsc()  # canonical: rows ascending in each column
     del by_row
-    count = by_col.data & _LOW
+    # the halves read in place as 32-bit words (no 64-bit temporary of 10M+ entries each):
+    # both are < 2^32 and non-negative, so the same whole numbers as ``>> 32`` / ``& _LOW``
+    halves = by_col.data.view(np.uint32).reshape(-1, 2)
+    low, high = (0, 1) if sys.byteorder == "little" else (1, 0)
+    count = halves[:, low]
     top = float(count.max()) if count.size else 0.0
-    w = sp.csc_matrix(((by_col.data >> 32).astype(np.float32), by_col.indices, by_col.indptr),
+    w = sp.csc_matrix((halves[:, high].astype(np.float32), by_col.indices, by_col.indptr),
                       shape=(n, n_terms))
     w.has_sorted_indices = True
     return Assembled(w, count.astype(count_dtype(top)), c)
