@@ -9,9 +9,12 @@ the same kernel ran 29.7 against 39.2 ms over the 1M bench build's three tiers h
 (bench/README.md, issue 16 session 14). So a vector cache's codes and bounds are read
 (:func:`read_resident`, the CRC-32 computed on the way, as the cache check did) rather
 than mapped. The process's resident set is the same (the mapped pages were resident
-after the first scan anyway); the mapping's page faults move from the first query to
-the open. Where the OS has no such pages (another system, THP "never": :func:`huge_pages`),
-the cache keeps its mapping, as before.
+after the first scan anyway). What it costs is the open: the pages are allocated,
+zeroed and filled there, 1,034 against 249 ms median for 384 MB of codes on this
+project's bench VM (``bench/codes_open_cost.py``), so a process gains after ~200 1M
+hybrid queries and a one-shot query at 1M pays ~0.8 s more (bench/README.md, "where
+every target stands (session 14)"). Where the OS has no such pages (another system,
+THP "never": :func:`huge_pages`), the cache keeps its mapping, as before.
 """
 
 from __future__ import annotations
