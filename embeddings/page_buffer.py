@@ -19,6 +19,7 @@ THP "never": :func:`huge_pages`), the cache keeps its mapping, as before.
 
 from __future__ import annotations
 
+import logging
 import mmap
 import zlib
 from pathlib import Path
@@ -26,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["read_resident", "huge_pages", "HUGE_PAGE"]
+
+log = logging.getLogger(__name__)
 
 HUGE_PAGE = 2 << 20  # the start of the array is aligned to it (a huge page holds whole ones)
 _CHUNK = 1 << 24  # bytes per read
@@ -89,6 +92,6 @@ def _anonymous(nbytes: int) -> tuple[mmap.mmap | None, int]:
     if advice is not None:
         try:
             buf.madvise(advice, start, nbytes)
-        except (OSError, ValueError):  # refused (THP off in this kernel): ordinary pages
-            pass
+        except (OSError, ValueError) as exc:  # refused (THP off in this kernel): ordinary pages
+            log.debug("2 MiB pages refused for %d bytes (%s): 4 KiB pages", nbytes, exc)
     return buf, start

@@ -173,7 +173,6 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
 
 def _sums(tokens: Sequence[FieldTokens], n: int) -> Analysed:
     """The CSR block of ``n`` rows from their fields' tokens (rows counted from 0)."""
-    n = max(n, 0)
     keys, doc_parts = [], []
     for col, field in enumerate(tokens):
         keep = field.codes >= 0
@@ -182,8 +181,7 @@ def _sums(tokens: Sequence[FieldTokens], n: int) -> Analysed:
         # row, term id (code >> 1), column, stop-word bit (code & 1)
         keys.append((doc << 36) | ((codes >> 1) << 4) | (col << 1) | (codes & 1))
     key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
-    doclen = np.bincount(np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64),
-                         minlength=n).astype(np.float32)
+    doclen = np.bincount(np.concatenate(doc_parts), minlength=n).astype(np.float32)
     key.sort()
     pair = key >> 4
     if key.size:
