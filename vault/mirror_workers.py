@@ -46,8 +46,9 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tiervault.vault import mirror_cache
 
@@ -113,7 +114,9 @@ def build_missing(stores: Iterable[Any]) -> list[WorkerOutcome]:
         jobs = [j for j in (_job_of(s) for s in stores) if j is not None]
         if len(jobs) < 2 or sum(j.size for j in jobs) < MIN_BYTES:
             return []
-        outcomes = run_jobs(jobs, min(workers, len(jobs)))
+        names = {j.name for j in jobs}
+        outcomes = run_jobs(jobs, min(workers, len(jobs)),
+                            meanwhile=lambda: _link_graphs([s for s in stores if s.name in names]))
     by_name = {s.name: s for s in stores}
     log.info("built the search mirrors of tiers %s in %d worker processes (%s)",
              ", ".join(o.name for o in outcomes), min(workers, len(jobs)),
@@ -128,6 +131,20 @@ def build_missing(stores: Iterable[Any]) -> list[WorkerOutcome]:
                         "in this process", o.name, o.error)
         checked.append(o)
     return checked
+
+
+def _link_graphs(stores: Sequence[Any]) -> None:
+    """The link graphs of the tiers the workers build (mapped, or built and saved), in
+    this otherwise idle process while the workers start: a worker then builds the
+    mirror only (1M bench tiers: ~0.3-0.5 s of CPU each off the workers). A tier whose
+    graph fails here is logged; its search meets the failure again and answers by SQL
+    or leaves the tier out, as without workers."""
+    for store in stores:
+        try:
+            store.link_graph()
+        except Exception as exc:  # noqa: BLE001 -- logged; the tier's own search path reports it
+            log.warning("link graph of tier %r: %s: %s (left to the search)", store.name,
+                        type(exc).__name__, str(exc)[:200])
 
 
 def _job_of(store: Any) -> MirrorJob | None:
@@ -162,11 +179,13 @@ def plan(jobs: Sequence[MirrorJob], workers: int) -> list[list[MirrorJob]]:
     return [w[2] for w in loads if w[2]]
 
 
-def run_jobs(jobs: Sequence[MirrorJob], workers: int, *,
-             python: str | None = None) -> list[WorkerOutcome]:
+def run_jobs(jobs: Sequence[MirrorJob], workers: int, *, python: str | None = None,
+             meanwhile: Callable[[], None] | None = None) -> list[WorkerOutcome]:
     """Build ``jobs`` in at most ``workers`` processes at once (:func:`plan`), each
-    process its tiers one after another; ``python``: the interpreter (default: this
-    one). Interrupted (e.g. Ctrl-C), it kills the workers it started and re-raises."""
+    process its tiers one after another (on Linux one started process forks the
+    others after its imports); ``python``: the interpreter (default: this one);
+    ``meanwhile``: run in this process once the workers started. Interrupted (e.g.
+    Ctrl-C), it kills the workers it started and re-raises."""
     from tiervault.vault import postings  # the module a worker must import too
 
     python = python or sys.executable
@@ -184,10 +203,18 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *,
     env.setdefault(HUGEPAGE_ENV, "0")
     running: list[tuple[list[MirrorJob], subprocess.Popen, Any, Any]] = []
     outcomes: list[WorkerOutcome] = []
+    shares = plan(jobs, workers)
+    # One process forks the others once its imports are done (their ~1.1 s of CPU paid
+    # once, not per share; issue 16, session 15): Linux only (fork after NumPy and
+    # OpenBLAS's threads started is safe there; macOS's frameworks are not fork-safe).
+    groups = [shares] if len(shares) > 1 and _forks() else [[s] for s in shares]
     try:
-        for share in plan(jobs, workers):
+        for group in groups:
+            share = [j for s in group for j in s]
             out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # no pipe to fill
             args = [a for j in share for a in (j.path, j.name)]
+            if len(group) > 1:
+                args.insert(0, _SPLIT + ",".join(str(len(s)) for s in group))
             try:
                 proc = subprocess.Popen([python, "-c", _WORKER_CODE, str(postings.__file__), *args],
                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
@@ -198,6 +225,8 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *,
                              for j in share]
                 continue
             running.append((share, proc, out, err))
+        if meanwhile is not None:
+            meanwhile()
         for share, proc, out, err in running:
             proc.wait()
         outcomes += [o for item in running for o in _outcomes(*item)]
@@ -246,6 +275,11 @@ def _outcomes(share: list[MirrorJob], proc: subprocess.Popen, out: Any,
     return outcomes
 
 
+def _forks() -> bool:
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+_SPLIT = "--split="  # worker argument: tiers per forked share
 # Run with -c, not -m: ``python -m`` of a module its own package imports warns (runpy)
 _WORKER_CODE = "import sys; from tiervault.vault.mirror_workers import worker_main; " \
                "sys.exit(worker_main(sys.argv[1:]))"
@@ -263,10 +297,66 @@ def worker_main(argv: Sequence[str]) -> int:
         print(f"this interpreter imports {postings.__file__}, the caller {module}: "
               "not building a cache the caller could not use", file=sys.stderr)
         return 3
-    for path, name in zip(pairs[0::2], pairs[1::2]):
+    shares = _shares(pairs)
+    if len(shares) == 1:
+        return _build(shares[0], postings.Postings, TierStore)
+    _preload()
+    children = []
+    for share in shares[1:]:
+        pid = os.fork()
+        if pid == 0:  # the child: its share, then out without the parent's exit handlers
+            code = 1
+            try:
+                code = _build(share, postings.Postings, TierStore)
+            except BaseException:  # noqa: BLE001 -- reported on stderr, the exit status says it
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        children.append(pid)
+    code = _build(shares[0], postings.Postings, TierStore)
+    for pid in children:
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        code = code or (status if status > 0 else 1)
+    return code
+
+
+def _shares(pairs: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """``[SPLIT] PATH NAME ...`` -> the (path, name) pairs of each share; ``SPLIT``
+    (``--split=2,1``: tiers per share) is absent for one share."""
+    counts: list[int] = []
+    if pairs and pairs[0].startswith(_SPLIT):
+        counts = [int(c) for c in pairs[0][len(_SPLIT):].split(",")]
+        pairs = pairs[1:]
+    jobs = list(zip(pairs[0::2], pairs[1::2]))
+    if not counts:
+        return [jobs]
+    out, start = [], 0
+    for c in counts:
+        out.append(jobs[start:start + c])
+        start += c
+    return [s for s in out if s]
+
+
+def _preload() -> None:
+    """What every share's build imports, imported once before the shares are forked
+    (scikit-learn ~0.7 s and tiervault ~0.4 s of CPU a process: bench/README.md): the
+    stop words (scikit-learn's feature extraction, also TF-IDF) and the latent SVD."""
+    from tiervault.vault.tokenizer import STOP_WORDS
+
+    STOP_WORDS.get()
+    import sklearn.decomposition  # noqa: F401  (vault/latent.py's TruncatedSVD)
+
+
+def _build(share: Sequence[tuple[str, str]], postings_class: Any, store_class: Any) -> int:
+    """Build and save the mirror of each tier of ``share`` in turn (not its link graph:
+    the searching process builds those meanwhile, :func:`build_missing`); one JSON line
+    each."""
+    for path, name in share:
         t0, c0 = time.perf_counter(), time.process_time()
-        with TierStore(path, name=name) as store:
-            rows = store.postings().base_rows
+        with store_class(path, name=name) as store:
+            rows = postings_class.build(store).base_rows
         print(json.dumps({"name": name, "rows": rows, "wall_s": round(time.perf_counter() - t0, 3),
                           "cpu_s": round(time.process_time() - c0, 3)}), flush=True)
     return 0
