@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -232,3 +234,49 @@ def test_the_searching_process_builds_the_link_graphs_while_workers_build_mirror
         assert all((d / f"{t}.db.links.graph").exists() for t in TIERS)
         assert answers(m)[0][0]
         assert all(m.store(t).graph.builds == 1 for t in TIERS)  # the search used them
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # field 4: the parent's pid
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_interrupt_kills_the_worker_and_the_shares_it_forked(tiers, tmp_path):
+    d = copy_of(tiers, tmp_path / "interrupt")
+    jobs = [MirrorJob(t, str(d / f"{t}.db"), 1) for t in TIERS]
+    seen: list[int] = []
+
+    def interrupt() -> None:  # once the worker forked its second share: Ctrl-C
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            workers = _children_of(os.getpid())
+            forks = [c for w in workers for c in _children_of(w)]
+            if forks:
+                seen.extend(workers + forks)
+                raise KeyboardInterrupt
+            time.sleep(0.01)
+        raise AssertionError("the worker never forked")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs(jobs, 2, meanwhile=interrupt)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(seen) == 2 and not any(_alive(p) for p in seen)
+    time.sleep(2)  # a forked share left running would have written its caches by now
+    assert not list(d.glob("*.postings.mirror")), list(d.glob("*.postings.mirror"))

@@ -9,15 +9,20 @@ them and the searching process then maps the files, as it maps any cache; it nev
 holds a build's intermediate arrays (2.9 GB at 1M when it built all three itself).
 A process start and its imports cost ~1.3 s of CPU, so there is one process per
 core, not per tier (:func:`plan`: largest tier file first, each to the least loaded
-worker), and only when the tier files to build add up to ``MIN_BYTES``.
+worker), and only when the tier files to build add up to ``MIN_BYTES``. On Linux one
+process is started; once its imports are done it forks a process per further share
+(the imports paid once), while the searching process, otherwise idle, builds the
+tiers' link graphs (:func:`build_missing`): a worker builds mirrors only.
 
 A worker is ``python -c <worker_main> MODULE PATH NAME [PATH NAME ...]`` (this
 interpreter, this environment), not a multiprocessing child: spawn and forkserver
 import the caller's ``__main__`` again in each child (a script without a main guard
 would run twice), and fork copies a process that may hold threads and open SQLite
-connections. It opens each tier by itself, builds and saves its mirror
-(:meth:`TierStore.postings`: the same code as in-process, so the same file) and
-prints one JSON line per tier. ``MODULE`` is the path of the caller's
+connections (a worker forks itself only after its imports, holding no connection to
+a tier file). It opens each tier by itself, builds and saves its mirror
+(:meth:`Postings.build`: the same code as in-process, so the same arrays) and
+prints one JSON line per tier (``--split=N,M`` before the pairs: the tiers of each
+forked share). ``MODULE`` is the path of the caller's
 :mod:`postings`: a worker that imports another tiervault refuses before building.
 
 Failure: a tier whose worker fails (exit status, no answer, another tiervault, no
@@ -41,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -204,6 +210,7 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *, python: str | None = No
     running: list[tuple[list[MirrorJob], subprocess.Popen, Any, Any]] = []
     outcomes: list[WorkerOutcome] = []
     shares = plan(jobs, workers)
+    sessions: set[int] = set()  # workers started in a session (process group) of their own
     # One process forks the others once its imports are done (their ~1.1 s of CPU paid
     # once, not per share; issue 16, session 15): Linux only (fork after NumPy and
     # OpenBLAS's threads started is safe there; macOS's frameworks are not fork-safe).
@@ -216,8 +223,10 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *, python: str | None = No
             if len(group) > 1:
                 args.insert(0, _SPLIT + ",".join(str(len(s)) for s in group))
             try:
+                # forking: a process group of its own, so that an interrupt kills the forks too
                 proc = subprocess.Popen([python, "-c", _WORKER_CODE, str(postings.__file__), *args],
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                                        start_new_session=len(group) > 1)
             except OSError as exc:
                 out.close()
                 err.close()
@@ -225,6 +234,8 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *, python: str | None = No
                              for j in share]
                 continue
             running.append((share, proc, out, err))
+            if len(group) > 1:
+                sessions.add(proc.pid)
         if meanwhile is not None:
             meanwhile()
         for share, proc, out, err in running:
@@ -232,7 +243,12 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *, python: str | None = No
         outcomes += [o for item in running for o in _outcomes(*item)]
         running = []
     finally:
-        for _share, proc, out, err in running:  # only when interrupted
+        for share, proc, out, err in running:  # only when interrupted
+            if proc.pid in sessions:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the worker and the shares it forked
+                except OSError:
+                    pass  # the group is gone: every process in it ended
             proc.kill()
             proc.wait()
             out.close()
