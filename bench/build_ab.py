@@ -20,6 +20,10 @@ where the checkout has them (vault/mirror_workers.py): wall, this process's CPU 
 its finished children's (``RUSAGE_CHILDREN``), and the children's peak RSS; the
 workers' own report per tier (rows, wall, CPU) where the checkout has them.
 
+``--no-graphs`` (with ``--first-search``): the link graph files are deleted before
+each run too, as bench/run.py's first build meets none (a copy keeps the graphs its
+previous run saved).
+
 ``--profile``: each run also under cProfile (own-time top 15 per run; inflates
 call-heavy code, so time those runs apart from the plain ones).
 """
@@ -45,9 +49,11 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def first_search(tiers: Path) -> dict[str, Any]:
+def first_search(tiers: Path, graphs: bool = True) -> dict[str, Any]:
     """One variant's run (in its own process): the manager's first search builds every
-    mirror; CPU counts this process and its finished children (the build workers)."""
+    mirror; CPU counts this process and its finished children (the build workers).
+    ``graphs=False``: the link graph files are deleted first too (as in bench/run.py's
+    first build, right after the import: no graph yet)."""
     import sklearn.decomposition  # noqa: F401  (imported by a build: not timed)
     import sklearn.feature_extraction.text  # noqa: F401
 
@@ -55,7 +61,9 @@ def first_search(tiers: Path) -> dict[str, Any]:
 
     for cache in tiers.glob("*.postings.mirror"):
         cache.unlink()
-    out: dict[str, Any] = {"load_avg_before": _load()}
+    for cache in ([] if graphs else tiers.glob("*.links.graph")):
+        cache.unlink()
+    out: dict[str, Any] = {"load_avg_before": _load(), "link_graphs_deleted": not graphs}
     gc.collect()
     me, kids = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
     cpu = lambda who: resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime  # noqa: E731
@@ -150,8 +158,8 @@ def run(checkout: Path, tiers: Path, mode: str, extra_env: list[str]) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--_worker":
-        if argv[2] == "search":
-            print(json.dumps(first_search(Path(argv[1]))))
+        if argv[2] in ("search", "search-no-graphs"):
+            print(json.dumps(first_search(Path(argv[1]), graphs=argv[2] == "search")))
         else:
             print(json.dumps(worker(Path(argv[1]), argv[2] == "1")))
         return 0
@@ -166,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile every run")
     ap.add_argument("--first-search", action="store_true",
                     help="time the manager's first search (all tiers' builds, workers included)")
+    ap.add_argument("--no-graphs", action="store_true",
+                    help="with --first-search: delete the link graph files before each run too")
     ap.add_argument("--a-env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment of A's runs (e.g. TIERVAULT_MIRROR_HELPER=0)")
     ap.add_argument("--b-env", action="append", default=[], metavar="KEY=VALUE")
@@ -191,11 +201,12 @@ def main(argv: list[str] | None = None) -> int:
                                          "B": {"path": str(args.b), "commit": args.b_commit or commit_of(args.b),
                                                  "env": args.b_env}},
                            "cores": len(os.sched_getaffinity(0)), "profile": args.profile,
-                           "first_search": args.first_search,
+                           "first_search": args.first_search, "no_graphs": args.no_graphs,
                            "runs": []}
     for r in range(args.rounds):
         for name, checkout, extra in (("A", args.a, args.a_env), ("B", args.b, args.b_env)):
-            mode = "search" if args.first_search else ("1" if args.profile else "0")
+            mode = ("search-no-graphs" if args.no_graphs else "search") if args.first_search \
+                else ("1" if args.profile else "0")
             row = {"variant": name, "round": r, **run(checkout, copies[name], mode, extra)}
             out["runs"].append(row)
             b = row["mirror_build"]
