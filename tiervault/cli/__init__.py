@@ -82,10 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tiervault.cli import huge_pages
+
+    if argv is None:  # this process's own command line: `serve` / `mcp` may restart once
+        huge_pages.reexec_on_huge_pages(sys.argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="tiervault: %(levelname)s: %(message)s")
+    huge_pages.note_reexec()
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

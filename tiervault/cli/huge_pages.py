@@ -1,0 +1,136 @@
+"""The long-lived commands (``serve``, ``mcp``) restart themselves once with memory on 2 MiB pages.
+
+Why: a search touches thousands of 4 KiB pages of Python objects and NumPy arrays; in a
+server the caches and the TLB are cold when a request arrives, and on a virtual machine
+(nested paging) every TLB miss walks two page tables. The same process with glibc's heap
+under ``MADV_HUGEPAGE`` (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc >= 2.35) and
+Python's objects in that heap (``PYTHONMALLOC=malloc``) answered a 100K FTS-only scan
+0.5-0.9 ms faster (bench/README.md, "session 13: the scan's cold-cache penalty" and
+"session 15: the FTS-only scan at 100K"). Both settings are read once, when the process
+starts (glibc its tunables, Python its allocator), so the command re-executes itself
+(``os.execve``: same pid, same open stdin / stdout / stderr -- the MCP stdio transport is
+untouched, nothing has been read or written yet) with them added.
+
+Never when: ``TIERVAULT_HUGE_PAGES`` is ``0`` / ``off`` / ``no`` / ``false`` (the opt-out);
+the process is already the re-executed one (``TIERVAULT_HUGE_PAGES_REEXEC`` set: never
+twice); not Linux, not glibc >= 2.35, transparent huge pages ``never`` (no gain there);
+the library is called in process (``main(argv)`` with an explicit argv). A value the user
+set is kept: an existing ``glibc.malloc.hugetlb`` tunable or ``PYTHONMALLOC`` wins, other
+tunables stay; nothing to add means no re-exec. Child processes inherit the environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+__all__ = ["OPT_OUT", "MARKER", "LONG_LIVED", "huge_pages_env", "long_lived_command",
+           "reexec_on_huge_pages", "note_reexec", "thp_mode", "glibc_version"]
+
+log = logging.getLogger(__name__)
+
+OPT_OUT = "TIERVAULT_HUGE_PAGES"
+MARKER = "TIERVAULT_HUGE_PAGES_REEXEC"
+LONG_LIVED = frozenset({"serve", "mcp"})
+TUNABLE = "glibc.malloc.hugetlb"
+_OFF = {"0", "off", "no", "false"}
+_THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+_MIN_GLIBC = (2, 35)  # the first glibc with glibc.malloc.hugetlb
+
+
+def thp_mode(path: str = _THP) -> str | None:
+    """The kernel's transparent huge page mode (``always`` / ``madvise`` / ``never``), or None
+    when the file is absent (not Linux, or a kernel without THP)."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else None
+
+
+def glibc_version() -> tuple[int, int] | None:
+    """glibc's (major, minor), or None for another C library (musl, macOS, Windows)."""
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (AttributeError, ValueError, OSError):
+        return None
+    if not text or not text.startswith("glibc "):
+        return None
+    try:
+        major, minor = text.split()[1].split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
+
+
+def huge_pages_env(environ: Mapping[str, str], *, platform: str,
+                   glibc: tuple[int, int] | None, thp: str | None) -> dict[str, str] | None:
+    """The environment to re-execute with, or None to go on as is (see the module docstring)."""
+    if environ.get(OPT_OUT, "").strip().lower() in _OFF or environ.get(MARKER):
+        return None
+    if not platform.startswith("linux") or glibc is None or glibc < _MIN_GLIBC:
+        return None
+    if thp not in ("always", "madvise"):
+        return None
+    env = dict(environ)
+    tunables = env.get("GLIBC_TUNABLES", "")
+    if not any(t.split("=", 1)[0] == TUNABLE for t in tunables.split(":")):
+        env["GLIBC_TUNABLES"] = f"{tunables}:{TUNABLE}=1" if tunables else f"{TUNABLE}=1"
+    env.setdefault("PYTHONMALLOC", "malloc")
+    if env.get("GLIBC_TUNABLES") == environ.get("GLIBC_TUNABLES") and \
+            env.get("PYTHONMALLOC") == environ.get("PYTHONMALLOC"):
+        return None  # the user set both already: nothing to add
+    env[MARKER] = "1"
+    return env
+
+
+def long_lived_command(argv: Sequence[str]) -> str | None:
+    """The subcommand of a raw command line when it is ``serve`` or ``mcp``, read before the
+    parser is built (building it imports every command module: ~0.5 s a start here). Global
+    options may precede it; ``--help`` / ``--version`` anywhere mean no server starts."""
+    args = list(argv)
+    if any(a in ("-h", "--help", "--version") for a in args):
+        return None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--config":
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        return a if a in LONG_LIVED else None
+    return None
+
+
+def reexec_on_huge_pages(argv: Sequence[str]) -> None:
+    """Re-execute this process once on huge pages when ``argv`` starts a long-lived command
+    and the machine supports it; returns (without doing anything) otherwise."""
+    if long_lived_command(argv) is None:
+        return
+    env = huge_pages_env(os.environ, platform=sys.platform, glibc=glibc_version(),
+                         thp=thp_mode())
+    orig = getattr(sys, "orig_argv", None)
+    if env is None or not sys.executable or not orig:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    try:
+        os.execve(sys.executable, [sys.executable, *orig[1:]], env)
+    except OSError as exc:  # the interpreter cannot be run again: go on on 4 KiB pages
+        log.warning("could not restart on 2 MiB pages (%s); set %s=0 to skip the attempt",
+                    exc, OPT_OUT)
+
+
+def note_reexec() -> None:
+    """Log (info: seen with -v) that this process is the re-executed one, naming the opt-out."""
+    if os.environ.get(MARKER):
+        log.info("restarted once with memory on 2 MiB pages (GLIBC_TUNABLES=%s, PYTHONMALLOC=%s);"
+                  " %s=0 turns this off", os.environ.get("GLIBC_TUNABLES", ""),
+                  os.environ.get("PYTHONMALLOC", ""), OPT_OUT)
