@@ -8,6 +8,7 @@ import json
 import struct
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfTransformer
 
@@ -43,14 +44,14 @@ def sklearn_rows(c: sp.csr_matrix) -> sp.csr_matrix:
 def test_weights_equal_scikit_learn_bit_for_bit():
     for seed, big in ((1, False), (2, True)):
         c = counts(400, 2000, seed, big)
+        want = sklearn_rows(c)  # before the fit, which takes c over (sorts it in place)
+        ref = TfidfTransformer(smooth_idf=True, norm="l2").fit(c).idf_
         idf, rows = fit_tfidf(c)
-        want = sklearn_rows(c)
         got = rows.tocsr()
         assert rows.counts.a.dtype == (np.uint16 if big else np.uint8)
         assert got.dtype == np.float32 == want.dtype
         assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
         assert np.array_equal(got.data.view(np.uint32), want.data.view(np.uint32))
-        ref = TfidfTransformer(smooth_idf=True, norm="l2").fit(c).idf_
         assert np.array_equal(idf, ref.astype(np.float64))
         # rows in any order, through the gather a query uses
         slots = np.array([5, 0, 399, 5, 17])
@@ -176,3 +177,15 @@ def test_fitting_rows_that_are_all_alike_warns_nothing():
         warnings.simplefilter("error")
         V = vlatent.fit_components(T, 4)
     assert V.shape == (30, 4) and np.isfinite(V).all()
+
+
+def test_fit_refuses_counts_that_are_not_whole_numbers():
+    for bad in (1.5, -1.0, np.nan, 0.25):
+        c = counts(50, 300, 3)
+        c.data[7] = bad
+        with pytest.raises(ValueError, match="whole numbers|NaN"):  # NaN: scikit-learn refuses first
+            fit_tfidf(c)
+    c = counts(50, 300, 3, big=True)
+    _idf, rows = fit_tfidf(c)  # whole counts past 255: uint16, every count kept
+    assert rows.counts.a.dtype == np.uint16
+    assert np.array_equal(rows.counts.a.astype(np.float32), sp.csr_matrix(c).data)
