@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tiervault.cli import huge_pages as hp
-from tiervault.cli.huge_pages import huge_pages_env, long_lived_command
+from tiervault import huge_pages as hp
+from tiervault.huge_pages import huge_pages_env, long_lived_command, restart_undone
 
 LINUX = {"platform": "linux", "glibc": (2, 36), "thp": "madvise"}
 HUGE = "glibc.malloc.hugetlb=1"
@@ -36,7 +36,7 @@ MACHINE_CAN = huge_pages_env({}, platform=sys.platform, glibc=hp.glibc_version()
 def test_adds_both_settings_and_the_marker() -> None:
     env = huge_pages_env({"PATH": "/bin"}, **LINUX)
     assert env == {"PATH": "/bin", "GLIBC_TUNABLES": HUGE, "PYTHONMALLOC": "malloc",
-                   hp.MARKER: "1"}
+                   hp.MARKER: "GLIBC_TUNABLES,PYTHONMALLOC"}
     assert huge_pages_env({}, platform="linux", glibc=(2, 35), thp="always") is not None
 
 
@@ -77,6 +77,22 @@ def test_user_values_are_kept() -> None:
     # both set by the user: nothing to add, no restart
     assert huge_pages_env({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0",
                            "PYTHONMALLOC": "pymalloc"}, **LINUX) is None
+
+
+@pytest.mark.parametrize("before", [
+    {"PATH": "/bin"},
+    {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"},
+    {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"},
+    {"PYTHONMALLOC": "pymalloc", "GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.mem.tagging=0"},
+])
+def test_restart_undone_gives_the_environment_before(before: dict) -> None:
+    after = huge_pages_env(before, **LINUX)
+    assert after is not None and after != before
+    assert restart_undone(after) == before
+    assert restart_undone(before) == before  # no marker: the user's settings are theirs
+    # the user's own hugetlb=1 (no restart happened) is not taken away
+    own = {"GLIBC_TUNABLES": HUGE, "PYTHONMALLOC": "malloc"}
+    assert restart_undone(own) == own
 
 
 @pytest.mark.parametrize("argv,command", [
@@ -165,7 +181,7 @@ def test_mcp_restarts_once_and_the_handshake_works(vault: Path) -> None:
     if MACHINE_CAN:
         assert err.count(LINE) == 1, err
         assert environ["GLIBC_TUNABLES"] == HUGE and environ["PYTHONMALLOC"] == "malloc"
-        assert environ[hp.MARKER] == "1"
+        assert environ[hp.MARKER] == "GLIBC_TUNABLES,PYTHONMALLOC"
     else:
         assert LINE not in err and hp.MARKER not in environ
 
@@ -220,3 +236,35 @@ def test_in_process_main_never_execs(vault: Path, monkeypatch: pytest.MonkeyPatc
     # an explicit argv is a library call: `status` runs, no restart is even considered
     assert main(["status"]) == 0
     assert calls == []
+
+
+def test_mirror_workers_start_without_the_restart_settings(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server restarted on huge pages starts its mirror build's workers without them (their
+    large temporary arrays cost more on fresh 2 MiB pages); a real program records the
+    worker's environment. The user's own tunable stays."""
+    from tiervault.vault import mirror_workers
+    from tiervault.vault.mirror_workers import MirrorJob, run_jobs
+
+    record = tmp_path / "env.txt"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\nenv > {record}\nexit 1\n")
+    fake.chmod(0o755)
+    restarted = huge_pages_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, **LINUX)
+    assert restarted is not None
+    for key in ("GLIBC_TUNABLES", "PYTHONMALLOC", hp.MARKER):
+        monkeypatch.setenv(key, restarted[key])
+    db = tmp_path / "team.db"
+    db.write_bytes(b"")
+    outcomes = run_jobs([MirrorJob("team", str(db), 1)], 1, python=str(fake))
+    assert not outcomes[0].ok
+    env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2"
+    assert "PYTHONMALLOC" not in env and hp.MARKER not in env
+    assert env["TIERVAULT_MIRROR_WORKERS"] == "0" and env[mirror_workers.HUGEPAGE_ENV] == "0"
+    # a user who set huge pages themselves (no restart) keeps them in the workers too
+    monkeypatch.setenv("GLIBC_TUNABLES", HUGE)
+    monkeypatch.delenv(hp.MARKER)
+    run_jobs([MirrorJob("team", str(db), 1)], 1, python=str(fake))
+    env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
+    assert env["GLIBC_TUNABLES"] == HUGE and env["PYTHONMALLOC"] == "malloc"

@@ -56,6 +56,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from tiervault.huge_pages import restart_undone
 from tiervault.vault import mirror_cache
 
 __all__ = ["BLAS_SPIN_ENV", "HUGEPAGE_ENV", "MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing", "job_of", "plan", "run_jobs",
@@ -196,6 +197,10 @@ def run_jobs(jobs: Sequence[MirrorJob], workers: int, *, python: str | None = No
 
     python = python or sys.executable
     env = {**os.environ, _ENV: "0"}  # a worker builds in its own process: no workers of its own
+    # Without what `serve` / `mcp`'s restart on 2 MiB pages added (tiervault/huge_pages.py): on
+    # glibc's heap and Python's objects there, a 1M first build's workers took +17 % CPU
+    # (bench/README.md, issue 16 session 15). A user's own settings stay.
+    env = restart_undone(env)
     # OpenBLAS's idle threads spin 2^28 cycles (~0.1 s) after every call before they sleep:
     # in the latent fit's many small LAPACK calls, with two workers on two cores, they
     # burnt CPU the other worker needed (205,493-row tier: 6.5-6.7 -> 5.1 s CPU). 4, the

@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tiervault.cli import huge_pages
+    from tiervault import huge_pages
 
     if argv is None:  # this process's own command line: `serve` / `mcp` may restart once
         huge_pages.reexec_on_huge_pages(sys.argv[1:])

@@ -1,5 +1,9 @@
 """The long-lived commands (``serve``, ``mcp``) restart themselves once with memory on 2 MiB pages.
 
+Here, not in :mod:`tiervault.cli`, because the vault needs the way back too: worker processes
+(vault/mirror_workers.py) get the environment without what the restart added
+(:func:`restart_undone`).
+
 Why: a search touches thousands of 4 KiB pages of Python objects and NumPy arrays; in a
 server the caches and the TLB are cold when a request arrives, and on a virtual machine
 (nested paging) every TLB miss walks two page tables. The same process with glibc's heap
@@ -16,7 +20,11 @@ the process is already the re-executed one (``TIERVAULT_HUGE_PAGES_REEXEC`` set:
 twice); not Linux, not glibc >= 2.35, transparent huge pages ``never`` (no gain there);
 the library is called in process (``main(argv)`` with an explicit argv). A value the user
 set is kept: an existing ``glibc.malloc.hugetlb`` tunable or ``PYTHONMALLOC`` wins, other
-tunables stay; nothing to add means no re-exec. Child processes inherit the environment.
+tunables stay; nothing to add means no re-exec. The marker's value names the variables the
+restart set or appended to (``GLIBC_TUNABLES,PYTHONMALLOC``): child processes inherit the
+environment, and :func:`restart_undone` takes those additions back out for the ones that must
+not have them (a mirror build's workers: +17 % CPU at 1M on huge pages, bench/README.md
+session 15; session 14 found the build's large temporary arrays cost more on fresh 2 MiB pages).
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-__all__ = ["OPT_OUT", "MARKER", "LONG_LIVED", "huge_pages_env", "long_lived_command",
-           "reexec_on_huge_pages", "note_reexec", "thp_mode", "glibc_version"]
+__all__ = ["OPT_OUT", "MARKER", "LONG_LIVED", "huge_pages_env", "restart_undone",
+           "long_lived_command", "reexec_on_huge_pages", "note_reexec", "thp_mode", "glibc_version"]
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +85,34 @@ def huge_pages_env(environ: Mapping[str, str], *, platform: str,
     if thp not in ("always", "madvise"):
         return None
     env = dict(environ)
+    added = []
     tunables = env.get("GLIBC_TUNABLES", "")
     if not any(t.split("=", 1)[0] == TUNABLE for t in tunables.split(":")):
         env["GLIBC_TUNABLES"] = f"{tunables}:{TUNABLE}=1" if tunables else f"{TUNABLE}=1"
-    env.setdefault("PYTHONMALLOC", "malloc")
-    if env.get("GLIBC_TUNABLES") == environ.get("GLIBC_TUNABLES") and \
-            env.get("PYTHONMALLOC") == environ.get("PYTHONMALLOC"):
+        added.append("GLIBC_TUNABLES")
+    if "PYTHONMALLOC" not in env:
+        env["PYTHONMALLOC"] = "malloc"
+        added.append("PYTHONMALLOC")
+    if not added:
         return None  # the user set both already: nothing to add
-    env[MARKER] = "1"
+    env[MARKER] = ",".join(added)
+    return env
+
+
+def restart_undone(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without what the restart added (the marker names it): our tunable out of
+    ``GLIBC_TUNABLES`` (the user's others stay), our ``PYTHONMALLOC``, the marker. An
+    environment without the marker comes back as it is (a user's own settings are theirs)."""
+    env = dict(environ)
+    added = env.pop(MARKER, "").split(",")
+    if "PYTHONMALLOC" in added:
+        env.pop("PYTHONMALLOC", None)
+    if "GLIBC_TUNABLES" in added and "GLIBC_TUNABLES" in env:
+        rest = [t for t in env["GLIBC_TUNABLES"].split(":") if t and t != f"{TUNABLE}=1"]
+        if rest:
+            env["GLIBC_TUNABLES"] = ":".join(rest)
+        else:
+            del env["GLIBC_TUNABLES"]
     return env
 
 
