@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,6 +67,10 @@ log = logging.getLogger(__name__)
 SMALL_TIER_ROWS = 1_000
 _CHUNK = 20_000
 _BUILDS = itertools.count(1)  # each build or load of a mirror gets a new number
+
+
+def _chunks(rows: Sequence[MirrorRow]) -> Iterator[Sequence[MirrorRow]]:
+    return (rows[start:start + _CHUNK] for start in range(0, len(rows), _CHUNK))
 
 
 class Postings:
@@ -157,11 +161,17 @@ class Postings:
             self._rebuild_now(store)
 
     def _rebuild_now(self, store: Any) -> None:
-        changes = store.changes_since(-1)  # -1: every row, including pre-v2 ones (gen 0)
-        gen, rows = changes.generation, changes.rows
         fresh = Postings()
-        fresh._append_rows(rows, fit=True)
-        del rows, changes
+        in_chunks = getattr(store, "rows_in_chunks", None)  # SQLite tiers: read as analysed
+        if in_chunks is not None:
+            with in_chunks(_CHUNK) as (gen, chunks):
+                parts = fresh._analyse(chunks)
+        else:
+            changes = store.changes_since(-1)  # -1: every row, including pre-v2 ones (gen 0)
+            gen = changes.generation
+            parts = fresh._analyse(_chunks(changes.rows))
+            del changes
+        fresh._append_parts(parts, fit=True)
         fresh.gen = gen
         fresh.epoch = mirror_cache.tier_epoch(store, gen)
         fresh._freeze()
@@ -310,18 +320,24 @@ class Postings:
     # -- analysis ---------------------------------------------------------------------
     def _append_rows(self, rows: list[MirrorRow], *, fit: bool) -> None:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
+        self._append_parts(self._analyse(_chunks(rows)), fit=fit)
+
+    def _analyse(self, chunks: Iterable[Sequence[MirrorRow]]) -> list[Analysed]:
+        """Each chunk of rows tokenised into new slots (each chunk may be dropped after)."""
         parts: list[Analysed] = []
         words = WordCodes()  # word -> code, for every chunk of this call
-        for start in range(0, len(rows), _CHUNK):
-            chunk = rows[start:start + _CHUNK]
+        for chunk in chunks:
             blocks = analyse_rows(chunk, self.vocab, words)
             self._register(chunk, blocks.doclen)
             parts.append(blocks)
-        del words
+        return parts
+
+    def _append_parts(self, parts: list[Analysed], *, fit: bool) -> None:
+        """The analysed chunks into the base (``fit``: TF-IDF refitted) or the delta."""
         n_terms = len(self.vocab)
         if fit:
             base = assemble(parts, n_terms)
-            del parts
+            parts.clear()  # the chunks' arrays freed now, whoever else holds the list
             # Each posting carries its TF-IDF count: a query's TF-IDF at its candidates is
             # read from the columns of its own terms (already read for BM25), not from
             # rows at scattered slots (issue 16: those rows were all resident at 1M).

@@ -18,6 +18,7 @@ the durable index and the definition of the lexical score (tests compare them).
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -320,6 +321,19 @@ class TierStore:
         # tuple.__new__ mapped in C: the SELECT gives exactly MirrorRow's fields, and
         # _make (a Python call per row) was ~1 s of a 500K-row tier's first build
         return Changes(gen, list(map(tuple.__new__, repeat(MirrorRow), rows)), dead)
+
+    @contextmanager
+    def rows_in_chunks(self, size: int) -> Iterator[tuple[int, Iterator[list[MirrorRow]]]]:
+        """Every row (as ``changes_since(-1)``), ``size`` at a time, and their generation,
+        in one snapshot held while the caller reads: a first mirror build drops each chunk
+        once analysed (1M team tier: ~520 MB less held, 0.3-0.5 s less system CPU)."""
+        with self.db.snapshot("read changes") as conn:
+            if conn is None:
+                yield 0, iter(())
+                return
+            gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
+            cur = conn.execute(f"SELECT {_MIRROR_COLUMNS} FROM entries ORDER BY rowid")
+            yield gen, iter(lambda: list(map(tuple.__new__, repeat(MirrorRow), cur.fetchmany(size))), [])
 
     # -- lexical search -----------------------------------------------------------------
     def postings(self) -> Postings:
