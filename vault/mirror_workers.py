@@ -148,7 +148,7 @@ def _link_graphs(stores: Sequence[Any]) -> None:
     or leaves the tier out, as without workers."""
     for store in stores:
         try:
-            store.link_graph()
+            store.graph.current()  # a TierStore's link graph (vault/link_graph.py): mapped or built
         except Exception as exc:  # noqa: BLE001 -- logged; the tier's own search path reports it
             log.warning("link graph of tier %r: %s: %s (left to the search)", store.name,
                         type(exc).__name__, str(exc)[:200])

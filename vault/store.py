@@ -346,10 +346,6 @@ class TierStore:
                 self._mirror.catch_up(self)
             return self._mirror
 
-    def link_graph(self) -> None:
-        """Map or build (and save) the link graph now (:func:`mirror_workers.build_missing`)."""
-        self.graph.current()
-
     def mirror_job(self) -> MirrorJob | None:
         """A worker process's build of this tier's mirror and cache file, while this
         process holds no mirror (:func:`mirror_workers.job_of`: None when not needed)."""
