@@ -274,6 +274,9 @@ KNOWN_TOOL_REACH = {
     # Counts the table's private look-up to prove a search makes none (used by
     # test_string_memo and test_slot_map).
     "tests/lookup_spy.py": ("StringTable._find",),
+    # A probe of issue 16 session 15 (bench/README.md): reading + analysis of a tier's rows,
+    # whole or a chunk at a time, each chunk registered as a first build does (no public name).
+    "bench/s15_stream_rows.py": ("p._register",),
     # Runs the worker's own command line (vault/mirror_workers.py) in a subprocess.
     "tests/test_mirror_workers.py": ("mirror_workers._WORKER_CODE",),
     # White-box checks of embeddings/slot_map.py's maps as recall keeps them per tier.
