@@ -221,6 +221,13 @@ def test_forked_shares_answer_apart_and_a_failing_share_fails_alone(tiers, tmp_p
     assert "Traceback" in proc.stderr
     assert (d / "team.db.postings.mirror").exists() and (d / "agent.db.postings.mirror").exists()
     assert not (d / "team.db.links.graph").exists()  # a worker builds mirrors only
+    ok = copy_of(tiers, tmp_path / "ok")  # every share built: exit status 0, one line each
+    proc = subprocess.run([sys.executable, "-c", mirror_workers._WORKER_CODE, str(postings.__file__),
+                           "--split=1,2", *[a for t in TIERS for a in (str(ok / f"{t}.db"), t)]],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert sorted(json.loads(line)["name"] for line in proc.stdout.splitlines()) == sorted(TIERS)
 
 
 def test_the_searching_process_builds_the_link_graphs_while_workers_build_mirrors(tiers, tmp_path,
@@ -264,7 +271,8 @@ def test_an_interrupt_kills_the_worker_and_the_shares_it_forked(tiers, tmp_path)
     def interrupt() -> None:  # once the worker forked its second share: Ctrl-C
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            workers = _children_of(os.getpid())
+            workers = [c for c in _children_of(os.getpid())  # not other tests' servers
+                       if b"mirror_workers" in (Path("/proc") / str(c) / "cmdline").read_bytes()]
             forks = [c for w in workers for c in _children_of(w)]
             if forks:
                 seen.extend(workers + forks)

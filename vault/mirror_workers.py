@@ -339,7 +339,8 @@ def worker_main(argv: Sequence[str]) -> int:
     code = _build(shares[0], postings.Postings, TierStore)
     for pid in children:
         status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        code = code or (status if status > 0 else 1)
+        if status != 0 and code == 0:  # a share that failed (or was killed: status < 0)
+            code = status if status > 0 else 1
     return code
 
 
@@ -378,6 +379,9 @@ def _build(share: Sequence[tuple[str, str]], postings_class: Any, store_class: A
         t0, c0 = time.perf_counter(), time.process_time()
         with store_class(path, name=name) as store:
             rows = postings_class.build(store).base_rows
-        print(json.dumps({"name": name, "rows": rows, "wall_s": round(time.perf_counter() - t0, 3),
-                          "cpu_s": round(time.process_time() - c0, 3)}), flush=True)
+        # one write per line: the forked shares share this stdout (and print() writes the
+        # text and its newline apart when Python runs unbuffered, PYTHONUNBUFFERED=1)
+        sys.stdout.write(json.dumps({"name": name, "rows": rows, "wall_s": round(time.perf_counter() - t0, 3),
+                                     "cpu_s": round(time.process_time() - c0, 3)}) + "\n")
+        sys.stdout.flush()
     return 0
