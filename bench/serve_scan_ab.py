@@ -1,0 +1,149 @@
+"""A real ``tiervault serve`` process's FTS-only scan over HTTP, with and without its restart on
+2 MiB pages (the companion of bench/mcp_scan_ab.py, which has the details).
+
+    python bench/serve_scan_ab.py --workdir-a WA --workdir-b WB [--rounds 3] [--queries 300]
+        [--warmup 50] [--gap-ms 20] [--checkout .] [--json out.json]
+
+Side A: the default (restarted with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+PYTHONMALLOC=malloc``); side B: ``TIERVAULT_HUGE_PAGES=0``. Each round starts one fresh server
+per side (order alternating) on 127.0.0.1 over its own copy (``W/agent.yaml``, a token made by
+the real ``tiervault token create`` in ``W/state``, ``--rate 0``); one keep-alive client sends
+``POST /api/v1/search`` (mode scan, bench/corpus.py's queries and filters). Per call: the
+client's wall time and the server's CPU (its threads' ``schedstat``); at the end the server's
+peak RSS (``VmHWM``); and the time from spawn to the first answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.corpus import queries  # noqa: E402
+from bench.mcp_scan_ab import SIDES, server_cpu_ns, status_kb  # noqa: E402
+from bench.phases import FILTER_KEYS  # noqa: E402
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("TIERVAULT_") and k not in ("GLIBC_TUNABLES", "PYTHONMALLOC")}
+    return {**base, **extra}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def token_for(python: str, workdir: Path) -> str:
+    r = subprocess.run([python, "-m", "tiervault", "--config", str(workdir / "agent.yaml"), "token",
+                        "create", "--agent", "bench", "--allow", "project:r,team:r",
+                        "--state-dir", str(workdir / "state")], env=_env({"TIERVAULT_HUGE_PAGES": "0"}),
+                       capture_output=True, text=True, timeout=120, check=True)
+    return r.stdout.strip().splitlines()[0]
+
+
+def one_run(python: str, workdir: Path, token: str, env: dict[str, str], qs: list[dict[str, Any]],
+            warm: list[dict[str, Any]], gap_s: float) -> dict[str, Any]:
+    port = _port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([python, "-m", "tiervault", "--config", str(workdir / "agent.yaml"), "serve",
+                             "--port", str(port), "--state-dir", str(workdir / "state"), "--rate", "0"],
+                            env=_env(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"serve exited with {proc.returncode}")
+                try:
+                    if c.get("/healthz").status_code == 200:
+                        break
+                except httpx.HTTPError:  # not listening yet
+                    time.sleep(0.02)
+
+            def search(q: dict[str, Any]) -> None:
+                body = {"query": q["text"], "mode": "scan",
+                        **{k: v for k, v in q["filters"].items() if k in FILTER_KEYS}}
+                r = c.post("/api/v1/search", json=body)
+                if r.status_code != 200:
+                    raise RuntimeError(f"search: {r.status_code} {r.text[:300]}")
+
+            search(qs[0])
+            first_answer_s = time.perf_counter() - t0
+            for q in warm:
+                search(q)
+            wall, cpu = [], []
+            for q in qs:
+                if gap_s:
+                    time.sleep(gap_s)
+                c0 = server_cpu_ns(proc.pid)
+                w0 = time.perf_counter_ns()
+                search(q)
+                wall.append(time.perf_counter_ns() - w0)
+                cpu.append(server_cpu_ns(proc.pid) - c0)
+            environ = Path(f"/proc/{proc.pid}/environ").read_bytes()
+            hwm = status_kb(proc.pid, "VmHWM")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    w, cpu_ms = np.asarray(wall) / 1e6, np.asarray(cpu) / 1e6
+    return {"first_answer_s": round(first_answer_s, 3),
+            "wall_p50_ms": round(float(np.percentile(w, 50)), 3),
+            "wall_p95_ms": round(float(np.percentile(w, 95)), 3),
+            "cpu_p50_ms": round(float(np.percentile(cpu_ms, 50)), 3),
+            "cpu_mean_ms": round(float(cpu_ms.mean()), 3),
+            "peak_rss_mb": round(hwm / 1024, 1),
+            "huge_pages_env": b"glibc.malloc.hugetlb=1" in environ, "n": len(qs)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workdir-a", type=Path, required=True)
+    ap.add_argument("--workdir-b", type=Path, required=True)
+    ap.add_argument("--checkout", type=Path, default=ROOT)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--gap-ms", type=float, default=20.0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    venv = a.checkout / ".venv" / "bin" / "python"
+    python = str(venv if venv.exists() else Path(sys.executable))
+    qs, warm = queries(a.queries, a.seed), queries(a.warmup, a.seed + 1)
+    dirs = {"A_huge_pages": a.workdir_a, "B_opt_out": a.workdir_b}
+    tokens = {side: token_for(python, d) for side, d in dirs.items()}
+    runs: list[dict[str, Any]] = []
+    for r in range(a.rounds):
+        for side in (list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]):
+            res = one_run(python, dirs[side], tokens[side], SIDES[side], qs, warm, a.gap_ms / 1000)
+            res.update(side=side, round=r, load=os.getloadavg()[0])
+            runs.append(res)
+            print(json.dumps(res), flush=True)
+    out = {"command": " ".join(sys.argv), "checkout": str(a.checkout), "runs": runs,
+           "summary": {side: {k: [x[k] for x in runs if x["side"] == side]
+                              for k in ("cpu_p50_ms", "cpu_mean_ms", "wall_p50_ms", "wall_p95_ms",
+                                        "peak_rss_mb", "first_answer_s", "load")}
+                       for side in SIDES}}
+    if a.json:
+        a.json.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
