@@ -76,8 +76,10 @@ def test_wheel_layout_maps_folders_under_one_import_name(tmp_path):
 def test_all_matches_public_names(name):
     module = importlib.import_module(name)
     declared = set(getattr(module, "__all__", ()))
-    public = {n for n, v in vars(module).items()
-              if not n.startswith("_") and not isinstance(v, type(os)) and n not in {"annotations", "__version__"}}
+    # dir(), not vars(): the package root imports its classes on first use (PEP 562)
+    public = {n for n in dir(module)
+              if not n.startswith("_") and not isinstance(getattr(module, n), type(os))
+              and n not in {"annotations", "__version__"}}
     assert declared, f"{name} has no __all__"
     assert declared == public, f"{name}: __all__ differs from public names: {declared ^ public}"
     for n in declared:
@@ -102,3 +104,20 @@ def test_no_bare_imports_of_project_folders():
                 offenders.append(f"{path}: {s}")
     assert offenders == []
     assert tiervault.__name__ == "tiervault"
+
+
+def test_the_command_line_starts_without_the_search_stack():
+    """``import tiervault.cli`` (every command's first step, and the servers' restart on huge
+    pages) must not import the Brain, the vault or NumPy: the package root is lazy."""
+    probe = ("import sys, tiervault.cli; "
+             "print(sorted(m for m in ('tiervault.brain', 'tiervault.vault', 'tiervault.config', 'numpy')"
+             " if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout
+    r = subprocess.run([sys.executable, "-c", "import tiervault as t; from tiervault import Filters; "
+                        "print(t.Brain.__module__, Filters.__module__, t.load_settings.__module__)"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["tiervault.brain.brain", "tiervault.vault.filters",
+                                "tiervault.config.loader"], r.stdout
