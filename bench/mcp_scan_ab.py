@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -52,6 +52,61 @@ def status_kb(pid: int, key: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1])
+    return 0
+
+
+def timed_calls(search: Callable[[dict[str, Any]], None], pid: int, t0: float,
+                qs: list[dict[str, Any]], warm: list[dict[str, Any]],
+                gap_s: float) -> tuple[float, list[int], list[int]]:
+    """The first answer's time since ``t0`` (the spawn), the warm-up, then each timed call's
+    client wall and server CPU (ns), ``gap_s`` asleep before each."""
+    search(qs[0])
+    first_answer_s = time.perf_counter() - t0
+    for q in warm:
+        search(q)
+    wall, cpu = [], []
+    for q in qs:
+        if gap_s:
+            time.sleep(gap_s)
+        c0 = server_cpu_ns(pid)
+        w0 = time.perf_counter_ns()
+        search(q)
+        wall.append(time.perf_counter_ns() - w0)
+        cpu.append(server_cpu_ns(pid) - c0)
+    return first_answer_s, wall, cpu
+
+
+def figures(first_answer_s: float, wall: list[int], cpu: list[int], environ: bytes,
+            hwm_kb: int) -> dict[str, Any]:
+    w, c = np.asarray(wall) / 1e6, np.asarray(cpu) / 1e6
+    return {"first_answer_s": round(first_answer_s, 3),
+            "wall_p50_ms": round(float(np.percentile(w, 50)), 3),
+            "wall_p95_ms": round(float(np.percentile(w, 95)), 3),
+            "cpu_p50_ms": round(float(np.percentile(c, 50)), 3),
+            "cpu_mean_ms": round(float(c.mean()), 3),
+            "peak_rss_mb": round(hwm_kb / 1024, 1),
+            "huge_pages_env": b"glibc.malloc.hugetlb=1" in environ, "n": len(wall)}
+
+
+def ab_rounds(rounds: int, run_side: Callable[[str], dict[str, Any]], command: str,
+              checkout: Path, out_json: Path | None) -> int:
+    """``rounds`` rounds of both sides (order alternating), each result printed; the runs and
+    a per-side summary written to ``out_json``."""
+    runs: list[dict[str, Any]] = []
+    for r in range(rounds):
+        for side in (list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]):
+            res = run_side(side)
+            res.update(side=side, round=r, load=os.getloadavg()[0])
+            runs.append(res)
+            print(json.dumps(res), flush=True)
+    out = {"command": command, "checkout": str(checkout), "runs": runs,
+           "summary": {side: {k: [x[k] for x in runs if x["side"] == side]
+                              for k in ("cpu_p50_ms", "cpu_mean_ms", "wall_p50_ms", "wall_p95_ms",
+                                        "peak_rss_mb", "first_answer_s", "load")}
+                       for side in SIDES}}
+    if out_json:
+        out_json.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out["summary"], indent=1))
     return 0
 
 
@@ -109,31 +164,16 @@ def one_run(python: str, workdir: Path, env: dict[str, str], qs: list[dict[str, 
         srv.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                 "clientInfo": {"name": "bench", "version": "1"}})
         srv.notify("notifications/initialized")
-        srv.call("tools/call", {"name": "search_intelligent", "arguments": search_args(qs[0])})
-        first_answer_s = time.perf_counter() - srv.t0
-        for q in warm:
+
+        def search(q: dict[str, Any]) -> None:
             srv.call("tools/call", {"name": "search_intelligent", "arguments": search_args(q)})
-        wall, cpu = [], []
-        for q in qs:
-            if gap_s:
-                time.sleep(gap_s)
-            c0 = server_cpu_ns(srv.proc.pid)
-            t0 = time.perf_counter_ns()
-            srv.call("tools/call", {"name": "search_intelligent", "arguments": search_args(q)})
-            wall.append(time.perf_counter_ns() - t0)
-            cpu.append(server_cpu_ns(srv.proc.pid) - c0)
+
+        first, wall, cpu = timed_calls(search, srv.proc.pid, srv.t0, qs, warm, gap_s)
         environ = Path(f"/proc/{srv.proc.pid}/environ").read_bytes()
         hwm, rss = status_kb(srv.proc.pid, "VmHWM"), status_kb(srv.proc.pid, "VmRSS")
     finally:
         srv.close()
-    w, c = np.asarray(wall) / 1e6, np.asarray(cpu) / 1e6
-    return {"first_answer_s": round(first_answer_s, 3),
-            "wall_p50_ms": round(float(np.percentile(w, 50)), 3),
-            "wall_p95_ms": round(float(np.percentile(w, 95)), 3),
-            "cpu_p50_ms": round(float(np.percentile(c, 50)), 3),
-            "cpu_mean_ms": round(float(c.mean()), 3),
-            "peak_rss_mb": round(hwm / 1024, 1), "rss_mb": round(rss / 1024, 1),
-            "huge_pages_env": b"glibc.malloc.hugetlb=1" in environ, "n": len(qs)}
+    return {**figures(first, wall, cpu, environ, hwm), "rss_mb": round(rss / 1024, 1)}
 
 
 def main() -> int:
@@ -152,23 +192,9 @@ def main() -> int:
     python = str(venv if venv.exists() else Path(sys.executable))
     qs, warm = queries(a.queries, a.seed), queries(a.warmup, a.seed + 1)
     dirs = {"A_huge_pages": a.workdir_a, "B_opt_out": a.workdir_b}
-    runs: list[dict[str, Any]] = []
-    for r in range(a.rounds):
-        order = list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]
-        for side in order:
-            res = one_run(python, dirs[side], SIDES[side], qs, warm, a.gap_ms / 1000)
-            res.update(side=side, round=r, load=os.getloadavg()[0])
-            runs.append(res)
-            print(json.dumps(res), flush=True)
-    out = {"command": " ".join(sys.argv), "checkout": str(a.checkout), "runs": runs,
-           "summary": {side: {k: [x[k] for x in runs if x["side"] == side]
-                              for k in ("cpu_p50_ms", "cpu_mean_ms", "wall_p50_ms", "wall_p95_ms",
-                                        "peak_rss_mb", "first_answer_s", "load")}
-                       for side in SIDES}}
-    if a.json:
-        a.json.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(out["summary"], indent=1))
-    return 0
+    return ab_rounds(a.rounds, lambda side: one_run(python, dirs[side], SIDES[side], qs, warm,
+                                                    a.gap_ms / 1000),
+                     " ".join(sys.argv), a.checkout, a.json)
 
 
 if __name__ == "__main__":

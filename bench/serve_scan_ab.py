@@ -16,7 +16,6 @@ peak RSS (``VmHWM``); and the time from spawn to the first answer.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import subprocess
@@ -26,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.corpus import queries  # noqa: E402
-from bench.mcp_scan_ab import SIDES, server_cpu_ns, status_kb  # noqa: E402
+from bench.mcp_scan_ab import SIDES, ab_rounds, figures, status_kb, timed_calls  # noqa: E402
 from bench.phases import FILTER_KEYS  # noqa: E402
 
 
@@ -82,32 +80,13 @@ def one_run(python: str, workdir: Path, token: str, env: dict[str, str], qs: lis
                 if r.status_code != 200:
                     raise RuntimeError(f"search: {r.status_code} {r.text[:300]}")
 
-            search(qs[0])
-            first_answer_s = time.perf_counter() - t0
-            for q in warm:
-                search(q)
-            wall, cpu = [], []
-            for q in qs:
-                if gap_s:
-                    time.sleep(gap_s)
-                c0 = server_cpu_ns(proc.pid)
-                w0 = time.perf_counter_ns()
-                search(q)
-                wall.append(time.perf_counter_ns() - w0)
-                cpu.append(server_cpu_ns(proc.pid) - c0)
+            first, wall, cpu = timed_calls(search, proc.pid, t0, qs, warm, gap_s)
             environ = Path(f"/proc/{proc.pid}/environ").read_bytes()
             hwm = status_kb(proc.pid, "VmHWM")
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    w, cpu_ms = np.asarray(wall) / 1e6, np.asarray(cpu) / 1e6
-    return {"first_answer_s": round(first_answer_s, 3),
-            "wall_p50_ms": round(float(np.percentile(w, 50)), 3),
-            "wall_p95_ms": round(float(np.percentile(w, 95)), 3),
-            "cpu_p50_ms": round(float(np.percentile(cpu_ms, 50)), 3),
-            "cpu_mean_ms": round(float(cpu_ms.mean()), 3),
-            "peak_rss_mb": round(hwm / 1024, 1),
-            "huge_pages_env": b"glibc.malloc.hugetlb=1" in environ, "n": len(qs)}
+    return figures(first, wall, cpu, environ, hwm)
 
 
 def main() -> int:
@@ -127,22 +106,9 @@ def main() -> int:
     qs, warm = queries(a.queries, a.seed), queries(a.warmup, a.seed + 1)
     dirs = {"A_huge_pages": a.workdir_a, "B_opt_out": a.workdir_b}
     tokens = {side: token_for(python, d) for side, d in dirs.items()}
-    runs: list[dict[str, Any]] = []
-    for r in range(a.rounds):
-        for side in (list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]):
-            res = one_run(python, dirs[side], tokens[side], SIDES[side], qs, warm, a.gap_ms / 1000)
-            res.update(side=side, round=r, load=os.getloadavg()[0])
-            runs.append(res)
-            print(json.dumps(res), flush=True)
-    out = {"command": " ".join(sys.argv), "checkout": str(a.checkout), "runs": runs,
-           "summary": {side: {k: [x[k] for x in runs if x["side"] == side]
-                              for k in ("cpu_p50_ms", "cpu_mean_ms", "wall_p50_ms", "wall_p95_ms",
-                                        "peak_rss_mb", "first_answer_s", "load")}
-                       for side in SIDES}}
-    if a.json:
-        a.json.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(out["summary"], indent=1))
-    return 0
+    return ab_rounds(a.rounds, lambda side: one_run(python, dirs[side], tokens[side], SIDES[side], qs,
+                                                    warm, a.gap_ms / 1000),
+                     " ".join(sys.argv), a.checkout, a.json)
 
 
 if __name__ == "__main__":
