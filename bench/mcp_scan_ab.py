@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -176,22 +176,36 @@ def one_run(python: str, workdir: Path, env: dict[str, str], qs: list[dict[str, 
     return {**figures(first, wall, cpu, environ, hwm), "rss_mb": round(rss / 1024, 1)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+class Setup(NamedTuple):
+    args: argparse.Namespace
+    python: str
+    qs: list[dict[str, Any]]
+    warm: list[dict[str, Any]]
+    dirs: dict[str, Path]
+
+
+def ab_setup(doc: str, gap_ms: float) -> Setup:
+    """The A/B scripts' command line (``gap_ms``: the default pause between calls), the
+    checkout's interpreter, the timed and warm-up queries, each side's work directory."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--workdir-a", type=Path, required=True)
     ap.add_argument("--workdir-b", type=Path, required=True)
     ap.add_argument("--checkout", type=Path, default=ROOT)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--gap-ms", type=float, default=0.0)
+    ap.add_argument("--gap-ms", type=float, default=gap_ms)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     venv = a.checkout / ".venv" / "bin" / "python"
-    python = str(venv if venv.exists() else Path(sys.executable))
-    qs, warm = queries(a.queries, a.seed), queries(a.warmup, a.seed + 1)
-    dirs = {"A_huge_pages": a.workdir_a, "B_opt_out": a.workdir_b}
+    return Setup(a, str(venv if venv.exists() else Path(sys.executable)),
+                 queries(a.queries, a.seed), queries(a.warmup, a.seed + 1),
+                 {"A_huge_pages": a.workdir_a, "B_opt_out": a.workdir_b})
+
+
+def main() -> int:
+    a, python, qs, warm, dirs = ab_setup(__doc__, 0.0)
     return ab_rounds(a.rounds, lambda side: one_run(python, dirs[side], SIDES[side], qs, warm,
                                                     a.gap_ms / 1000),
                      " ".join(sys.argv), a.checkout, a.json)

@@ -15,7 +15,6 @@ peak RSS (``VmHWM``); and the time from spawn to the first answer.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import subprocess
@@ -29,8 +28,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.corpus import queries  # noqa: E402
-from bench.mcp_scan_ab import SIDES, ab_rounds, figures, status_kb, timed_calls  # noqa: E402
+from bench.mcp_scan_ab import SIDES, ab_rounds, ab_setup, figures, status_kb, timed_calls  # noqa: E402
 from bench.phases import FILTER_KEYS  # noqa: E402
 
 
@@ -90,21 +88,7 @@ def one_run(python: str, workdir: Path, token: str, env: dict[str, str], qs: lis
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workdir-a", type=Path, required=True)
-    ap.add_argument("--workdir-b", type=Path, required=True)
-    ap.add_argument("--checkout", type=Path, default=ROOT)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--gap-ms", type=float, default=20.0)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--json", type=Path)
-    a = ap.parse_args()
-    venv = a.checkout / ".venv" / "bin" / "python"
-    python = str(venv if venv.exists() else Path(sys.executable))
-    qs, warm = queries(a.queries, a.seed), queries(a.warmup, a.seed + 1)
-    dirs = {"A_huge_pages": a.workdir_a, "B_opt_out": a.workdir_b}
+    a, python, qs, warm, dirs = ab_setup(__doc__, 20.0)
     tokens = {side: token_for(python, d) for side, d in dirs.items()}
     return ab_rounds(a.rounds, lambda side: one_run(python, dirs[side], tokens[side], SIDES[side], qs,
                                                     warm, a.gap_ms / 1000),
