@@ -5,7 +5,7 @@
 import sys, time, gc
 from tiervault.vault.store import TierStore
 from tiervault.vault.mirror_analysis import analyse_rows
-from tiervault.vault.string_table import Vocabulary
+from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tokenizer import STOP_WORDS, STEMMER
 import tiervault.vault.postings as P

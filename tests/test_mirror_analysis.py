@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from tiervault.vault.mirror_analysis import TEXT_FIELDS, analyse_rows, assemble
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
-from tiervault.vault.string_table import Vocabulary
+from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS, split_words
 

@@ -36,7 +36,7 @@ import scipy.sparse as sp
 
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
-from tiervault.vault.string_table import Vocabulary
+from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 from tiervault.vault.word_codes import FieldTokens, WordCodes
 

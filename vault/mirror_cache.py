@@ -44,7 +44,8 @@ from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows
 from tiervault.vault.hash_table import HashTable, table_of
-from tiervault.vault.string_table import StringColumn, StringTable, Vocabulary
+from tiervault.vault.string_table import StringColumn, StringTable
+from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tokenizer import STOP_WORDS
 
 if TYPE_CHECKING:

@@ -54,7 +54,8 @@ from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.slot_columns import slot_columns
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
-from tiervault.vault.string_table import StringColumn, StringTable, Terms, Vocabulary
+from tiervault.vault.string_table import StringColumn, StringTable
+from tiervault.vault.vocabulary import Terms, Vocabulary
 from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores, term_postings
 from tiervault.vault.word_codes import WordCodes
 from tiervault.vault.tfidf_query import QueryWeights, dense_scores, query_row, query_weights, scores_at

@@ -13,9 +13,10 @@ the string's bytes ``b_j``, xor its length times a constant, then the splitmix64
 finaliser -- computed for all strings at once with NumPy (no Python loop per
 string), and stable across processes (unlike ``hash()``).
 
-:class:`StringColumn` (entry ids, content hashes) and :class:`Vocabulary` (the
-mirror's terms) add the strings appended after the table was written (the
-delta segment of a mirror) in plain Python containers.
+:class:`StringColumn` (entry ids, content hashes) and
+:class:`~tiervault.vault.vocabulary.Vocabulary` (the mirror's terms) add the
+strings appended after the table was written (the delta segment of a mirror) in
+plain Python containers.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tiervault.vault.string_memo import MEMO_MAX, held_remembered, held_through,
 if TYPE_CHECKING:
     from tiervault.vault.hash_table import HashTable
 
-__all__ = ["StringTable", "StringColumn", "Terms", "Vocabulary", "fingerprints", "lookup_fingerprints"]
+__all__ = ["StringTable", "StringColumn", "fingerprints", "lookup_fingerprints"]
 
 _P = np.uint64(0x100000001B3)
 _LEN_MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -438,83 +439,3 @@ class StringColumn(Sequence[str]):
         if not index:  # no appended strings (a mirror's usual state): no per-string copy
             return found
         return [f + index.get(s, []) for f, s in zip(found, strings)]
-
-
-class Vocabulary:
-    """The mirror's terms: id -> stem and stem -> id, a table base plus added stems."""
-
-    def __init__(self, base: StringTable | None = None) -> None:
-        self.base = base if base is not None else StringTable.build([])
-        self.added: list[str] = []
-        self._added_ids: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.base) + len(self.added)
-
-    def term(self, tid: int) -> str:
-        n = len(self.base)
-        return self.base[tid] if tid < n else self.added[tid - n]
-
-    def ids(self, stems: Sequence[str]) -> list[int | None]:
-        """The id of each stem (None: not a term of this mirror)."""
-        added = self._added_ids
-        if not len(self.base):  # a first build: every term is an added one
-            return list(map(added.get, stems))
-        out: list[int | None] = []
-        found = self.base.find(stems)
-        for stem, slots in zip(stems, found):
-            out.append(slots[0] if slots else added.get(stem))
-        return out
-
-    def get(self, stem: str) -> int | None:
-        return self.ids([stem])[0]
-
-    def __getitem__(self, stem: str) -> int:
-        tid = self.get(stem)
-        if tid is None:
-            raise KeyError(stem)
-        return tid
-
-    def __contains__(self, stem: object) -> bool:
-        return isinstance(stem, str) and self.get(stem) is not None
-
-    def add(self, stem: str) -> int:
-        """The id of a stem known not to be a term yet."""
-        tid = len(self)
-        self.added.append(stem)
-        self._added_ids[stem] = tid
-        return tid
-
-    def add_many(self, stems: Sequence[str]) -> range:
-        """The ids of distinct stems known not to be terms yet (consecutive, in order)."""
-        first = len(self)
-        self.added.extend(stems)
-        self._added_ids.update(zip(stems, range(first, first + len(stems))))
-        return range(first, first + len(stems))
-
-    def frozen(self) -> "Vocabulary":
-        """The same terms, all in one table (after a full build: no dict of every stem)."""
-        if not self.added:
-            return self
-        return Vocabulary(StringTable.build(self.base.tolist() + self.added))
-
-    def tolist(self) -> list[str]:
-        return self.base.tolist() + self.added
-
-
-class Terms(Sequence[str]):
-    """``Postings.terms``: the vocabulary seen as a sequence of stems by id."""
-
-    def __init__(self, vocab: Vocabulary) -> None:
-        self._vocab = vocab
-
-    def __len__(self) -> int:
-        return len(self._vocab)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return self._vocab.tolist()[i]
-        return self._vocab.term(int(i))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._vocab.tolist())

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tiervault.vault.sparse_columns import Columns, gather
-from tiervault.vault.string_table import Vocabulary
+from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tfidf_rows import TfidfRows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
