@@ -77,13 +77,15 @@ def first_search(tiers: Path, graphs: bool = True) -> dict[str, Any]:
             workers = [{"tier": o.name, "ok": o.ok, "error": o.error, "rows": o.rows,
                         "wall_s": o.wall_s, "cpu_s": o.cpu_s}
                        for o in build_missing(manager.store(t) for t in TIERS)]
+        t1 = time.perf_counter()  # the workers' end (or t0 without workers): the rest is the search
         hits = len(manager.search("error handling retry", limit=10).ids)
         wall = time.perf_counter() - t0
         own, children = cpu(me) - c0, cpu(kids) - k0
         rows = {t: manager.store(t).postings().base_rows for t in TIERS}
     out["mirror_build"] = {"via": "first search", "hits": hits, "rows": rows, "wall_s": round(wall, 3),
                            "cpu_s": round(own + children, 3), "own_cpu_s": round(own, 3),
-                           "children_cpu_s": round(children, 3), "workers": workers}
+                           "children_cpu_s": round(children, 3), "workers": workers,
+                           "workers_wall_s": round(t1 - t0, 3), "search_after_s": round(t0 + wall - t1, 3)}
     out["peak_rss_mb"] = round(resource.getrusage(me).ru_maxrss / 1024, 1)
     out["children_peak_rss_mb"] = round(resource.getrusage(kids).ru_maxrss / 1024, 1)
     out["load_avg_after"] = _load()

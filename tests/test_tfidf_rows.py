@@ -189,3 +189,65 @@ def test_fit_refuses_counts_that_are_not_whole_numbers():
     _idf, rows = fit_tfidf(c)  # whole counts past 255: uint16, every count kept
     assert rows.counts.a.dtype == np.uint16
     assert np.array_equal(rows.counts.a.astype(np.float32), sp.csr_matrix(c).data)
+
+
+def test_fit_components_equals_truncated_svd_bit_for_bit(monkeypatch):
+    """V_k by scikit-learn's public randomized_svd + svd_flip is TruncatedSVD's
+    components_ (its randomized fit, random_state SEED) to the last bit: over a SciPy
+    matrix, and over TfidfRows sampled in chunks (MAX_FIT_ROWS lowered to sample)."""
+    from sklearn.decomposition import TruncatedSVD
+
+    def truncated(m: sp.csr_matrix, k: int) -> np.ndarray:
+        svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=vlatent.SEED)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            svd.fit(m)
+        return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
+
+    for seed, k in ((11, 4), (12, 16)):
+        c = counts(300, 900, seed)
+        want_rows = sklearn_rows(c)
+        got = vlatent.fit_components(want_rows, k)
+        assert got.dtype == np.float32 and got.tobytes() == truncated(want_rows, k).tobytes()
+        _idf, rows = fit_tfidf(c)
+        monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 120)
+        pick = np.sort(np.random.default_rng(vlatent.SEED).choice(300, 120, replace=False))
+        assert vlatent.fit_components(rows, k).tobytes() == truncated(want_rows[pick], k).tobytes()
+        monkeypatch.undo()
+
+
+def test_sample_is_the_picked_rows_bit_for_bit():
+    """TfidfRows.sample weighs only the picked rows: the same CSR arrays as the rows
+    cut from the whole matrix, picks in one chunk, across chunks, empty rows, none."""
+    c = counts(500, 1500, 21, big=True)
+    _idf, rows = fit_tfidf(c)
+    whole = rows.tocsr()
+    rng = np.random.default_rng(4)
+    for pick, chunk in ((np.arange(500), 65_536), (np.array([0, 7, 14, 499]), 7),
+                        (np.sort(rng.choice(500, 60, replace=False)), 33),
+                        (np.array([1]), 1), (np.zeros(0, dtype=np.int64), 50)):
+        got, want = rows.sample(pick, chunk=chunk), whole[pick]
+        assert got.shape == want.shape and got.dtype == np.float32
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+        assert got.data.tobytes() == want.data.tobytes()
+
+
+def test_row_norms_equal_a_sequential_loop():
+    """Random rows (empty, long, values of every magnitude, squares that overflow
+    float32): each norm the square root of the float64 sum of float32 squares added one
+    by one in order, bit for bit."""
+    rng = np.random.default_rng(8)
+    for trial in range(20):
+        lengths = rng.integers(0, 90, int(rng.integers(1, 60)))
+        lengths[::5] = 0
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32 if trial % 2 else np.int64)
+        x = (rng.standard_normal(int(indptr[-1])) * 10.0 ** rng.integers(-25, 25, int(indptr[-1]))).astype(np.float32)
+        with np.errstate(over="ignore"):
+            sq = (x * x).astype(np.float64).tolist()
+            got = row_norms(x, indptr)
+        want = []
+        for a, b in zip(indptr[:-1].tolist(), indptr[1:].tolist()):
+            acc = 0.0
+            for v in sq[a:b]:
+                acc += v
+            want.append(np.sqrt(acc))
+        assert got.dtype == np.float64 and got.tobytes() == np.array(want, dtype=np.float64).tobytes()

@@ -232,8 +232,16 @@ def _check_k(k: Any) -> int:
 
 def fit_components(T: "sp.csr_matrix | TfidfRows", k: int) -> np.ndarray:
     """V_k (terms x k, float32) of the rank-k truncated SVD of ``T``'s rows (at most
-    MAX_FIT_ROWS of them, sampled with a fixed seed)."""
-    from sklearn.decomposition import TruncatedSVD
+    MAX_FIT_ROWS of them, sampled with a fixed seed): scikit-learn's
+    ``TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)``'s
+    ``components_``, by the two public functions its fit calls with its defaults
+    (``randomized_svd``, then ``svd_flip`` on V's rows; a test pins the two equal).
+
+    Why not ``TruncatedSVD`` itself: ``sklearn.decomposition`` imports every
+    decomposition (linear models, metrics ...: ~0.13 s of a build worker's start, on
+    the first mirror build's critical path), and its fit also projects the sample and
+    computes an explained variance this model never reads (issue 16, session 16)."""
+    from sklearn.utils.extmath import randomized_svd, svd_flip
 
     rows = T.shape[0]
     pick = np.arange(rows)
@@ -243,12 +251,13 @@ def fit_components(T: "sp.csr_matrix | TfidfRows", k: int) -> np.ndarray:
         fit = T.sample(pick)
     else:
         fit = T[pick] if rows > MAX_FIT_ROWS else T
-    svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=SEED)
-    # rows that are all alike have no variance: scikit-learn's explained-variance ratio
-    # (unused here) is then 0 / 0, which would print a RuntimeWarning to the user
+    # TruncatedSVD's defaults: n_oversamples 10, n_iter 5, power_iteration_normalizer
+    # "auto", transpose "auto"; its fit flips the signs by V's rows (u_based_decision=False)
     with np.errstate(invalid="ignore", divide="ignore"):
-        svd.fit(fit)
-    return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
+        U, _, VT = randomized_svd(fit, k, n_oversamples=10, n_iter=5, power_iteration_normalizer="auto",
+                                  transpose="auto", flip_sign=False, random_state=SEED)
+    _, VT = svd_flip(U, VT, u_based_decision=False)
+    return np.ascontiguousarray(VT.T, dtype=np.float32)
 
 
 def model_for(p: Any, k: int) -> LatentModel | None:

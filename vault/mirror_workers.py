@@ -364,11 +364,14 @@ def _shares(pairs: Sequence[str]) -> list[list[tuple[str, str]]]:
 def _preload() -> None:
     """What every share's build imports, imported once before the shares are forked
     (scikit-learn ~0.7 s and tiervault ~0.4 s of CPU a process: bench/README.md): the
-    stop words (scikit-learn's feature extraction, also TF-IDF) and the latent SVD."""
+    stop words (scikit-learn's feature extraction, also TF-IDF) and the latent SVD's
+    functions (vault/latent.py: ``sklearn.utils.extmath``, which the feature extraction
+    has imported already; not ``sklearn.decomposition``, ~0.13 s more)."""
     from tiervault.vault.tokenizer import STOP_WORDS
 
     STOP_WORDS.get()
-    import sklearn.decomposition  # noqa: F401  (vault/latent.py's TruncatedSVD)
+    import sklearn.feature_extraction.text  # noqa: F401  (vault/tfidf_rows.py's TfidfTransformer)
+    import sklearn.utils.extmath  # noqa: F401  (vault/latent.py's randomized_svd)
 
 
 def _build(share: Sequence[tuple[str, str]], postings_class: Any, store_class: Any) -> int:

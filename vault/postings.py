@@ -51,7 +51,7 @@ from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
 from tiervault.vault.checked_array import CacheDamaged
-from tiervault.vault.slot_columns import slot_columns
+from tiervault.vault.slot_columns import SlotColumns, slot_columns
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable
@@ -166,11 +166,11 @@ class Postings:
         in_chunks = getattr(store, "rows_in_chunks", None)  # SQLite tiers: read as analysed
         if in_chunks is not None:
             with in_chunks(_CHUNK) as (gen, chunks):
-                parts = fresh._analyse(chunks)
+                parts = fresh._analyse(chunks, delta=False)
         else:
             changes = store.changes_since(-1)  # -1: every row, including pre-v2 ones (gen 0)
             gen = changes.generation
-            parts = fresh._analyse(_chunks(changes.rows))
+            parts = fresh._analyse(_chunks(changes.rows), delta=False)
             del changes
         fresh._append_parts(parts, fit=True)
         fresh.gen = gen
@@ -323,14 +323,23 @@ class Postings:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
         self._append_parts(self._analyse(_chunks(rows)), fit=fit)
 
-    def _analyse(self, chunks: Iterable[Sequence[MirrorRow]]) -> list[Analysed]:
-        """Each chunk of rows tokenised into new slots (each chunk may be dropped after)."""
+    def _analyse(self, chunks: Iterable[Sequence[MirrorRow]], *, delta: bool = True) -> list[Analysed]:
+        """Each chunk of rows tokenised into new slots (each chunk may be dropped after);
+        ``delta``: the new slots are delta slots (a catch-up), found by rowid until the
+        next freeze (a first build freezes them all into the base at once: no index)."""
         parts: list[Analysed] = []
         words = WordCodes()  # word -> code, for every chunk of this call
+        columns: list[tuple[SlotColumns, np.ndarray]] = []  # a first build's, appended at the end
         for chunk in chunks:
             blocks = analyse_rows(chunk, self.vocab, words)
-            self._register(chunk, blocks.doclen)
+            if len(chunk):
+                cols = self._register(chunk, blocks.doclen, delta)
+                if delta:  # a catch-up's few rows: every column complete after each chunk
+                    self._append_columns([cols])
+                else:
+                    columns.append(cols)
             parts.append(blocks)
+        self._append_columns(columns)
         return parts
 
     def _append_parts(self, parts: list[Analysed], *, fit: bool) -> None:
@@ -372,28 +381,39 @@ class Postings:
         out.resize(counts.shape[0], counts.shape[1])
         return out.tocsr()
 
-    def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray) -> None:
-        """Give ``rows`` the next slots: ids, hashes, codes, dates and tag slots
-        (:mod:`slot_columns`: built a column at a time, no loop per row)."""
+    def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray,
+                  delta: bool) -> tuple[SlotColumns, np.ndarray]:
+        """Give ``rows`` the next slots: ids, hashes, domains and tag slots now, the
+        numeric columns returned for :meth:`_append_columns` (:mod:`slot_columns`: built
+        a column at a time, no loop per row)."""
         first, n = len(self.ids), len(rows)
-        if not n:
-            return
         cols = slot_columns(rows, self.domains, first)
         self.domains.extend(cols.new_domains)
-        self._delta_slot_of.update(zip(cols.rowids.tolist(), range(first, first + n)))
+        if delta:
+            self._delta_slot_of.update(zip(cols.rowids.tolist(), range(first, first + n)))
         for tag, added in cols.tags.items():
             old = self.tags.get(tag)
             self.tags[tag] = added if old is None else np.concatenate([old, added])
         self.ids.extend(cols.ids)
         self.hashes.extend(cols.hashes)
+        return cols, doclen
+
+    def _append_columns(self, columns: Sequence[tuple[SlotColumns, np.ndarray]]) -> None:
+        """The numeric slot columns of :meth:`_register`'s chunks, each appended by one
+        concatenation (one per chunk copied every column so far again: a 1M tier's 25
+        chunks, ~10 columns of 8-byte values; issue 16, session 16)."""
+        if not columns:
+            return
         cat = np.concatenate
-        self.rowids = cat([self.rowids, cols.rowids])
-        self.alive = cat([self.alive, np.ones(n, dtype=bool)])
+        doclen = cat([d for _, d in columns])
+        self.rowids = cat([self.rowids, *(c.rowids for c, _ in columns)])
+        self.alive = cat([self.alive, np.ones(doclen.size, dtype=bool)])
         self.doclen = cat([self.doclen, doclen])
         for name in ("type_code", "severity_code", "origin_code", "domain_code",
                      "valid_from", "valid_until", "updated_at"):
-            setattr(self, name, cat([getattr(self, name), getattr(cols, name)]))
-        self.total_len += float(doclen.sum())
+            setattr(self, name, cat([getattr(self, name), *(getattr(c, name) for c, _ in columns)]))
+        for _, d in columns:  # chunk by chunk, as the sums were always added
+            self.total_len += float(d.sum())
 
     # -- queries ----------------------------------------------------------------------
     @property
