@@ -1,7 +1,9 @@
 """vault/latent.py + vault/mirror_cache.py: a large base saves its rows' latent vectors
-with V_k, and a search process reads both a row at a time (pread), never through the
-mapping: at 1,000,000 entries the mapped V_k was 71 MB resident (bench/README.md, issue
-16 round 6). The numbers are the ones projected from T in the building process."""
+with V_k, and a search process reads both a row at a time (pread) from a large cache
+file, never through the mapping: at 1,000,000 entries the mapped V_k was 71 MB resident
+(bench/README.md, issue 16 round 6); from a small one (``PREAD_ABOVE_BYTES``) through
+the mapping, with no system call (issue 16 session 16). The numbers are the ones
+projected from T in the building process."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import struct
 import numpy as np
 
 from tiervault.vault import latent as vlatent
+from tiervault.vault import mirror_cache
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
 from tiervault.vault.tfidf_rows import TfidfRows
@@ -56,6 +59,7 @@ def test_a_large_base_saves_its_latent_rows_and_a_search_reads_rows_not_the_mapp
         tmp_path, monkeypatch):
     db = tmp_path / "agent.db"
     words, want, want_other = build(db, monkeypatch)
+    monkeypatch.setattr(mirror_cache, "PREAD_ABOVE_BYTES", 0)  # every cache file counts as large
     assert sum(s is not None and s > 0 for s in want) >= 2
     with VaultManager.at({"agent": str(db)}) as m:
         p = m.store("agent").postings()
@@ -71,6 +75,31 @@ def test_a_large_base_saves_its_latent_rows_and_a_search_reads_rows_not_the_mapp
         # neither matrix was read through the mapping (V was checked whole on open before)
         assert resident_pages(p.latent_V.data.a) == 0
         assert resident_pages(p.latent_rows.data.a) == 0
+
+
+def test_a_small_cache_file_is_read_through_its_mapping_with_the_same_answers(tmp_path, monkeypatch):
+    db = tmp_path / "agent.db"
+    words, want, want_other = build(db, monkeypatch)
+    assert (tmp_path / "agent.db.postings.mirror").stat().st_size <= mirror_cache.PREAD_ABOVE_BYTES
+
+    def no_pread(*args, **kwargs):
+        raise AssertionError("a small cache file was read with a system call")
+
+    monkeypatch.setattr(os, "preadv", no_pread)
+    with VaultManager.at({"agent": str(db)}) as m:
+        p = m.store("agent").postings()
+        assert isinstance(p.latent_rows, vlatent.MatrixRows) and isinstance(p.latent_V, vlatent.MatrixRows)
+        assert m.store("agent").latent_scores(words[:5], IDS, K) == want  # bit for bit
+        assert m.store("agent").latent_scores(words[5:9], IDS[:3], K) == want_other
+        hits = m.store("agent").lexical_top_k(*_query(m, words[:3]), 10)  # postings columns too
+        assert hits and resident_pages(p.latent_V.data.a) > 0
+        assert resident_pages(p.W.indices.a) > 0
+
+
+def _query(m: VaultManager, words: list[str]) -> tuple:
+    from tiervault.vault.filters import Filters
+    lq = m.lexical_query(" ".join(words))
+    return lq.stems, lq.stats, Filters()
 
 
 def test_a_damaged_block_of_the_saved_latent_rows_rebuilds_the_mirror(tmp_path, monkeypatch, caplog):

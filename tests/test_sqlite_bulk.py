@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from tiervault.vault import connection
 from tiervault.vault.connection import TIER_CACHE_KIB
 from tiervault.vault.entry import Entry
 from tiervault.vault.sqlite_bulk import BULK_CACHE_KIB, BULK_WAL_PAGES
@@ -99,6 +100,25 @@ def test_a_tier_connection_keeps_a_small_page_cache_while_reading_a_large_tier(t
     assert used["opened"] > 0  # the counter belongs to the library this Python uses
     assert (tmp_path / "t.db").stat().st_size > 3 * 8_192 * 1024  # 3x the cache
     assert used["after"] - used["opened"] < (TIER_CACHE_KIB + 4_096) * 1024
+
+
+def test_a_small_tier_file_is_read_through_a_mapping_and_a_large_one_with_pread(tmp_path, monkeypatch):
+    """A tier file up to TIER_MMAP_BYTES when opened is read in place (``PRAGMA
+    mmap_size``: no ``pread`` a page, issue 16 session 16); a larger one as before, so
+    scattered row reads of a 1M tier do not make the file resident. Same rows either way."""
+    path = tmp_path / "t.db"
+    ids = [e.id for e in entries(300)]
+    with TierStore(path, name="agent") as store:
+        store.capture_many(entries(300))
+    answers = []
+    for limit, mapped in ((connection.TIER_MMAP_BYTES, connection.TIER_MMAP_BYTES),
+                          (path.stat().st_size - 1, 0), (0, 0)):
+        monkeypatch.setattr(connection, "TIER_MMAP_BYTES", limit)
+        with TierStore(path, name="agent") as store:
+            assert store.count() == 300
+            assert store.db.conn.execute("PRAGMA mmap_size").fetchone()[0] == mapped
+            answers.append((store.light_rows(ids), store.get_many(ids)))
+    assert answers[0] == answers[1] == answers[2] and len(answers[0][0]) == 300
 
 
 def secondary_indexes(conn) -> dict[str, tuple[int, str]]:

@@ -38,6 +38,14 @@ BUSY_RETRY_SECONDS = 60.0
 #: search process held 110 MB more after 230 queries and kept growing towards 192 MB
 #: (bench/README.md, issue 16 round 6); the b-trees' inner pages fit in far less.
 TIER_CACHE_KIB = 8_192
+#: A tier file of at most this many bytes when opened is read through a memory mapping
+#: of up to this size (``PRAGMA mmap_size``): SQLite then reads a page in place instead
+#: of copying it into its page cache with a ``pread`` system call (~14 a 100,000-entry
+#: scan, for the light rows; issue 16 session 16). A larger file keeps ``pread``: this
+#: kernel maps a file's page-cache folios up to 2 MB at a time, so scattered row reads
+#: would make much of a 1,000,000-entry tier file resident (issue 16 round 3, session 11).
+#: 0: never mapped.
+TIER_MMAP_BYTES = 256 << 20
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -161,6 +169,8 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA cache_size = {-TIER_CACHE_KIB}")
+        if _mappable(path):
+            conn.execute(f"PRAGMA mmap_size = {TIER_MMAP_BYTES}")
         conn.execute("PRAGMA temp_store = MEMORY")
         if version < SCHEMA_VERSION and not (read_only and version >= READABLE_FROM):
             if read_only:
@@ -178,6 +188,14 @@ def open_tier_connection(name: str, path: Path, *, read_only: bool, create: bool
         why = _open_failure(exc) if is_busy(exc) else f"cannot be opened: {exc}"
         raise TierUnavailable(name, str(path), why) from exc
     return conn
+
+
+def _mappable(path: Path) -> bool:
+    """Whether a tier file is small enough to be read through a mapping (TIER_MMAP_BYTES)."""
+    try:
+        return 0 < TIER_MMAP_BYTES and os.path.getsize(path) <= TIER_MMAP_BYTES
+    except OSError:  # gone or unreadable: SQLite reports it on the next statement
+        return False
 
 
 def _build_deferred_indexes(name: str, conn: sqlite3.Connection) -> None:

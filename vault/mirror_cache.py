@@ -63,6 +63,13 @@ CACHE_VERSION = 8
 _ROW_ARRAYS = ("rowids", "rowid_order", "alive", "doclen", "type_code", "severity_code",
                "origin_code", "domain_code", "valid_from", "valid_until", "updated_at")
 _TABLES = ("ids", "hashes", "terms")
+#: A cache file larger than this reads its postings columns, TF-IDF rows and latent
+#: rows with ``pread`` (checked_array.py: this kernel maps a file's page-cache folios
+#: up to 2 MB at a time, so a 1,000,000-entry process's queries would leave most of a
+#: ~200-440 MB file resident); a smaller one reads them through its mapping, with no
+#: system call (~34 ``preadv`` a 100,000-entry scan, 22-46 MB files; issue 16 session
+#: 16). A negative value: always ``pread``.
+PREAD_ABOVE_BYTES = 64 << 20
 
 
 class StoreFailure(Exception):
@@ -205,6 +212,7 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     if path is None or not path.exists():
         return None
     f = array_file.read(path)
+    read = path.stat().st_size > PREAD_ABOVE_BYTES  # columns by pread, else through the mapping
     meta = f.meta
     epoch = _epoch_if_ours(meta, store)
     if epoch is False:
@@ -219,20 +227,20 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     m.ids, m.hashes = (StringColumn(_string_table(f, p)) for p in ("ids", "hashes"))
     m.vocab = Vocabulary(_string_table(f, "terms"))
     n_terms = len(m.vocab)
-    # postings are read a column at a time with pread, not mapped (checked_array.py)
+    # postings are read a column at a time: with pread in a large file, else through the mapping
     m.W = Columns(f.array("W_indptr"),
-                  f.checked("W_indices", bounds=(0, max(base_rows, 1)), read=True),
-                  f.checked("W_data", read=True), base_rows,
-                  f.checked("W_counts", read=True))  # a column per term: slots, weights, TF-IDF counts
+                  f.checked("W_indices", bounds=(0, max(base_rows, 1)), read=read),
+                  f.checked("W_data", read=read), base_rows,
+                  f.checked("W_counts", read=read))  # a column per term: slots, weights, TF-IDF counts
     t_terms = int(meta["T_terms"])
     m.idf = f.array("idf")
     if m.idf.dtype != np.float64 or m.idf.ndim != 1 or m.idf.size < t_terms:
         raise ValueError("TF-IDF idf does not cover the TF-IDF terms")
-    counts = f.checked("T_counts", read=True)
+    counts = f.checked("T_counts", read=read)
     if counts.a.dtype.kind != "u":
         raise ValueError("TF-IDF counts are not unsigned integers")
     m.T = TfidfRows(f.array("T_indptr"),
-                    f.checked("T_indices", bounds=(0, max(t_terms, 1)), read=True),
+                    f.checked("T_indices", bounds=(0, max(t_terms, 1)), read=read),
                     counts, f.checked("T_norms"), m.idf.astype(np.float32),
                     t_terms)  # a row per slot: term ids, counts
     tag_indptr, tag_slots = f.array("tag_indptr"), f.array("tag_slots")
@@ -240,13 +248,13 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     validate_mirror(m, n_terms, tag_indptr, tag_slots, len(tag_names))
     m.tags = {t: tag_slots[tag_indptr[i]:tag_indptr[i + 1]] for i, t in enumerate(tag_names)}
     if "latent_V" in f.names():
-        V = f.checked("latent_V", read=True)
+        V = f.checked("latent_V", read=read)
         k = len(V) // max(t_terms, 1)
         if V.a.dtype != np.float32 or k < 1 or len(V) != t_terms * k:
             raise ValueError(f"latent V of {len(V)} values for {t_terms} TF-IDF terms")
         m.latent_V = latent.MatrixRows(V, k)
         if "latent_rows" in f.names():
-            rows = f.checked("latent_rows", read=True)
+            rows = f.checked("latent_rows", read=read)
             if rows.a.dtype != np.float32 or len(rows) != base_rows * k:
                 raise ValueError(f"{len(rows)} latent row values for {base_rows} rows of {k}")
             m.latent_rows = latent.MatrixRows(rows, k)
