@@ -157,3 +157,35 @@ def test_rows_summed_in_blocks_equal_the_chunk_summed_at_once(monkeypatch):
             for name in ("indptr", "tids", "packed", "doclen"):
                 a, b = getattr(p, name), getattr(q, name)
                 assert a.dtype == b.dtype and np.array_equal(a, b), (block, name)
+
+
+def test_assembled_through_the_narrow_and_the_wide_packing_alike(monkeypatch):
+    """The transposition carries 32-bit pairs when every weighted tf and count fits in
+    16 bits, else the 64-bit packing: the same postings, weights and counts either way
+    (the wide path forced here), and a row past 16 bits takes the wide one by itself."""
+    import tiervault.vault.mirror_analysis as mirror_analysis
+
+    rows = _rows(300, seed=6)
+    vocab, codes_of = Vocabulary(), WordCodes()
+    parts = [analyse_rows(rows[a:a + 70], vocab, codes_of) for a in range(0, len(rows), 70)]
+    n_terms = len(vocab)
+    assert mirror_analysis._packed_of_parts(parts, sum(p.packed.size for p in parts)).dtype == np.uint32
+    narrow = assemble(parts, n_terms)
+    monkeypatch.setattr(mirror_analysis, "_packed_of_parts",
+                        lambda ps, total: np.concatenate([p.packed for p in ps]))
+    wide = assemble(parts, n_terms)
+    monkeypatch.undo()
+    for a, b in ((narrow.w, wide.w), (narrow.c, wide.c)):
+        assert a.dtype == b.dtype and np.array_equal(a.indptr, b.indptr)
+        assert np.array_equal(a.indices, b.indices) and a.data.tobytes() == b.data.tobytes()
+    assert narrow.w_counts.dtype == wide.w_counts.dtype
+    assert narrow.w_counts.tobytes() == wide.w_counts.tobytes()
+    # 22,000 tokens of one word in the title (weight 10): a weighted tf past 65,535
+    big = [rows[0]._replace(title="retry " * 22_000), *rows[1:5]]
+    vocab = Vocabulary()
+    part = analyse_rows(big, vocab)
+    assert mirror_analysis._packed_of_parts([part], part.packed.size).dtype == np.int64
+    base = assemble([part], len(vocab))
+    tid = vocab.ids(["retri"])[0]
+    assert base.w[0, tid] >= 22_000 * FTS_WEIGHTS[1] and base.c[0, tid] >= 22_000
+    assert base.w_counts.dtype == np.uint16

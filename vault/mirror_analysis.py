@@ -209,15 +209,17 @@ def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
         offset += int(p.indptr[-1])
     indptr = np.concatenate(ptrs)
     tids = np.concatenate([p.tids for p in parts]) if parts else np.zeros(0, dtype=np.int32)
-    packed = np.concatenate([p.packed for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    packed = _packed_of_parts(parts, offset)
     c = _counts_of_parts(parts, n, n_terms)
     by_row = sp.csr_matrix((packed, tids, indptr), shape=(n, n_terms))
     del packed, tids
     by_col = by_row.tocsc()  # canonical: rows ascending in each column
     del by_row
-    # the halves read in place as 32-bit words (no 64-bit temporary of 10M+ entries each):
-    # both are < 2^32 and non-negative, so the same whole numbers as ``>> 32`` / ``& _LOW``
-    halves = by_col.data.view(np.uint32).reshape(-1, 2)
+    # the halves read in place as words of half the packed width (no temporary of 10M+
+    # wide values each): both halves are non-negative and fit, so the same whole numbers
+    # as ``>> 32`` / ``& _LOW`` of the int64 packing
+    half = np.uint16 if by_col.data.dtype == np.uint32 else np.uint32
+    halves = by_col.data.view(half).reshape(-1, 2)
     low, high = (0, 1) if sys.byteorder == "little" else (1, 0)
     count = halves[:, low]
     top = float(count.max()) if count.size else 0.0
@@ -225,3 +227,25 @@ def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
                       shape=(n, n_terms))
     w.has_sorted_indices = True
     return Assembled(w, count.astype(count_dtype(top)), c)
+
+
+_WIDE = ~np.int64(0x0000_FFFF_0000_FFFF)  # the bits of a packed pair past 16 bits a half
+
+
+def _packed_of_parts(parts: Sequence[Analysed], total: int) -> np.ndarray:
+    """The parts' packed pairs, in order, as ``uint32`` ``wtf << 16 | count`` when every
+    half fits in 16 bits (the usual case: a row's weighted term frequency and count of
+    one term under 65,536), else the ``int64`` ``wtf << 32 | count`` as they are: the
+    transposition then moves 4 bytes an entry, not 8, and the base's 30M+ entries need
+    half the fresh memory (1M team tier: ~240 MB less; issue 16, session 16)."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    if any(bool(np.bitwise_and(p.packed, _WIDE).any()) for p in parts):
+        return np.concatenate([p.packed for p in parts])
+    out = np.empty(total, dtype=np.uint32)
+    at = 0
+    for p in parts:
+        x = p.packed
+        out[at:at + x.size] = (x >> 16) | (x & 0xFFFF)  # wtf << 16 | count: both < 2^16
+        at += x.size
+    return out
