@@ -80,16 +80,6 @@ def main(argv: list[str] | None = None) -> int:
             yield gen, fetched(chunks)
 
     store_mod.TierStore.rows_in_chunks = timed_chunks
-    # Since issue 16 session 16 a first build reads TierStore.mirror_chunks (the long
-    # texts joined by SQLite, vault/mirror_read.py): timed the same way where it exists.
-    real_mirror_chunks = getattr(store_mod.TierStore, "mirror_chunks", None)
-    if real_mirror_chunks is not None:
-        @contextlib.contextmanager
-        def timed_mirror_chunks(self, size, block):
-            with real_mirror_chunks(self, size, block) as (gen, chunks):
-                yield gen, fetched(chunks)
-
-        store_mod.TierStore.mirror_chunks = timed_mirror_chunks
     wrap(postings, "analyse_rows", "row analysis (words -> codes, sums)")
     wrap(postings.Postings, "_register", "slot columns (_register)")
     wrap(postings, "assemble", "assemble (CSR -> CSC)")

@@ -37,17 +37,17 @@ def test_a_build_from_chunks_equals_one_from_the_whole_list(tmp_path, monkeypatc
     shutil.copy(tmp_path / "a.db", tmp_path / "b.db")
     monkeypatch.setattr(postings, "_CHUNK", 7)  # many chunks, the last one short
     seen = []
-    real = TierStore.mirror_chunks
+    real = TierStore.rows_in_chunks
 
-    def counted(self, size, block):
+    def counted(self, size):
         seen.append(size)
-        return real(self, size, block)
+        return real(self, size)
 
-    monkeypatch.setattr(TierStore, "mirror_chunks", counted)
+    monkeypatch.setattr(TierStore, "rows_in_chunks", counted)
     with TierStore(tmp_path / "a.db", name="t") as st:
         assert st.postings().base_rows == 300
     assert seen == [7]
-    monkeypatch.delattr(TierStore, "mirror_chunks")  # the contract's path: changes_since(-1)
+    monkeypatch.delattr(TierStore, "rows_in_chunks")  # the contract's path: changes_since(-1)
     with TierStore(tmp_path / "b.db", name="t") as st:
         assert st.postings().base_rows == 300
     a, b = _arrays(tmp_path / "a.db.postings.mirror"), _arrays(tmp_path / "b.db.postings.mirror")

@@ -34,12 +34,11 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from tiervault.vault.mirror_read import JOINED_FIELDS, MirrorChunk
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
-from tiervault.vault.word_codes import FieldTokens, JoinedTexts, WordCodes
+from tiervault.vault.word_codes import FieldTokens, WordCodes
 
 __all__ = ["Analysed", "Assembled", "analyse_rows", "assemble", "TEXT_FIELDS"]
 
@@ -145,31 +144,23 @@ def _learn(words: list[str], same: np.ndarray, vocab: Vocabulary) -> np.ndarray:
 
 
 def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
-                 words: WordCodes | None = None, joined: MirrorChunk | None = None) -> Analysed:
+                 words: WordCodes | None = None) -> Analysed:
     """The CSR block of ``rows``; new stems are added to ``vocab`` (the mirror's
     vocabulary, extended in place). ``words``: word -> code, shared by the chunks of
-    one build (it must have been filled against this ``vocab`` only). ``joined``: the
-    chunk ``rows`` came in (:mod:`mirror_read`), whose blocks carry the texts of its
-    joined fields (the rows hold ``""`` there); its blocks are the analysis's."""
+    one build (it must have been filled against this ``vocab`` only)."""
     n = len(rows)
     if n >= _MAX_ROWS:
         raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
     words = WordCodes() if words is None else words
-    block = BLOCK_ROWS if joined is None else joined.block
     # a column: an itemgetter mapped in C (zip(*rows) built all 14 columns: ~50 ms a chunk)
-    fields: list[Sequence[str | None] | JoinedTexts] = []
-    for name in TEXT_FIELDS:
-        if joined is not None and name in JOINED_FIELDS:
-            fields.append(JoinedTexts([t[JOINED_FIELDS.index(name)] for t in joined.texts], n))
-        else:
-            fields.append(list(map(itemgetter(_FIELD_AT[name]), rows)))
-    blocks = words.blocks(fields, lambda new, same: _learn(new, same, vocab), block)
+    fields = [list(map(itemgetter(_FIELD_AT[name]), rows)) for name in TEXT_FIELDS]
+    blocks = words.blocks(fields, lambda new, same: _learn(new, same, vocab), BLOCK_ROWS)
     n_terms = len(vocab)
     if n_terms > _MAX_TERMS:
         raise ValueError(f"{n_terms} terms: at most {_MAX_TERMS}")
     # Each block of rows is summed apart (its arrays still in cache): the keys are
     # row-major, so the blocks' sorted keys, one after another, are the chunk's.
-    parts = [_sums(tokens, min(block, n - i * block)) for i, tokens in enumerate(blocks)]
+    parts = [_sums(tokens, min(BLOCK_ROWS, n - i * BLOCK_ROWS)) for i, tokens in enumerate(blocks)]
     if len(parts) == 1:
         return parts[0]
     ptrs, offset = [np.zeros(1, dtype=np.int64)], 0

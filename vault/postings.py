@@ -49,8 +49,7 @@ from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import tfidf_rows
-from tiervault.vault.mirror_analysis import BLOCK_ROWS, Analysed, analyse_rows, assemble
-from tiervault.vault.mirror_read import MirrorChunk
+from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
 from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.slot_columns import SlotColumns, slot_columns
 from tiervault.vault.sparse_columns import Columns
@@ -164,10 +163,9 @@ class Postings:
 
     def _rebuild_now(self, store: Any) -> None:
         fresh = Postings()
-        # SQLite tiers: read as analysed, the long texts joined by SQLite (mirror_read.py)
-        in_chunks = getattr(store, "mirror_chunks", None)
+        in_chunks = getattr(store, "rows_in_chunks", None)  # SQLite tiers: read as analysed
         if in_chunks is not None:
-            with in_chunks(_CHUNK, BLOCK_ROWS) as (gen, chunks):
+            with in_chunks(_CHUNK) as (gen, chunks):
                 parts = fresh._analyse(chunks, delta=False)
         else:
             changes = store.changes_since(-1)  # -1: every row, including pre-v2 ones (gen 0)
@@ -325,18 +323,15 @@ class Postings:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
         self._append_parts(self._analyse(_chunks(rows)), fit=fit)
 
-    def _analyse(self, chunks: Iterable[Sequence[MirrorRow] | MirrorChunk], *,
-                 delta: bool = True) -> list[Analysed]:
+    def _analyse(self, chunks: Iterable[Sequence[MirrorRow]], *, delta: bool = True) -> list[Analysed]:
         """Each chunk of rows tokenised into new slots (each chunk may be dropped after);
         ``delta``: the new slots are delta slots (a catch-up), found by rowid until the
         next freeze (a first build freezes them all into the base at once: no index)."""
         parts: list[Analysed] = []
         words = WordCodes()  # word -> code, for every chunk of this call
         columns: list[tuple[SlotColumns, np.ndarray]] = []  # a first build's, appended at the end
-        for item in chunks:
-            joined = item if isinstance(item, MirrorChunk) else None
-            chunk = item.rows if isinstance(item, MirrorChunk) else item
-            blocks = analyse_rows(chunk, self.vocab, words, joined)
+        for chunk in chunks:
+            blocks = analyse_rows(chunk, self.vocab, words)
             if len(chunk):
                 cols = self._register(chunk, blocks.doclen, delta)
                 if delta:  # a catch-up's few rows: every column complete after each chunk

@@ -32,7 +32,6 @@ from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.link_graph import LinkGraphCache
 from tiervault.vault.maintenance import Maintenance, RepairReport
-from tiervault.vault.mirror_read import MirrorChunk, read_chunks
 from tiervault.vault.mirror_workers import MirrorJob, job_of
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
@@ -335,17 +334,6 @@ class TierStore:
             gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
             cur = conn.execute(f"SELECT {_MIRROR_COLUMNS} FROM entries ORDER BY rowid")
             yield gen, iter(lambda: list(map(tuple.__new__, repeat(MirrorRow), cur.fetchmany(size))), [])
-
-    @contextmanager
-    def mirror_chunks(self, size: int, block: int) -> Iterator[tuple[int, Iterator[MirrorChunk]]]:
-        """:meth:`rows_in_chunks`' rows with the long texts joined by SQLite a ``block`` of
-        rows at a time (vault/mirror_read.py: a first mirror build's read), one snapshot."""
-        with self.db.snapshot("read changes") as conn:
-            if conn is None:
-                yield 0, iter(())
-                return
-            gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
-            yield gen, read_chunks(conn, size, block)
 
     # -- lexical search -----------------------------------------------------------------
     def postings(self) -> Postings:

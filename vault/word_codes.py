@@ -41,7 +41,7 @@ import numpy as np
 
 from tiervault.vault.tokenizer import SEP, split_words
 
-__all__ = ["FieldTokens", "JoinedTexts", "KeyTable", "Learn", "WordCodes", "UNKNOWN", "SHORT"]
+__all__ = ["FieldTokens", "KeyTable", "Learn", "WordCodes", "UNKNOWN", "SHORT"]
 
 UNKNOWN = -3  # a word not coded yet (never a code: codes are >= -1)
 SHORT = 8  # bytes: a token this long or shorter is its own uint64 key
@@ -76,27 +76,25 @@ class WordCodes:
         self.codes_of: dict[str, int] = {}
         self.table = KeyTable()
 
-    def chunk(self, fields: Sequence["Sequence[str | None] | JoinedTexts"], learn: Learn) -> list[FieldTokens]:
+    def chunk(self, fields: Sequence[Sequence[str | None]], learn: Learn) -> list[FieldTokens]:
         """The tokens of each field of one chunk (``fields[f][row]``: a text or None);
         ``learn(words, same)`` gives the codes of the words never seen before (``same``:
         the words known to be their own FTS5 term)."""
         return self.blocks(fields, learn, max((len(f) for f in fields), default=0) or 1)[0]
 
-    def blocks(self, fields: Sequence["Sequence[str | None] | JoinedTexts"], learn: Learn,
+    def blocks(self, fields: Sequence[Sequence[str | None]], learn: Learn,
                block: int) -> list[list[FieldTokens]]:
         """:meth:`chunk`'s tokens by blocks of ``block`` rows: ``out[b][f]`` holds field
         ``f``'s tokens of rows ``b * block ...`` (their rows counted from the block's
         first). The words new to the build are still learned once for the whole chunk
-        (the same set, so the same codes and term ids as :meth:`chunk`). A field given
-        as :class:`JoinedTexts` has its texts joined a block of ``block`` rows at a time.
+        (the same set, so the same codes and term ids as :meth:`chunk`).
 
         Why blocks: a 20,000-row chunk's token arrays are ~10 MB each, past the 4 MiB L2;
         a block's stay in cache through the dozen NumPy passes made over them (issue 16,
         session 14: the row analysis ~13% less CPU with blocks of 5,000 rows)."""
         n = max((len(f) for f in fields), default=0)
         starts = list(range(0, n, block)) or [0]
-        per_block = [[texts.split(i, block) if isinstance(texts, JoinedTexts) else
-                      _split_field(texts[a:a + block]) for texts in fields] for i, a in enumerate(starts)]
+        per_block = [[_split_field(texts[a:a + block]) for texts in fields] for a in starts]
         split = [s for blk in per_block for s in blk]
         width = len(fields)
         short_codes = [self.table.get(s.keys) for s in split]
@@ -229,27 +227,6 @@ class KeyTable:
             keys, codes, slot = keys[lost], codes[lost], (slot[lost] + 1) & mask
 
 
-@dataclass(frozen=True, slots=True)
-class JoinedTexts:
-    """One field's texts of a chunk of ``rows`` rows, a block at a time (vault/mirror_read.py):
-    ``blocks[b]`` the block's texts joined by NUL (none of them holding NUL), or their list."""
-
-    blocks: list["str | list[str | None]"]
-    rows: int
-
-    def __len__(self) -> int:
-        return self.rows
-
-    def split(self, b: int, block: int) -> "_Split":
-        """Block ``b``'s tokens, as :func:`_split_field` of its texts gives them."""
-        texts = self.blocks[b]
-        if not isinstance(texts, str):
-            return _split_field(texts)
-        if texts.isascii():  # one NUL between two texts: the join _split_field makes
-            return _split_ascii_texts(texts)
-        return _split_field(texts.split(SEP))
-
-
 @dataclass(slots=True)
 class _Split:
     keys: np.ndarray  # uint64: the short tokens' keys
@@ -291,11 +268,6 @@ def _split_field(texts: Sequence[str | None]) -> _Split:
         words = words + [w for ws in extra for w in ws]
         word_rows = np.concatenate([word_rows, np.repeat(np.array(odd, dtype=np.int64),
                                                          [len(ws) for ws in extra])])
-    return _Split(keys, key_rows, words, word_rows)
-
-
-def _split_ascii_texts(plain: str) -> _Split:
-    keys, key_rows, words, word_rows = _split_ascii(plain)
     return _Split(keys, key_rows, words, word_rows)
 
 
