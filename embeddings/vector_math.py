@@ -6,6 +6,7 @@ benchmarks.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -25,6 +26,14 @@ __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_i
 _BLOCK_ROWS = 512
 # Below this many rows per thread, a thread costs more than it saves.
 _MIN_ROWS_PER_THREAD = 32_768
+# SimSIMD's int8 scan: split over threads only from this many rows, in claims of
+# _CLAIM_ROWS (6 MB of 384-d codes, ~0.5 ms). bench/codes_pages.py --threads 2 (issue
+# 16, session 16; the bench builds' codes in 2 MiB pages, cold): the 1M build's tiers
+# (205K-494K rows) 32.1 -> 23.4 ms wall for the three at load ~2.5 (16.3-17.3 ms on a
+# free core); the 100K build's (21K-49K rows) 3.30 -> 3.81: slower. No size between
+# was measured; 8 claims is the judgement between the two.
+_CLAIM_ROWS = 16_384
+_MIN_ROWS_TO_SPLIT = 8 * _CLAIM_ROWS
 
 
 class Int8Codes(NamedTuple):
@@ -273,6 +282,8 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
     float32 ``einsum`` over 4x fewer bytes here), the query is quantized too,
     ``q ~= b * r`` (``b = max|q_j| / 127``), and ``s_i ~= a_i * b * sum_j c_ij r_ij``
     in exact integer arithmetic. Without it: :func:`int8_scores` (f32 query, b = 0).
+    A large base (``_MIN_ROWS_TO_SPLIT`` rows) with ``threads`` > 1 is scanned by
+    :func:`_claimed_dots`: the memory-bound scan reads on two cores (same numbers).
     """
     global _LAST_CODE
     simd = _simsimd()
@@ -295,12 +306,45 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
         # of its own, so every such call takes one from None and a long-running
         # process dies in none_dealloc (tests/test_vector_delta.py checks the count).
         # Its own result is a writable buffer: viewed, not copied (~20 us at 50K rows).
-        scores = np.asarray(simd.cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
+        if threads > 1 and codes.shape[0] >= _MIN_ROWS_TO_SPLIT:
+            scores = _claimed_dots(simd, qcodes, codes, threads)
+        else:
+            scores = np.asarray(simd.cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
     else:
         scores = np.empty(0, dtype=np.float32)
     scores *= scale
     scores *= np.float32(b)
     return scores, QueryCode(l1, b, resid, q.shape[0])
+
+
+def _claimed_dots(simd, qcodes: np.ndarray, codes: np.ndarray, threads: int) -> np.ndarray:
+    """SimSIMD's i8 ``dot`` of the query codes with every row of ``codes``, the rows in
+    claims of ``_CLAIM_ROWS`` taken in turn by the calling thread and up to ``threads - 1``
+    pool threads (SimSIMD releases the GIL): ``out[s:e] = dot(r, c_s..c_e)``, the numbers
+    of one call over all rows (each row's product is its own). A pool thread that has
+    not started when the caller has claimed every chunk is cancelled, so with no core
+    free the scan costs one thread's work plus at most one claim's wait."""
+    n = codes.shape[0]
+    out = np.empty(n, dtype=np.float32)
+    chunks = -(-n // _CLAIM_ROWS)
+    claims = itertools.count()  # next() is one C call: each claim goes to one thread
+
+    def work() -> None:
+        for i in claims:
+            if i >= chunks:
+                return
+            s = i * _CLAIM_ROWS
+            out[s:s + _CLAIM_ROWS] = np.asarray(
+                simd.cdist(qcodes, codes[s:s + _CLAIM_ROWS], metric="dot", out_dtype="float32"))[0]
+
+    helpers = [_executor().submit(work) for _ in range(min(threads, chunks) - 1)]
+    try:
+        work()
+    finally:
+        for f in helpers:
+            if not f.cancel():
+                f.result()
+    return out
 
 
 def int8_error(scale: np.ndarray | float, l1: np.ndarray | float, qc: QueryCode) -> np.ndarray | float:

@@ -361,3 +361,62 @@ def test_int8_bound_holds_and_is_tighter_for_sparse_queries() -> None:
     eps = vector_math.int8_error(bounds[0], bounds[1], qc)
     l1_only = bounds[0] * (qc.l1 / 2) + bounds[1] * (qc.b / 2) + 1e-4
     assert np.median(eps) < 0.75 * np.median(l1_only)
+
+
+@pytest.mark.skipif(not vector_math.simd_available(), reason="needs the simd extra (CI installs it)")
+@pytest.mark.parametrize("rows", [7 * 512, 7 * 512 + 1, 8 * 512 + 300, 40 * 512 + 17])
+def test_a_large_int8_scan_split_over_threads_gives_the_same_numbers(monkeypatch, rows: int) -> None:
+    """The claims of a split scan (_claimed_dots) cover every row once, in place: the
+    scores equal one SimSIMD call's bit for bit, below and above the split size, with a
+    last claim short or whole."""
+    monkeypatch.setattr(vector_math, "_CLAIM_ROWS", 512)
+    monkeypatch.setattr(vector_math, "_MIN_ROWS_TO_SPLIT", 8 * 512)
+    rng = np.random.default_rng(rows)
+    m = vector_math.l2_normalize(rng.standard_normal((rows, 48)).astype(np.float32))
+    codes, bounds = vector_math.int8_codes(m)
+    calls: list[int] = []
+    real = vector_math._claimed_dots
+    monkeypatch.setattr(vector_math, "_claimed_dots", lambda *a: calls.append(1) or real(*a))
+    for seed in range(3):
+        q = rng.standard_normal(48).astype(np.float32)
+        q /= np.float32(np.linalg.norm(q))
+        one, qc1 = vector_math.int8_approx(codes, bounds[0], q, threads=1)
+        two, qc2 = vector_math.int8_approx(codes, bounds[0], q, threads=2)
+        assert one.tobytes() == two.tobytes() and qc1 == qc2
+    assert len(calls) == (3 if rows >= 8 * 512 else 0)
+
+
+@pytest.mark.skipif(not vector_math.simd_available(), reason="needs the simd extra (CI installs it)")
+def test_a_split_scan_does_not_wait_for_a_pool_thread_that_never_started(monkeypatch) -> None:
+    """With the pool's only thread busy elsewhere, the caller claims every chunk itself
+    and returns (the queued helper is cancelled, not awaited): the same numbers."""
+    import threading
+
+    monkeypatch.setattr(vector_math, "_CLAIM_ROWS", 256)
+    monkeypatch.setattr(vector_math, "_MIN_ROWS_TO_SPLIT", 256)
+    rng = np.random.default_rng(5)
+    m = vector_math.l2_normalize(rng.standard_normal((5000, 32)).astype(np.float32))
+    codes, bounds = vector_math.int8_codes(m)
+    q = rng.standard_normal(32).astype(np.float32)
+    q /= np.float32(np.linalg.norm(q))
+    pool = vector_math._executor()
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def block() -> None:
+        started.release()
+        release.wait(30)
+
+    for _ in range(pool._max_workers):
+        pool.submit(block)
+    try:
+        for _ in range(pool._max_workers):
+            assert started.acquire(timeout=10)
+        done = threading.Event()
+        got: list[np.ndarray] = []
+        worker = threading.Thread(target=lambda: (got.append(
+            vector_math.int8_approx(codes, bounds[0], q, threads=2)[0]), done.set()))
+        worker.start()
+        assert done.wait(10), "the split scan waited for a pool thread that never started"
+        assert got[0].tobytes() == vector_math.int8_approx(codes, bounds[0], q, threads=1)[0].tobytes()
+    finally:
+        release.set()
