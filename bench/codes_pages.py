@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="also time the 2 MiB copies over this many threads: SimSIMD's own "
                          "(cdist threads=N) and N Python threads each scoring a contiguous part")
+    ap.add_argument("--claim-rows", type=int, default=0,
+                    help="with --threads: also the library's split scan (vector_math._claimed_dots) "
+                         "with claims of this many rows")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import simsimd
@@ -89,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads > 1:
         kernels[f"anon_2m_simsimd_threads{args.threads}"] = (variants["anon_2m"], own_threads)
         kernels[f"anon_2m_split{args.threads}"] = (variants["anon_2m"], split)
+        if args.claim_rows:
+            from tiervault.embeddings import vector_math
+
+            vector_math._CLAIM_ROWS = args.claim_rows
+            kernels[f"anon_2m_claims{args.claim_rows}x{args.threads}"] = (
+                variants["anon_2m"], lambda c: vector_math._claimed_dots(simsimd, qc, c, args.threads))
     times: dict[str, list[float]] = {k: [] for k in kernels}
     cpu: dict[str, list[float]] = {k: [] for k in kernels}  # the process's, every thread's
     for _ in range(args.rounds):
