@@ -4,11 +4,14 @@
         [--queries 900] [--flip] [--json out.json]
 
 ``W1``, ``W2``, ...: copies of one ``bench/run.py`` build (``tiers/*.db``), one a variant.
-Variants: ``none`` -- both mappings off, as before session 16: ``connection.TIER_MMAP_BYTES
+Variants: ``none`` -- every mapping off, as before session 16: ``connection.TIER_MMAP_BYTES
 = 0`` (SQLite reads pages with ``pread``) and ``mirror_cache.PREAD_ABOVE_BYTES = -1`` (the
 mirror's postings columns, TF-IDF and latent rows read with ``preadv``); ``sqlite`` /
 ``mirror``: one of them on (this checkout's value: a tier file up to 256 MiB, a cache file
-up to 64 MiB read through its mapping); ``both``: this checkout's defaults. Each brain is
+up to 64 MiB read through its mapping); ``both``: the two (this checkout's defaults); ``all``: also
+a compressed vector base's float32 file up to 128 MiB read through its mapping where
+rescored (``vector_base.PREAD_ABOVE_BYTES``, off by default: it matters with ``--hybrid``,
+hybrid scans with run.py's hash embedder). Each brain is
 warmed (30 scans: its mirrors load then, under its own settings), then each new bench
 query is timed (process CPU of ``search_intelligent(mode="scan")``) on one brain, the
 brains taken in turn by query (``--flip``: in reverse order), in two conditions alternating
@@ -32,9 +35,14 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
-from bench.phases import query_kwargs, write_config  # noqa: E402
+from bench.phases import open_hybrid_brain, query_kwargs, write_config  # noqa: E402
 
 SPIN_S = 0.015
+#: ``--hybrid``: the bench's hash embedder's dimensions (run.py's default)
+HYBRID_DIM = 384
+VARIANTS = ("none", "sqlite", "mirror", "both", "all")
+#: ``all``: a compressed vector base's float32 file up to this size read through its mapping
+VECTOR_MAP_BYTES = 128 << 20
 
 
 def _syscr() -> int:
@@ -48,38 +56,43 @@ def process_mb(*keys: str) -> dict[str, float]:
                 if line.startswith(k + ":")}
 
 
-def open_brain(workdir: Path, variant: str) -> Any:
-    """A Brain on ``workdir``, its tier files and mirror caches mapped as ``variant`` says, warmed."""
+def open_brain(workdir: Path, variant: str, hybrid: bool = False) -> Any:
+    """A Brain on ``workdir``, its tier files, mirror caches and float32 vector files
+    mapped as ``variant`` says, warmed (``hybrid``: with the bench's hash embedder)."""
     from tiervault.brain.brain import Brain
+    from tiervault.embeddings import vector_base
     from tiervault.vault import connection, mirror_cache
-    saved = connection.TIER_MMAP_BYTES, mirror_cache.PREAD_ABOVE_BYTES
-    if variant not in ("sqlite", "both"):
+    saved = connection.TIER_MMAP_BYTES, mirror_cache.PREAD_ABOVE_BYTES, vector_base.PREAD_ABOVE_BYTES
+    if variant not in ("sqlite", "both", "all"):
         connection.TIER_MMAP_BYTES = 0
-    if variant not in ("mirror", "both"):
+    if variant not in ("mirror", "both", "all"):
         mirror_cache.PREAD_ABOVE_BYTES = -1
+    vector_base.PREAD_ABOVE_BYTES = VECTOR_MAP_BYTES if variant == "all" else -1
     try:
-        brain = Brain.open(write_config(workdir))
-        for q in queries(30, 8):  # mirrors load (and connections open) under these settings
+        brain = open_hybrid_brain(workdir, HYBRID_DIM) if hybrid else Brain.open(write_config(workdir))
+        for q in queries(30, 8):  # mirrors and vectors load (connections open) under these settings
             brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
     finally:
-        connection.TIER_MMAP_BYTES, mirror_cache.PREAD_ABOVE_BYTES = saved
+        connection.TIER_MMAP_BYTES, mirror_cache.PREAD_ABOVE_BYTES, vector_base.PREAD_ABOVE_BYTES = saved
     return brain
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, action="append", required=True, help="one per variant")
-    ap.add_argument("--variants", default="none,both", help="of none, sqlite, mirror, both")
+    ap.add_argument("--variants", default="none,both", help="of " + ", ".join(VARIANTS))
+    ap.add_argument("--hybrid", action="store_true", help="hybrid scans (the build must hold vectors)")
     ap.add_argument("--queries", type=int, default=900)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--flip", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     names = args.variants.split(",")
-    if len(names) != len(args.workdir) or not set(names) <= {"none", "sqlite", "mirror", "both"}:
-        ap.error("one --workdir per variant, variants of none, sqlite, mirror, both")
-    out: dict[str, Any] = {"load_before": load_avg(), "queries": args.queries, "flip": args.flip}
-    brains = {v: open_brain(w, v) for v, w in zip(names, args.workdir)}
+    if len(names) != len(args.workdir) or not set(names) <= set(VARIANTS):
+        ap.error("one --workdir per variant, variants of " + ", ".join(VARIANTS))
+    out: dict[str, Any] = {"load_before": load_avg(), "queries": args.queries, "flip": args.flip,
+                           "hybrid": args.hybrid}
+    brains = {v: open_brain(w, v, args.hybrid) for v, w in zip(names, args.workdir)}
     turn = names[::-1] if args.flip else names
 
     def scan(v: str, q: dict[str, Any]) -> None:

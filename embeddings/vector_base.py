@@ -16,12 +16,13 @@ it, so a federated search rescores several tiers' scans at once). The test runs 
 one compare of every ``a_i`` with ``s_k - max eps``, then the few rows passing it
 against their own ``eps_i`` (the bound's full array is never built).
 
-The float32 rows of a compressed base that is a file mapping are read with
+The float32 rows of a compressed base that is a large file mapping are read with
 ``pread`` where they are rescored (and by :meth:`BaseScan.rows`), never through
 the mapping: the process's resident set then holds the codes (1 byte a
 component), not the float32 pages of every row ever rescored (at 1,000,000 rows
 most of 1.5 GB after a few hundred queries). A few hundred ``pread`` calls cost
-~0.1-0.4 ms per query here; a float32 base keeps its mapping (it scans every page).
+~0.1-0.4 ms per query here (``PREAD_ABOVE_BYTES`` can trade them for memory); a
+float32 base keeps its mapping (it scans every page).
 """
 
 from __future__ import annotations
@@ -53,6 +54,13 @@ __all__ = ["BaseScan"]
 _GATHER_SHARE = 4
 # Rows gathered at a time: 16,384 x 384 B of int8 codes = 6 MB of copies.
 _GATHER_BLOCK = 16_384
+#: A compressed base's float32 file of more than this many bytes is read with ``pread``
+#: where rescored; one of at most this many through its mapping, with no system call a
+#: row. Negative (the default): always ``pread``. Measured at 100,000 entries with
+#: 128 MiB (issue 16 session 16, bench/README.md): ~100 system calls and 0.1-0.4 ms
+#: less a hybrid scan, but +146 MB peak RSS (this kernel maps the file's page-cache
+#: folios up to 2 MB at a time: the rows rescored at random made the files resident).
+PREAD_ABOVE_BYTES = -1
 
 
 class BaseScan:
@@ -181,9 +189,10 @@ class _RowFile:
 
     @classmethod
     def of(cls, matrix: np.ndarray) -> _RowFile | None:
-        """A reader when ``matrix`` is a C-ordered float32 ``np.memmap`` of a file."""
+        """A reader when ``matrix`` is a C-ordered float32 ``np.memmap`` of a file larger
+        than ``PREAD_ABOVE_BYTES`` (a smaller one is read through the mapping)."""
         if not (isinstance(matrix, np.memmap) and matrix.filename and matrix.dtype == np.float32
-                and matrix.ndim == 2 and matrix.flags.c_contiguous):
+                and matrix.ndim == 2 and matrix.flags.c_contiguous and matrix.nbytes > PREAD_ABOVE_BYTES):
             return None
         return cls(str(matrix.filename), int(matrix.offset), matrix.shape)
 

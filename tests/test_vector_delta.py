@@ -9,6 +9,7 @@ never written and never copied.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiervault.embeddings import index as index_module
-from tiervault.embeddings import vector_math
+from tiervault.embeddings import vector_base, vector_math
 from tiervault.embeddings.index import VectorIndex
 from tiervault.embeddings.vector_math import int8_codes, quantize_int8
 
@@ -200,6 +201,7 @@ def test_int8_scans_keep_the_reference_count_of_none() -> None:
 
 
 def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(vector_base, "PREAD_ABOVE_BYTES", 0)  # every file counts as large
     rng = np.random.default_rng(8)
     m = rng.standard_normal((300, DIM)).astype(np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
@@ -221,6 +223,32 @@ def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path, monkey
     snap_ids, snap = index.snapshot()
     assert snap_ids.tolist() == ids and np.array_equal(snap, m)
     assert resident_kb(path) == 0  # no page of the float32 file was read through the mapping
+
+
+def test_a_small_compressed_mapped_base_reads_float32_rows_through_its_mapping(tmp_path, monkeypatch) -> None:
+    """Up to ``PREAD_ABOVE_BYTES``, when set (issue 16 session 16: off by default), no row
+    is read with a system call; the answers are the same, bit for bit."""
+    monkeypatch.setattr(vector_base, "PREAD_ABOVE_BYTES", 128 << 20)
+    rng = np.random.default_rng(9)
+    m = rng.standard_normal((300, DIM)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    path = tmp_path / "m.npy"
+    np.save(path, m)
+    assert m.nbytes <= vector_base.PREAD_ABOVE_BYTES
+
+    def no_pread(*args, **kwargs):
+        raise AssertionError("a small file's row was read with a system call")
+
+    monkeypatch.setattr(os, "pread", no_pread)
+    index = VectorIndex.build([f"r{i}" for i in range(300)], np.load(path, mmap_mode="r"),
+                              normalized=True, dtype="int8", codes=int8_codes(m))
+    exact = VectorIndex.build([f"r{i}" for i in range(300)], m, dtype="float32", normalized=True)
+    for _ in range(5):
+        q = rng.standard_normal(DIM)
+        got, want = index.search(q, 7), exact.search(q, 7)
+        assert got[0].tolist() == want[0].tolist() and np.array_equal(got[1], want[1])  # bit for bit
+    np.testing.assert_array_equal(index.vectors_for(["r5", "r299"]), m[[5, 299]])
+    assert resident_kb(path) > 0  # read through the mapping
 
 
 def resident_kb(path) -> int:
