@@ -173,15 +173,27 @@ def analyse_rows(rows: Sequence[MirrorRow], vocab: Vocabulary,
 
 def _sums(tokens: Sequence[FieldTokens], n: int) -> Analysed:
     """The CSR block of ``n`` rows from their fields' tokens (rows counted from 0)."""
-    keys, doc_parts = [], []
-    for col, field in enumerate(tokens):
-        keep = field.codes >= 0
-        codes, doc = field.codes[keep], field.rows[keep]
-        doc_parts.append(doc)
-        # row, term id (code >> 1), column, stop-word bit (code & 1)
-        keys.append((doc << 36) | ((codes >> 1) << 4) | (col << 1) | (codes & 1))
-    key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
-    doclen = np.bincount(np.concatenate(doc_parts), minlength=n).astype(np.float32)
+    fields = []
+    for field in tokens:
+        codes, doc = field.codes, field.rows
+        if codes.size and int(codes.min()) < 0:  # a word without a term (rare): left out
+            keep = codes >= 0
+            codes, doc = codes[keep], doc[keep]
+        fields.append((codes, doc))
+    # row, term id (code >> 1), column, stop-word bit (code & 1), written in place into
+    # one array (no temporary per operation, no concatenation of the fields' keys)
+    key = np.empty(sum(c.size for c, _ in fields), dtype=np.int64)
+    at = 0
+    doclen = np.zeros(n, dtype=np.int64)
+    for col, (codes, doc) in enumerate(fields):
+        part = key[at:at + codes.size]
+        at += codes.size
+        np.right_shift(codes, 1, out=part)
+        part <<= 4
+        part |= doc << 36
+        part |= (codes & 1) | (col << 1)
+        doclen += np.bincount(doc, minlength=n)
+    doclen = doclen.astype(np.float32)
     key.sort()
     pair = key >> 4
     if key.size:
