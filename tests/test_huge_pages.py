@@ -259,7 +259,8 @@ def test_mirror_workers_start_without_the_restart_settings(tmp_path: Path,
     outcomes = run_jobs([MirrorJob("team", str(db), 1)], 1, python=str(fake))
     assert not outcomes[0].ok
     env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
-    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2"
+    # the user's own tunable stays; a worker adds glibc's heap only (mirror_workers.heap_only)
+    assert env["GLIBC_TUNABLES"] == ":".join(["glibc.malloc.arena_max=2", *mirror_workers.HEAP_TUNABLES])
     assert "PYTHONMALLOC" not in env and hp.MARKER not in env
     assert env["TIERVAULT_MIRROR_WORKERS"] == "0" and env[mirror_workers.HUGEPAGE_ENV] == "0"
     # a user who set huge pages themselves (no restart) keeps them in the workers too

@@ -21,7 +21,7 @@ import pytest
 from tiervault.vault import array_file, mirror_workers
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
-from tiervault.vault.mirror_workers import MirrorJob, build_missing, plan, run_jobs
+from tiervault.vault.mirror_workers import MirrorJob, build_missing, heap_only, plan, run_jobs
 
 TIERS = ("agent", "project", "team")
 WORDS = [f"w{i:03d}x" for i in range(300)] + ["retry", "timeout", "cache", "error", "the"]
@@ -202,6 +202,42 @@ def test_workers_run_with_idle_blas_threads_asleep_unless_the_user_chose(tiers, 
     run_jobs(jobs, 1, python=str(fake))
     env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
     assert env[mirror_workers.BLAS_SPIN_ENV] == "20" and env[mirror_workers.HUGEPAGE_ENV] == "1"
+
+
+def test_workers_allocate_from_glibcs_heap_unless_the_user_chose(tiers, tmp_path, monkeypatch):
+    """A worker's GLIBC_TUNABLES: no mmap'd blocks and no trim (freed arrays reused, not
+    faulted in again), each tunable only where the user set none; none added when the
+    user put glibc's heap on huge pages. A real program records its environment."""
+    record = tmp_path / "env.txt"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\nenv > {record}\nexit 1\n")
+    fake.chmod(0o755)
+    jobs = [MirrorJob("team", str(tiers / "team.db"), 1)]
+
+    def tunables() -> str:
+        run_jobs(jobs, 1, python=str(fake))
+        env = dict(line.split("=", 1) for line in record.read_text().splitlines() if "=" in line)
+        return env.get("GLIBC_TUNABLES", "")
+
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert tunables() == "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_max=7:glibc.malloc.arena_max=2")
+    assert tunables() == "glibc.malloc.mmap_max=7:glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=68719476736"
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
+    assert tunables() == "glibc.malloc.hugetlb=1"
+    # the heap-only worker builds the same mirror as one with glibc's defaults
+    from tiervault.vault import postings
+
+    d1, d2 = copy_of(tiers, tmp_path / "heap"), copy_of(tiers, tmp_path / "plain")
+    for cache in [*d1.glob("*.postings.mirror"), *d2.glob("*.postings.mirror")]:
+        cache.unlink()
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    for d, env in ((d1, heap_only(dict(os.environ))), (d2, dict(os.environ))):
+        proc = subprocess.run([sys.executable, "-c", mirror_workers._WORKER_CODE, str(postings.__file__),
+                               str(d / "team.db"), "team"], env={**env, "TIERVAULT_MIRROR_WORKERS": "0"},
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    assert (d1 / "team.db.postings.mirror").read_bytes() == (d2 / "team.db.postings.mirror").read_bytes()
 
 
 def test_forked_shares_answer_apart_and_a_failing_share_fails_alone(tiers, tmp_path):
