@@ -60,6 +60,10 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     ctx.qvec = modulating.shifted_query(brain, evidence.query_vector(brain, ctx.query), mods,
                                         ctx.tiers)
     ctx.weights = brain.weights(hybrid=ctx.qvec is not None)
+    if ctx.qvec is not None:
+        # the vector leg's int8 scan read on the scan pool's thread while the lexical leg
+        # runs here (embeddings/dot_job.py; the same numbers whoever computes them)
+        brain.vectors.prefetch(ctx.qvec, [t.name for t in manager.ordered(ctx.tiers)])
     fetch = mods.pool or max(cfg.fetch_factor * ctx.limit, cfg.min_fetch)
     lexical_text = _lexical_text(ctx.query, cfg)
     cands = manager.search(lexical_text, filters=ctx.filters, limit=fetch, tiers=ctx.tiers)

@@ -40,6 +40,11 @@ class VectorSource(Protocol):
         """The (n, dim) unit vectors of ``ids`` in ``tier`` (NaN rows where an entry has
         none; None when the tier has no vectors), so re-rankers can see candidates."""
 
+    def prefetch(self, query_vector: np.ndarray, tiers: Sequence[str]) -> bool:
+        """A hint that :meth:`search` of ``query_vector`` over ``tiers`` comes next: a
+        source may start its scan in the background (the Brain does its lexical work
+        meanwhile). Must not change any answer; may do nothing (then False)."""
+
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str],
                filters: Filters) -> list[VectorMatch]:
         """Top ``k`` entries by ``cosine * tier weight`` over ``tiers``, filters applied

@@ -356,6 +356,11 @@ class VectorIndex:
                 scan.add_tail(drows[pick] + nb, ds[pick])  # after the base's: ties keep row order
             return scan
 
+    def prefetch_codes(self) -> np.ndarray | None:
+        """The int8 codes :meth:`scan` reads whole, if another thread may (``threads`` > 1)."""
+        with self._lock:
+            return self._scan.codes if self.dtype == "int8" and self.threads > 1 else None
+
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
         """The ids of ``rows`` (an object array of ``str``)."""
         with self._lock:

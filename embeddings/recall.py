@@ -53,7 +53,7 @@ from tiervault.embeddings.index import VectorIndex
 from tiervault.embeddings.slot_map import SlotMap, allowed_rows, kept_plan, ids_by_slot, rows_by_slot
 from tiervault.embeddings.tier_scan import TierScan, rescore_federated
 from tiervault.embeddings.vector_cache import CACHE_VERSION, cache_paths, read_cache, tier_epoch, write_cache
-from tiervault.embeddings.vector_math import Int8Codes, simd_available
+from tiervault.embeddings.vector_math import Int8Codes, prefetch_int8, simd_available, unit_query
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
 from tiervault.vault.filters import Filters
 from tiervault.vault.string_table import StringTable
@@ -134,6 +134,26 @@ class VectorRecall:
             kept = _dedup(hits, k)
         return ([h.id for h in kept], [h.tier for h in kept],
                 np.array([h.cosine for h in kept], dtype=np.float32))
+
+    def prefetch(self, query_vec: np.ndarray, tiers: Sequence[str] | None = None) -> bool:
+        """Start reading the int8 codes of ``tiers``' bases for ``query_vec`` on the scan
+        pool (``vector_math.prefetch_int8``), for a :meth:`search` with the same vector
+        soon after: the caller does other work meanwhile (the Brain: its lexical leg). Only
+        indexes already open, at their current base (nothing read, refreshed or checked: a
+        search that scans other codes, or another query, computes its own). True if
+        something was started."""
+        q = _query(query_vec)
+        unit, bases = None, []
+        for tier in self.manager.ordered(tiers):
+            state = self._tiers.get(tier.name)
+            index = state.index if state is not None else None
+            if index is None or index.dim != q.shape[0]:
+                continue
+            codes = index.prefetch_codes()
+            if codes is not None:
+                unit = unit if unit is not None else unit_query(q, index.dim, index.model)
+                bases.append(codes)
+        return unit is not None and prefetch_int8(unit, bases)
 
     def scores_for(self, query_vec: np.ndarray, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Cosine of the query with each ``(tier, id)``; NaN where there is no vector

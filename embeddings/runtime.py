@@ -97,6 +97,11 @@ class EmbeddingRuntime:
         """Stored vectors of ``ids`` in ``tier`` ((n, dim), NaN rows where none)."""
         return self.recall.vectors_for(tier, ids)
 
+    def prefetch(self, query_vector: np.ndarray, tiers: Sequence[str] | None = None) -> bool:
+        """The int8 scan of ``tiers`` started on the scan pool for a search soon after
+        (:meth:`VectorRecall.prefetch`)."""
+        return self.recall.prefetch(query_vector, tiers)
+
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str] | None = None,
                filters: Filters | None = None) -> list[VectorMatch]:
         """Top ``k`` (id, tier, cosine) over ``tiers``, filters applied first."""

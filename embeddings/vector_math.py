@@ -6,34 +6,31 @@ benchmarks.
 
 from __future__ import annotations
 
-import itertools
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
 
+from tiervault.embeddings import dot_job
+from tiervault.embeddings.dot_job import DotJob, scan_pool
 from tiervault.errors import ValidationError
 
 __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "int8_scores",
            "float16_scores", "int8_codes", "int8_scan", "int8_approx", "int8_error", "QueryCode", "Int8Codes",
            "float16_error_bound", "simd_available", "unit_query", "check_finite",
-           "forget_query"]
+           "forget_query", "prefetch_int8"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
 # Below this many rows per thread, a thread costs more than it saves.
 _MIN_ROWS_PER_THREAD = 32_768
-# SimSIMD's int8 scan: split over threads only from this many rows, in claims of
-# _CLAIM_ROWS (6 MB of 384-d codes, ~0.5 ms). bench/codes_pages.py --threads 2 (issue
-# 16, session 16; the bench builds' codes in 2 MiB pages, cold): the 1M build's tiers
-# (205K-494K rows) 32.1 -> 23.4 ms wall for the three at load ~2.5 (16.3-17.3 ms on a
-# free core); the 100K build's (21K-49K rows) 3.30 -> 3.81: slower. No size between
-# was measured; 8 claims is the judgement between the two.
-_CLAIM_ROWS = 16_384
-_MIN_ROWS_TO_SPLIT = 8 * _CLAIM_ROWS
+# SimSIMD's int8 scan: split over threads at once only from this many rows (claims of
+# dot_job.CLAIM_ROWS). bench/codes_pages.py --threads 2 (issue 16, session 16; the bench
+# builds' codes in 2 MiB pages, cold): the 1M build's tiers (205K-494K rows) 32.1 -> 23.4
+# ms wall for the three at load ~2.5 (28.7 -> 15.2 on a free core); the 100K build's
+# (21K-49K rows) 3.30 -> 3.81 at load ~2.5: slower. No size between was measured; 8
+# claims is the judgement between the two. (A prefetched job is shared at any size.)
+_MIN_ROWS_TO_SPLIT = 131_072
 
 
 class Int8Codes(NamedTuple):
@@ -205,24 +202,11 @@ def _blocked_scores(stored: np.ndarray, q: np.ndarray, block_rows: int, threads:
             np.copyto(b, stored[s:e], casting="unsafe")
             np.dot(b, q, out=out[s:e])
 
-    futures = [_executor().submit(run, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+    futures = [scan_pool().submit(run, bounds[i], bounds[i + 1]) for i in range(1, parts)]
     run(bounds[0], bounds[1])
     for f in futures:
         f.result()
     return out
-
-
-_EXECUTOR: ThreadPoolExecutor | None = None
-_EXECUTOR_LOCK = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _EXECUTOR
-    with _EXECUTOR_LOCK:
-        if _EXECUTOR is None:
-            _EXECUTOR = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1),
-                                           thread_name_prefix="tiervault-vscan")
-        return _EXECUTOR
 
 
 def int8_scores(
@@ -274,6 +258,41 @@ class QueryCode(NamedTuple):
     d: int
 
 
+def _query_code(q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+    """The unit query's int8 code ``r`` (read-only, (1, d)), ``||q||_1``, its scale ``b``
+    and residual ``||q - b r||_2`` (:func:`int8_approx`), kept for the last query."""
+    global _LAST_CODE
+    key = q.dtype.char.encode() + q.tobytes()
+    last = _LAST_CODE
+    if last is not None and last[0] == key:
+        return last[1], last[2], last[3], last[4]
+    l1 = float(np.abs(q).sum())
+    qcodes, qs = quantize_int8(q[None, :])
+    qcodes.flags.writeable = False
+    b = float(qs[0])
+    resid = float(np.linalg.norm(q.astype(np.float64) - b * qcodes[0].astype(np.float64)))
+    _LAST_CODE = (key, qcodes, l1, b, resid)
+    return qcodes, l1, b, resid
+
+
+def prefetch_int8(q: np.ndarray, bases: list[np.ndarray]) -> bool:
+    """Start :func:`int8_approx`'s products of the unit query ``q`` with each int8 base
+    of ``bases`` smaller than ``_MIN_ROWS_TO_SPLIT`` rows on the scan pool
+    (:func:`~tiervault.embeddings.dot_job.prefetch`); its next call for the same query
+    and codes takes them. False (nothing started) without SimSIMD or such bases."""
+    simd = _simsimd()
+    # Only bases below the split size: a large one is split over the pool when its scan
+    # comes (measured: the 1M bench scan 46-48 -> 32-37 ms); prefetching those as well was
+    # measured only at load 2.5-3.7, unresolved (bench/README.md, session 16), so not done.
+    bases = [c for c in bases if 0 < c.shape[0] < _MIN_ROWS_TO_SPLIT]
+    if simd is None or not bases:
+        return False
+    # each base in one claim: the pool's thread takes the GIL back once a base, not once
+    # a claim (the caller, busy in Python meanwhile, rarely lets go of it)
+    dot_job.prefetch(simd, _query_code(q)[0], [(c, c.shape[0]) for c in bases])
+    return True
+
+
 def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: int = 1
                 ) -> tuple[np.ndarray, QueryCode]:
     """Approximate cosines of unit rows stored as int8 codes (no bounds: :func:`int8_error`).
@@ -282,32 +301,26 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
     float32 ``einsum`` over 4x fewer bytes here), the query is quantized too,
     ``q ~= b * r`` (``b = max|q_j| / 127``), and ``s_i ~= a_i * b * sum_j c_ij r_ij``
     in exact integer arithmetic. Without it: :func:`int8_scores` (f32 query, b = 0).
-    A large base (``_MIN_ROWS_TO_SPLIT`` rows) with ``threads`` > 1 is scanned by
-    :func:`_claimed_dots`: the memory-bound scan reads on two cores (same numbers).
+    A base whose products were prefetched (:func:`prefetch_int8`) takes them; a large
+    base (``_MIN_ROWS_TO_SPLIT`` rows) with ``threads`` > 1 is split over the scan pool
+    (:class:`~tiervault.embeddings.dot_job.DotJob`): the memory-bound scan reads on two
+    cores. The same numbers either way.
     """
-    global _LAST_CODE
     simd = _simsimd()
     if simd is None:
         l1 = float(np.abs(q).sum())
         return int8_scores(codes, scale, q, threads=threads), QueryCode(l1, 0.0, 0.0, q.shape[0])
-    key = q.dtype.char.encode() + q.tobytes()
-    last = _LAST_CODE
-    if last is not None and last[0] == key:
-        _, qcodes, l1, b, resid = last
-    else:
-        l1 = float(np.abs(q).sum())
-        qcodes, qs = quantize_int8(q[None, :])
-        qcodes.flags.writeable = False
-        b = float(qs[0])
-        resid = float(np.linalg.norm(q.astype(np.float64) - b * qcodes[0].astype(np.float64)))
-        _LAST_CODE = (key, qcodes, l1, b, resid)
+    qcodes, l1, b, resid = _query_code(q)
     if codes.shape[0]:
         # Not cdist(..., out=...): SimSIMD 6.5 returns None from it without a reference
         # of its own, so every such call takes one from None and a long-running
         # process dies in none_dealloc (tests/test_vector_delta.py checks the count).
         # Its own result is a writable buffer: viewed, not copied (~20 us at 50K rows).
-        if threads > 1 and codes.shape[0] >= _MIN_ROWS_TO_SPLIT:
-            scores = _claimed_dots(simd, qcodes, codes, threads)
+        job = dot_job.prefetched(qcodes, codes)
+        if job is None and threads > 1 and codes.shape[0] >= _MIN_ROWS_TO_SPLIT:
+            job = DotJob(simd, qcodes, codes).start(threads - 1)
+        if job is not None:
+            scores = job.result()
         else:
             scores = np.asarray(simd.cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
     else:
@@ -315,36 +328,6 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
     scores *= scale
     scores *= np.float32(b)
     return scores, QueryCode(l1, b, resid, q.shape[0])
-
-
-def _claimed_dots(simd, qcodes: np.ndarray, codes: np.ndarray, threads: int) -> np.ndarray:
-    """SimSIMD's i8 ``dot`` of the query codes with every row of ``codes``, the rows in
-    claims of ``_CLAIM_ROWS`` taken in turn by the calling thread and up to ``threads - 1``
-    pool threads (SimSIMD releases the GIL): ``out[s:e] = dot(r, c_s..c_e)``, the numbers
-    of one call over all rows (each row's product is its own). A pool thread that has
-    not started when the caller has claimed every chunk is cancelled, so with no core
-    free the scan costs one thread's work plus at most one claim's wait."""
-    n = codes.shape[0]
-    out = np.empty(n, dtype=np.float32)
-    chunks = -(-n // _CLAIM_ROWS)
-    claims = itertools.count()  # next() is one C call: each claim goes to one thread
-
-    def work() -> None:
-        for i in claims:
-            if i >= chunks:
-                return
-            s = i * _CLAIM_ROWS
-            out[s:s + _CLAIM_ROWS] = np.asarray(
-                simd.cdist(qcodes, codes[s:s + _CLAIM_ROWS], metric="dot", out_dtype="float32"))[0]
-
-    helpers = [_executor().submit(work) for _ in range(min(threads, chunks) - 1)]
-    try:
-        work()
-    finally:
-        for f in helpers:
-            if not f.cancel():
-                f.result()
-    return out
 
 
 def int8_error(scale: np.ndarray | float, l1: np.ndarray | float, qc: QueryCode) -> np.ndarray | float:

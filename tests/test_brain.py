@@ -401,6 +401,9 @@ class HashVectors:
         return np.array([float(self.vecs[(tier, i)] @ qv) if (tier, i) in self.vecs else np.nan
                          for i in ids])
 
+    def prefetch(self, qv, tiers):
+        return False  # a hint: nothing to start here
+
     def search(self, qv, k, tiers, filters):
         hits = sorted(((float(v @ qv), t, i) for (t, i), v in self.vecs.items() if t in tiers),
                       reverse=True)[:k]

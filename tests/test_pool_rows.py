@@ -225,6 +225,9 @@ class HashVectors:
         return np.array([float(self.vecs[(tier, i)] @ qv) if (tier, i) in self.vecs else np.nan
                          for i in ids])
 
+    def prefetch(self, qv: np.ndarray, tiers: list[str]) -> bool:
+        return False  # a hint: nothing to start here
+
     def search(self, qv: np.ndarray, k: int, tiers: list[str], filters) -> list[VectorMatch]:
         hits = sorted(((float(v @ qv), t, i) for (t, i), v in self.vecs.items() if t in tiers),
                       reverse=True)[:k]

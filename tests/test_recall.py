@@ -382,3 +382,46 @@ def test_scores_for_maps_ids_through_the_last_filter_views_slots(vault):
     assert rows_by_slot(recall._state("agent").slots, recall.index("agent"), ids) is None  # index moved on
     recall.search(q, 10)
     check(q, ids + ["b00000"])
+
+
+def test_a_hybrid_search_prefetches_its_int8_scan_and_answers_alike(tmp_path, monkeypatch):
+    """The Brain names its query vector before its lexical leg (VectorSource.prefetch):
+    the tiers' int8 scans start on the scan pool and the vector leg takes them. Every
+    answer (scan and full, with and without filters) is the one without the prefetch;
+    with more than one CPU the prefetched jobs are what the scans used."""
+    import os
+
+    from tiervault.brain.brain import Brain
+    from tiervault.embeddings import dot_job
+    from tiervault.embeddings.vector_math import simd_available
+
+    if not simd_available():
+        pytest.skip("needs the simd extra (CI installs it)")
+    settings = settings_file(tmp_path, "{provider: hash, dim: 64}")
+    words = ["sqlite", "wal", "reader", "writer", "jwt", "key", "cache", "index", "retry", "timeout",
+             "queue", "lock", "backup", "schema", "token", "shard"]
+    rng = np.random.default_rng(4)
+    with Brain.open(settings) as brain:
+        for t, tier in enumerate(("agent", "project", "team")):
+            brain.manager.capture_many([Entry.create(
+                id=f"{tier}-{i}", title=" ".join(rng.choice(words, 4)), description=" ".join(rng.choice(words, 9)),
+                domain=("db", "auth", "ops")[i % 3]) for i in range(300 + 100 * t)], tier)
+        queries = [" ".join(rng.choice(words, 3)) for _ in range(12)]
+        kwargs = [{}, {"domain": "db"}]
+
+        def answers() -> list:
+            return [brain.search_intelligent(q, mode=mode, explain=True, **kw)
+                    for q in queries for mode in ("scan", "full") for kw in kwargs]
+
+        brain.search_intelligent("warm every index up")
+        taken: list[int] = []
+        real = dot_job.prefetched
+        monkeypatch.setattr(dot_job, "prefetched",
+                            lambda qc, codes: (lambda j: (taken.append(j is not None), j)[1])(real(qc, codes)))
+        with_prefetch = answers()
+        monkeypatch.setattr(type(brain.vectors), "prefetch", lambda self, qv, tiers=None: False)
+        taken_before = len(taken)
+        without = answers()
+    assert with_prefetch == without
+    assert any(taken[:taken_before]) == ((os.cpu_count() or 1) > 1)
+    assert not any(taken[taken_before:])

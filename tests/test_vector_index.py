@@ -14,7 +14,7 @@ from tiervault.embeddings.index import (
     quantize_int8,
     top_k,
 )
-from tiervault.embeddings import vector_math
+from tiervault.embeddings import dot_job, vector_math
 from tiervault.errors import ValidationError
 
 DTYPES = ["float32", "int8", "float16"]
@@ -366,17 +366,17 @@ def test_int8_bound_holds_and_is_tighter_for_sparse_queries() -> None:
 @pytest.mark.skipif(not vector_math.simd_available(), reason="needs the simd extra (CI installs it)")
 @pytest.mark.parametrize("rows", [7 * 512, 7 * 512 + 1, 8 * 512 + 300, 40 * 512 + 17])
 def test_a_large_int8_scan_split_over_threads_gives_the_same_numbers(monkeypatch, rows: int) -> None:
-    """The claims of a split scan (_claimed_dots) cover every row once, in place: the
+    """The claims of a split scan (dot_job.DotJob) cover every row once, in place: the
     scores equal one SimSIMD call's bit for bit, below and above the split size, with a
     last claim short or whole."""
-    monkeypatch.setattr(vector_math, "_CLAIM_ROWS", 512)
+    monkeypatch.setattr(dot_job, "CLAIM_ROWS", 512)
     monkeypatch.setattr(vector_math, "_MIN_ROWS_TO_SPLIT", 8 * 512)
     rng = np.random.default_rng(rows)
     m = vector_math.l2_normalize(rng.standard_normal((rows, 48)).astype(np.float32))
     codes, bounds = vector_math.int8_codes(m)
     calls: list[int] = []
-    real = vector_math._claimed_dots
-    monkeypatch.setattr(vector_math, "_claimed_dots", lambda *a: calls.append(1) or real(*a))
+    real = dot_job.DotJob.result
+    monkeypatch.setattr(dot_job.DotJob, "result", lambda self: calls.append(1) or real(self))
     for seed in range(3):
         q = rng.standard_normal(48).astype(np.float32)
         q /= np.float32(np.linalg.norm(q))
@@ -392,14 +392,14 @@ def test_a_split_scan_does_not_wait_for_a_pool_thread_that_never_started(monkeyp
     and returns (the queued helper is cancelled, not awaited): the same numbers."""
     import threading
 
-    monkeypatch.setattr(vector_math, "_CLAIM_ROWS", 256)
+    monkeypatch.setattr(dot_job, "CLAIM_ROWS", 256)
     monkeypatch.setattr(vector_math, "_MIN_ROWS_TO_SPLIT", 256)
     rng = np.random.default_rng(5)
     m = vector_math.l2_normalize(rng.standard_normal((5000, 32)).astype(np.float32))
     codes, bounds = vector_math.int8_codes(m)
     q = rng.standard_normal(32).astype(np.float32)
     q /= np.float32(np.linalg.norm(q))
-    pool = vector_math._executor()
+    pool = dot_job.scan_pool()
     release, started = threading.Event(), threading.Semaphore(0)
 
     def block() -> None:
@@ -420,3 +420,71 @@ def test_a_split_scan_does_not_wait_for_a_pool_thread_that_never_started(monkeyp
         assert got[0].tobytes() == vector_math.int8_approx(codes, bounds[0], q, threads=1)[0].tobytes()
     finally:
         release.set()
+
+
+@pytest.mark.skipif(not vector_math.simd_available(), reason="needs the simd extra (CI installs it)")
+def test_a_prefetched_scan_is_taken_once_by_its_query_and_codes_only(monkeypatch) -> None:
+    """prefetch_int8 starts each base's products on the scan pool; int8_approx of the same
+    query over the very same codes takes them (once), and the numbers are those of a
+    scan of its own. Another query, another array holding equal codes, or a second call
+    computes its own; a new prefetch stops the old jobs."""
+    rng = np.random.default_rng(11)
+    bases = [vector_math.int8_codes(vector_math.l2_normalize(
+        rng.standard_normal((n, 40)).astype(np.float32))) for n in (900, 3000)]
+    q1, q2 = (vector_math.unit_query(rng.standard_normal(40).astype(np.float32), 40) for _ in range(2))
+    plain = {(i, j): vector_math.int8_approx(c, b[0], q, threads=1)[0].tobytes()
+             for i, (c, b) in enumerate(bases) for j, q in enumerate((q1, q2))}
+    taken: list[int] = []
+    real = dot_job.DotJob.result
+    monkeypatch.setattr(dot_job.DotJob, "result", lambda self: taken.append(self.codes.shape[0]) or real(self))
+    assert vector_math.prefetch_int8(q1, [c for c, _ in bases])
+    for i, (c, b) in enumerate(bases):
+        assert vector_math.int8_approx(c, b[0], q1, threads=1)[0].tobytes() == plain[(i, 0)]
+    assert taken == [900, 3000]
+    c, b = bases[0]
+    assert vector_math.int8_approx(c, b[0], q1, threads=1)[0].tobytes() == plain[(0, 0)]
+    assert vector_math.int8_approx(c.copy(), b[0], q1, threads=1)[0].tobytes() == plain[(0, 0)]
+    assert vector_math.int8_approx(c, b[0], q2, threads=1)[0].tobytes() == plain[(0, 1)]
+    assert taken == [900, 3000]  # none of those three was a prefetched job
+    stopped: list[dot_job.DotJob] = []
+    real_stop = dot_job.DotJob.stop
+    monkeypatch.setattr(dot_job.DotJob, "stop", lambda self: stopped.append(self) or real_stop(self))
+    assert vector_math.prefetch_int8(q1, [c, bases[1][0]])
+    mine = dot_job.prefetched(vector_math._query_code(q1)[0], c)  # taken: its caller's now
+    assert mine is not None and dot_job.prefetched(vector_math._query_code(q1)[0], c) is None
+    assert vector_math.prefetch_int8(q2, [c])
+    assert [j.codes is bases[1][0] for j in stopped] == [True]  # the job no one took
+    raw = vector_math._simsimd().cdist(vector_math._query_code(q1)[0], c, metric="dot", out_dtype="float32")
+    assert mine.result().tobytes() == np.asarray(raw)[0].tobytes()
+    assert not vector_math.prefetch_int8(q2, [c[:0]])  # nothing to start
+
+
+@pytest.mark.skipif(not vector_math.simd_available(), reason="needs the simd extra (CI installs it)")
+def test_a_stopped_job_still_answers_its_caller_whole(monkeypatch) -> None:
+    """stop() only keeps pool threads from claiming more: result() claims the rest."""
+    monkeypatch.setattr(dot_job, "CLAIM_ROWS", 64)
+    rng = np.random.default_rng(3)
+    codes, bounds = vector_math.int8_codes(vector_math.l2_normalize(
+        rng.standard_normal((1000, 16)).astype(np.float32)))
+    q = vector_math.unit_query(rng.standard_normal(16).astype(np.float32), 16)
+    qcodes = vector_math._query_code(q)[0]
+    job = dot_job.DotJob(vector_math._simsimd(), qcodes, codes)
+    job.stop()
+    job.start(1)
+    want = np.asarray(vector_math._simsimd().cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
+    assert job.result().tobytes() == want.tobytes()
+
+
+@pytest.mark.skipif(not vector_math.simd_available(), reason="needs the simd extra (CI installs it)")
+def test_only_bases_below_the_split_size_are_prefetched(monkeypatch) -> None:
+    """A base of _MIN_ROWS_TO_SPLIT rows or more is split when its scan comes, not
+    prefetched (the prefetch of such bases was not measured to pay)."""
+    monkeypatch.setattr(vector_math, "_MIN_ROWS_TO_SPLIT", 1000)
+    rng = np.random.default_rng(9)
+    small, large = (vector_math.int8_codes(vector_math.l2_normalize(
+        rng.standard_normal((n, 16)).astype(np.float32)))[0] for n in (999, 1000))
+    q = vector_math.unit_query(rng.standard_normal(16).astype(np.float32), 16)
+    assert not vector_math.prefetch_int8(q, [large])
+    assert vector_math.prefetch_int8(q, [large, small])
+    qcodes = vector_math._query_code(q)[0]
+    assert dot_job.prefetched(qcodes, large) is None and dot_job.prefetched(qcodes, small) is not None
