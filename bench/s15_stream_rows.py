@@ -42,11 +42,15 @@ def main() -> int:
         rows = None
         chunks = iter(lambda: list(map(tuple.__new__, repeat(MirrorRow), cur.fetchmany(CHUNK))), [])
     n = 0
+    columns = []
     for chunk in chunks:
         blocks = analyse_rows(chunk, p.vocab, words)
-        p._register(chunk, blocks.doclen)
+        # as a first build registers its chunks since issue 16 session 16: the numeric slot
+        # columns appended once at the end, no rowid index of the slots (delta=False)
+        columns.append(p._register(chunk, blocks.doclen, False))
         parts.append(blocks)
         n += len(chunk)
+    p._append_columns(columns)
     del rows, chunks
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"mode": mode, "rows": n, "user_s": round(r1.ru_utime - r0.ru_utime, 3),

@@ -43,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     with TierStore(args.db, name="t") as store, store.rows_in_chunks(20_000) as (_gen, chunks):
         for chunk in chunks:
             parts.append(ma.analyse_rows(chunk, vocab, words))
-    narrow = ma._packed_of_parts
+    narrow = ma.packed_pairs
     variants = {"narrow": narrow, "wide": lambda ps, total: np.concatenate([p.packed for p in ps])}
     runs = []
     out = {"db": str(args.db), "entries": int(sum(p.packed.size for p in parts)),
            "load_before": round(os.getloadavg()[0], 2), "runs": runs}
     for r in range(args.rounds):
         for name, fn in variants.items():
-            ma._packed_of_parts = fn
+            ma.packed_pairs = fn
             u0, s0, f0 = _now()
             t0 = time.perf_counter()
             built = ma.assemble(parts, len(vocab))
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append({"variant": name, "round": r, "user_s": round(u1 - u0, 3),
                          "sys_s": round(s1 - s0, 3), "minflt": f1 - f0, "wall_s": round(wall, 3)})
             print(json.dumps(runs[-1]), flush=True)
-    ma._packed_of_parts = narrow
+    ma.packed_pairs = narrow
     out["load_after"] = round(os.getloadavg()[0], 2)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")

@@ -169,9 +169,9 @@ def test_assembled_through_the_narrow_and_the_wide_packing_alike(monkeypatch):
     vocab, codes_of = Vocabulary(), WordCodes()
     parts = [analyse_rows(rows[a:a + 70], vocab, codes_of) for a in range(0, len(rows), 70)]
     n_terms = len(vocab)
-    assert mirror_analysis._packed_of_parts(parts, sum(p.packed.size for p in parts)).dtype == np.uint32
+    assert mirror_analysis.packed_pairs(parts, sum(p.packed.size for p in parts)).dtype == np.uint32
     narrow = assemble(parts, n_terms)
-    monkeypatch.setattr(mirror_analysis, "_packed_of_parts",
+    monkeypatch.setattr(mirror_analysis, "packed_pairs",
                         lambda ps, total: np.concatenate([p.packed for p in ps]))
     wide = assemble(parts, n_terms)
     monkeypatch.undo()
@@ -184,7 +184,7 @@ def test_assembled_through_the_narrow_and_the_wide_packing_alike(monkeypatch):
     big = [rows[0]._replace(title="retry " * 22_000), *rows[1:5]]
     vocab = Vocabulary()
     part = analyse_rows(big, vocab)
-    assert mirror_analysis._packed_of_parts([part], part.packed.size).dtype == np.int64
+    assert mirror_analysis.packed_pairs([part], part.packed.size).dtype == np.int64
     base = assemble([part], len(vocab))
     tid = vocab.ids(["retri"])[0]
     assert base.w[0, tid] >= 22_000 * FTS_WEIGHTS[1] and base.c[0, tid] >= 22_000

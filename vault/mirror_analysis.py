@@ -40,7 +40,7 @@ from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 from tiervault.vault.word_codes import FieldTokens, WordCodes
 
-__all__ = ["Analysed", "Assembled", "analyse_rows", "assemble", "TEXT_FIELDS"]
+__all__ = ["Analysed", "Assembled", "analyse_rows", "assemble", "packed_pairs", "TEXT_FIELDS"]
 
 #: FTS column order of the MirrorRow text fields.
 TEXT_FIELDS = ("id", "title", "description", "context", "tags")
@@ -221,7 +221,7 @@ def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
         offset += int(p.indptr[-1])
     indptr = np.concatenate(ptrs)
     tids = np.concatenate([p.tids for p in parts]) if parts else np.zeros(0, dtype=np.int32)
-    packed = _packed_of_parts(parts, offset)
+    packed = packed_pairs(parts, offset)
     c = _counts_of_parts(parts, n, n_terms)
     by_row = sp.csr_matrix((packed, tids, indptr), shape=(n, n_terms))
     del packed, tids
@@ -244,7 +244,7 @@ def assemble(parts: Sequence[Analysed], n_terms: int) -> Assembled:
 _WIDE = ~np.int64(0x0000_FFFF_0000_FFFF)  # the bits of a packed pair past 16 bits a half
 
 
-def _packed_of_parts(parts: Sequence[Analysed], total: int) -> np.ndarray:
+def packed_pairs(parts: Sequence[Analysed], total: int) -> np.ndarray:
     """The parts' packed pairs, in order, as ``uint32`` ``wtf << 16 | count`` when every
     half fits in 16 bits (the usual case: a row's weighted term frequency and count of
     one term under 65,536), else the ``int64`` ``wtf << 32 | count`` as they are: the
