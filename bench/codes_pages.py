@@ -30,7 +30,7 @@ from bench.checkouts import load_avg  # noqa: E402
 from bench.output import emit  # noqa: E402
 
 
-def _anon(c: np.ndarray, huge: bool) -> tuple[np.ndarray, mmap.mmap]:
+def anon_copy(c: np.ndarray, huge: bool) -> tuple[np.ndarray, mmap.mmap]:
     m = mmap.mmap(-1, c.nbytes + (2 << 20), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     start = -int(np.frombuffer(m, dtype=np.uint8, count=1).ctypes.data) % (2 << 20)
     if huge:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time the 2 MiB copies over this many threads: SimSIMD's own "
                          "(cdist threads=N) and N Python threads each scoring a contiguous part")
     ap.add_argument("--claim-rows", type=int, default=0,
-                    help="with --threads: also the library's split scan (vector_math._claimed_dots) "
+                    help="with --threads: also the library's split scan (dot_job.DotJob) "
                          "with claims of this many rows")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         raise SystemExit(f"{args.workdir}/tiers holds no int8 vector codes")
     mapped = [np.asarray(np.load(f, mmap_mode="r")) for f in files]
-    plain = [_anon(c, False) for c in mapped]
-    huge = [_anon(c, True) for c in mapped]
+    plain = [anon_copy(c, False) for c in mapped]
+    huge = [anon_copy(c, True) for c in mapped]
     rollup = Path("/proc/self/smaps_rollup")
     anon_huge = next((line.split()[1] for line in rollup.read_text().splitlines()
                       if line.startswith("AnonHugePages")), None) if rollup.exists() else None
@@ -93,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         kernels[f"anon_2m_simsimd_threads{args.threads}"] = (variants["anon_2m"], own_threads)
         kernels[f"anon_2m_split{args.threads}"] = (variants["anon_2m"], split)
         if args.claim_rows:
-            from tiervault.embeddings import vector_math
+            from tiervault.embeddings.dot_job import DotJob
 
-            vector_math._CLAIM_ROWS = args.claim_rows
             kernels[f"anon_2m_claims{args.claim_rows}x{args.threads}"] = (
-                variants["anon_2m"], lambda c: vector_math._claimed_dots(simsimd, qc, c, args.threads))
+                variants["anon_2m"],
+                lambda c: DotJob(simsimd, qc, c, args.claim_rows).start(args.threads - 1).result())
     times: dict[str, list[float]] = {k: [] for k in kernels}
     cpu: dict[str, list[float]] = {k: [] for k in kernels}  # the process's, every thread's
     for _ in range(args.rounds):

@@ -29,7 +29,7 @@ import numpy as np
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench.checkouts import load_avg  # noqa: E402
-from bench.codes_pages import _anon  # noqa: E402
+from bench.codes_pages import anon_copy  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs, write_config  # noqa: E402
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.brain.brain import Brain
 
     files = sorted((args.workdir / "tiers").glob("*.vec-*.i8.npy"))
-    codes = [_anon(np.load(f, mmap_mode="r"), True) for f in files]
+    codes = [anon_copy(np.load(f, mmap_mode="r"), True) for f in files]
     brain = Brain.open(write_config(args.workdir))
     rng = np.random.default_rng(1)
     m = rng.standard_normal((100_000, 384), dtype=np.float32)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CLAIM_ROWS", "DotJob", "scan_pool", "prefetch", "prefetched"]
+__all__ = ["CLAIM_ROWS", "DotJob", "pool_threads", "scan_pool", "prefetch", "prefetched"]
 
 #: Rows a thread claims at a time (6 MB of 384-d codes, ~0.5 ms on one core).
 CLAIM_ROWS = 16_384
@@ -44,14 +44,17 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
+def pool_threads() -> int:
+    """Threads of :func:`scan_pool`: one fewer than the process's CPUs, at least one."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
 def scan_pool() -> ThreadPoolExecutor:
-    """The process's vector-scan threads: one fewer than its CPUs (at least one),
-    made on first use."""
+    """The process's vector-scan threads (:func:`pool_threads`), made on first use."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1),
-                                       thread_name_prefix="tiervault-vscan")
+            _POOL = ThreadPoolExecutor(max_workers=pool_threads(), thread_name_prefix="tiervault-vscan")
         return _POOL
 
 

@@ -18,7 +18,7 @@ from tiervault.errors import ValidationError
 __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "int8_scores",
            "float16_scores", "int8_codes", "int8_scan", "int8_approx", "int8_error", "QueryCode", "Int8Codes",
            "float16_error_bound", "simd_available", "unit_query", "check_finite",
-           "forget_query", "prefetch_int8"]
+           "forget_query", "prefetch_int8", "query_code"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
@@ -258,7 +258,7 @@ class QueryCode(NamedTuple):
     d: int
 
 
-def _query_code(q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+def query_code(q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
     """The unit query's int8 code ``r`` (read-only, (1, d)), ``||q||_1``, its scale ``b``
     and residual ``||q - b r||_2`` (:func:`int8_approx`), kept for the last query."""
     global _LAST_CODE
@@ -289,7 +289,7 @@ def prefetch_int8(q: np.ndarray, bases: list[np.ndarray]) -> bool:
         return False
     # each base in one claim: the pool's thread takes the GIL back once a base, not once
     # a claim (the caller, busy in Python meanwhile, rarely lets go of it)
-    dot_job.prefetch(simd, _query_code(q)[0], [(c, c.shape[0]) for c in bases])
+    dot_job.prefetch(simd, query_code(q)[0], [(c, c.shape[0]) for c in bases])
     return True
 
 
@@ -310,7 +310,7 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
     if simd is None:
         l1 = float(np.abs(q).sum())
         return int8_scores(codes, scale, q, threads=threads), QueryCode(l1, 0.0, 0.0, q.shape[0])
-    qcodes, l1, b, resid = _query_code(q)
+    qcodes, l1, b, resid = query_code(q)
     if codes.shape[0]:
         # Not cdist(..., out=...): SimSIMD 6.5 returns None from it without a reference
         # of its own, so every such call takes one from None and a long-running

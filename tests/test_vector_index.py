@@ -406,10 +406,10 @@ def test_a_split_scan_does_not_wait_for_a_pool_thread_that_never_started(monkeyp
         started.release()
         release.wait(30)
 
-    for _ in range(pool._max_workers):
+    for _ in range(dot_job.pool_threads()):
         pool.submit(block)
     try:
-        for _ in range(pool._max_workers):
+        for _ in range(dot_job.pool_threads()):
             assert started.acquire(timeout=10)
         done = threading.Event()
         got: list[np.ndarray] = []
@@ -428,6 +428,8 @@ def test_a_prefetched_scan_is_taken_once_by_its_query_and_codes_only(monkeypatch
     query over the very same codes takes them (once), and the numbers are those of a
     scan of its own. Another query, another array holding equal codes, or a second call
     computes its own; a new prefetch stops the old jobs."""
+    import simsimd
+
     rng = np.random.default_rng(11)
     bases = [vector_math.int8_codes(vector_math.l2_normalize(
         rng.standard_normal((n, 40)).astype(np.float32))) for n in (900, 3000)]
@@ -450,11 +452,11 @@ def test_a_prefetched_scan_is_taken_once_by_its_query_and_codes_only(monkeypatch
     real_stop = dot_job.DotJob.stop
     monkeypatch.setattr(dot_job.DotJob, "stop", lambda self: stopped.append(self) or real_stop(self))
     assert vector_math.prefetch_int8(q1, [c, bases[1][0]])
-    mine = dot_job.prefetched(vector_math._query_code(q1)[0], c)  # taken: its caller's now
-    assert mine is not None and dot_job.prefetched(vector_math._query_code(q1)[0], c) is None
+    mine = dot_job.prefetched(vector_math.query_code(q1)[0], c)  # taken: its caller's now
+    assert mine is not None and dot_job.prefetched(vector_math.query_code(q1)[0], c) is None
     assert vector_math.prefetch_int8(q2, [c])
     assert [j.codes is bases[1][0] for j in stopped] == [True]  # the job no one took
-    raw = vector_math._simsimd().cdist(vector_math._query_code(q1)[0], c, metric="dot", out_dtype="float32")
+    raw = simsimd.cdist(vector_math.query_code(q1)[0], c, metric="dot", out_dtype="float32")
     assert mine.result().tobytes() == np.asarray(raw)[0].tobytes()
     assert not vector_math.prefetch_int8(q2, [c[:0]])  # nothing to start
 
@@ -462,16 +464,18 @@ def test_a_prefetched_scan_is_taken_once_by_its_query_and_codes_only(monkeypatch
 @pytest.mark.skipif(not vector_math.simd_available(), reason="needs the simd extra (CI installs it)")
 def test_a_stopped_job_still_answers_its_caller_whole(monkeypatch) -> None:
     """stop() only keeps pool threads from claiming more: result() claims the rest."""
+    import simsimd
+
     monkeypatch.setattr(dot_job, "CLAIM_ROWS", 64)
     rng = np.random.default_rng(3)
     codes, bounds = vector_math.int8_codes(vector_math.l2_normalize(
         rng.standard_normal((1000, 16)).astype(np.float32)))
     q = vector_math.unit_query(rng.standard_normal(16).astype(np.float32), 16)
-    qcodes = vector_math._query_code(q)[0]
-    job = dot_job.DotJob(vector_math._simsimd(), qcodes, codes)
+    qcodes = vector_math.query_code(q)[0]
+    job = dot_job.DotJob(simsimd, qcodes, codes)
     job.stop()
     job.start(1)
-    want = np.asarray(vector_math._simsimd().cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
+    want = np.asarray(simsimd.cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
     assert job.result().tobytes() == want.tobytes()
 
 
@@ -486,5 +490,5 @@ def test_only_bases_below_the_split_size_are_prefetched(monkeypatch) -> None:
     q = vector_math.unit_query(rng.standard_normal(16).astype(np.float32), 16)
     assert not vector_math.prefetch_int8(q, [large])
     assert vector_math.prefetch_int8(q, [large, small])
-    qcodes = vector_math._query_code(q)[0]
+    qcodes = vector_math.query_code(q)[0]
     assert dot_job.prefetched(qcodes, large) is None and dot_job.prefetched(qcodes, small) is not None
