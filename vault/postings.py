@@ -51,7 +51,7 @@ from tiervault.vault.rows import MirrorRow
 from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
 from tiervault.vault.checked_array import CacheDamaged
-from tiervault.vault.slot_columns import SlotColumns, slot_columns
+from tiervault.vault.slot_columns import SlotColumns, appended, empty_columns, slot_columns
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows, fit_tfidf
 from tiervault.vault.string_table import StringColumn, StringTable
@@ -84,20 +84,14 @@ class Postings:
         self.vocab = Vocabulary()  # stem <-> term id (string_table.py: arrays, not dicts)
         self.ids = StringColumn()  # entry id per slot
         self.hashes = StringColumn()  # content hash per slot
-        self.rowids = np.zeros(0, dtype=np.int64)
+        # rowids, type/severity/origin/domain codes, valid_from/until, updated_at (NaN: none)
+        self.__dict__.update(empty_columns())
         self.rowid_order = np.zeros(0, dtype=np.int64)  # base slots sorted by rowid
         self.alive = np.zeros(0, dtype=bool)
         self._kills = 0  # slots :meth:`_kill` turned dead: with ``alive``'s identity, n_alive's key
         self._n_alive: tuple[tuple, int] = ((), 0)
         self.doclen = np.zeros(0, dtype=np.float32)
-        self.type_code = np.zeros(0, dtype=np.int8)
-        self.severity_code = np.zeros(0, dtype=np.int8)
-        self.origin_code = np.zeros(0, dtype=np.int8)
-        self.domain_code = np.zeros(0, dtype=np.int32)
         self.domains: list[str] = []
-        self.valid_from = np.zeros(0, dtype=np.float64)
-        self.valid_until = np.zeros(0, dtype=np.float64)
-        self.updated_at = np.zeros(0, dtype=np.float64)  # NaN: none (date filters fail it)
         self.tags: dict[str, np.ndarray] = {}  # tag -> slots holding it
         self.base_rows = 0
         self.W = Columns.from_csc(sp.csc_matrix((0, 0), dtype=np.float32))  # weighted tf, base
@@ -324,20 +318,17 @@ class Postings:
         self._append_parts(self._analyse(_chunks(rows)), fit=fit)
 
     def _analyse(self, chunks: Iterable[Sequence[MirrorRow]], *, delta: bool = True) -> list[Analysed]:
-        """Each chunk of rows tokenised into new slots (each chunk may be dropped after);
-        ``delta``: the new slots are delta slots (a catch-up), found by rowid until the
-        next freeze (a first build freezes them all into the base at once: no index)."""
+        """Each chunk of rows tokenised into new slots (each chunk may be dropped after); ``delta``:
+        delta slots, found by rowid until the next freeze (a first build: no index, columns once)."""
         parts: list[Analysed] = []
         words = WordCodes()  # word -> code, for every chunk of this call
-        columns: list[tuple[SlotColumns, np.ndarray]] = []  # a first build's, appended at the end
+        columns: list[tuple[SlotColumns, np.ndarray]] = []
         for chunk in chunks:
             blocks = analyse_rows(chunk, self.vocab, words)
             if len(chunk):
-                cols = self._register(chunk, blocks.doclen, delta)
-                if delta:  # a catch-up's few rows: every column complete after each chunk
-                    self._append_columns([cols])
-                else:
-                    columns.append(cols)
+                columns.append(self._register(chunk, blocks.doclen, delta))
+            if delta and columns:  # a catch-up's few rows: every column complete after each chunk
+                columns = self._append_columns(columns)
             parts.append(blocks)
         self._append_columns(columns)
         return parts
@@ -381,39 +372,30 @@ class Postings:
         out.resize(counts.shape[0], counts.shape[1])
         return out.tocsr()
 
-    def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray,
-                  delta: bool) -> tuple[SlotColumns, np.ndarray]:
-        """Give ``rows`` the next slots: ids, hashes, domains and tag slots now, the
-        numeric columns returned for :meth:`_append_columns` (:mod:`slot_columns`: built
-        a column at a time, no loop per row)."""
+    def _register(self, rows: Sequence[MirrorRow], doclen: np.ndarray, delta: bool) -> tuple[SlotColumns, np.ndarray]:
+        """Give ``rows`` the next slots: ids, hashes, domains and tag slots now, the numeric
+        columns returned for :meth:`_append_columns` (:mod:`slot_columns`: a column at a time)."""
         first, n = len(self.ids), len(rows)
         cols = slot_columns(rows, self.domains, first)
         self.domains.extend(cols.new_domains)
         if delta:
             self._delta_slot_of.update(zip(cols.rowids.tolist(), range(first, first + n)))
         for tag, added in cols.tags.items():
-            old = self.tags.get(tag)
-            self.tags[tag] = added if old is None else np.concatenate([old, added])
+            self.tags[tag] = np.concatenate([self.tags[tag], added]) if tag in self.tags else added
         self.ids.extend(cols.ids)
         self.hashes.extend(cols.hashes)
         return cols, doclen
 
-    def _append_columns(self, columns: Sequence[tuple[SlotColumns, np.ndarray]]) -> None:
-        """The numeric slot columns of :meth:`_register`'s chunks, each appended by one
-        concatenation (one per chunk copied every column so far again: a 1M tier's 25
-        chunks, ~10 columns of 8-byte values; issue 16, session 16)."""
-        if not columns:
-            return
-        cat = np.concatenate
-        doclen = cat([d for _, d in columns])
-        self.rowids = cat([self.rowids, *(c.rowids for c, _ in columns)])
-        self.alive = cat([self.alive, np.ones(doclen.size, dtype=bool)])
-        self.doclen = cat([self.doclen, doclen])
-        for name in ("type_code", "severity_code", "origin_code", "domain_code",
-                     "valid_from", "valid_until", "updated_at"):
-            setattr(self, name, cat([getattr(self, name), *(getattr(c, name) for c, _ in columns)]))
-        for _, d in columns:  # chunk by chunk, as the sums were always added
-            self.total_len += float(d.sum())
+    def _append_columns(self, columns: Sequence[tuple[SlotColumns, np.ndarray]]) -> list:
+        """The numeric slot columns of :meth:`_register`'s chunks (:func:`slot_columns.appended`)."""
+        if columns:
+            self.__dict__.update(appended(self.__dict__, [c for c, _ in columns]))
+            doclen = np.concatenate([d for _, d in columns])
+            self.alive = np.concatenate([self.alive, np.ones(doclen.size, dtype=bool)])
+            self.doclen = np.concatenate([self.doclen, doclen])
+            for _, d in columns:  # chunk by chunk, as the sums were always added
+                self.total_len += float(d.sum())
+        return []
 
     # -- queries ----------------------------------------------------------------------
     @property
