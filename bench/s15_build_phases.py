@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 
-def _now() -> tuple[float, float, int]:
+def usage_now() -> tuple[float, float, int]:
+    """This process's user CPU, system CPU (s) and minor page faults so far."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime, r.ru_stime, r.ru_minflt
 
@@ -43,12 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         fn = getattr(owner, attr)
 
         def timed(*a, **k):
-            u0, s0, f0 = _now()
+            u0, s0, f0 = usage_now()
             stack.append([0.0, 0.0, 0.0])  # children's own
             try:
                 return fn(*a, **k)
             finally:
-                u1, s1, f1 = _now()
+                u1, s1, f1 = usage_now()
                 kids = stack.pop()
                 du, ds, df = u1 - u0, s1 - s0, f1 - f0
                 row = totals.setdefault(label, [0.0, 0.0, 0.0, 0])
@@ -98,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             cache.unlink()
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    u0, s0, f0 = _now()
+    u0, s0, f0 = usage_now()
     with store_mod.TierStore(args.db, name=args.name) as st:
         rows = postings.Postings.build(st).base_rows
-    u1, s1, f1 = _now()
+    u1, s1, f1 = usage_now()
     out = {"db": str(args.db), "rows": rows, "wall_s": round(time.perf_counter() - t0, 3),
            "user_s": round(u1 - u0, 3), "sys_s": round(s1 - s0, 3), "minflt": f1 - f0,
            "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),

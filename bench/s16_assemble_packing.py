@@ -12,15 +12,13 @@ import argparse
 import gc
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-def _now() -> tuple[float, float, int]:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime, r.ru_stime, r.ru_minflt
+from bench.s15_build_phases import usage_now  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         for name, fn in variants.items():
             ma.packed_pairs = fn
-            u0, s0, f0 = _now()
+            u0, s0, f0 = usage_now()
             t0 = time.perf_counter()
             built = ma.assemble(parts, len(vocab))
             wall = time.perf_counter() - t0
-            u1, s1, f1 = _now()
+            u1, s1, f1 = usage_now()
             del built
             runs.append({"variant": name, "round": r, "user_s": round(u1 - u0, 3),
                          "sys_s": round(s1 - s0, 3), "minflt": f1 - f0, "wall_s": round(wall, 3)})
