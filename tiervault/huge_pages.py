@@ -34,7 +34,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-__all__ = ["OPT_OUT", "MARKER", "LONG_LIVED", "huge_pages_env", "restart_undone",
+__all__ = ["OPT_OUT", "MARKER", "LONG_LIVED", "huge_pages_env", "restart_undone", "tunable_names", "tunables_with",
            "long_lived_command", "reexec_on_huge_pages", "note_reexec", "thp_mode", "glibc_version"]
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,19 @@ def glibc_version() -> tuple[int, int] | None:
         return None
 
 
+def tunable_names(value: str) -> set[str]:
+    """The tunables a ``GLIBC_TUNABLES`` value (``name=value:name=value``) sets."""
+    return {t.split("=", 1)[0] for t in value.split(":") if t}
+
+
+def tunables_with(value: str, wanted: Sequence[str]) -> str:
+    """``value`` with each ``name=value`` of ``wanted`` appended whose name it does not
+    set already (the user's own settings win; the mirror workers' heap settings and the
+    servers' huge-page restart both add theirs this way)."""
+    names = tunable_names(value)
+    return ":".join([t for t in value.split(":") if t] + [t for t in wanted if t.split("=", 1)[0] not in names])
+
+
 def huge_pages_env(environ: Mapping[str, str], *, platform: str,
                    glibc: tuple[int, int] | None, thp: str | None) -> dict[str, str] | None:
     """The environment to re-execute with, or None to go on as is (see the module docstring)."""
@@ -87,8 +100,8 @@ def huge_pages_env(environ: Mapping[str, str], *, platform: str,
     env = dict(environ)
     added = []
     tunables = env.get("GLIBC_TUNABLES", "")
-    if not any(t.split("=", 1)[0] == TUNABLE for t in tunables.split(":")):
-        env["GLIBC_TUNABLES"] = f"{tunables}:{TUNABLE}=1" if tunables else f"{TUNABLE}=1"
+    if TUNABLE not in tunable_names(tunables):
+        env["GLIBC_TUNABLES"] = tunables_with(tunables, [f"{TUNABLE}=1"])
         added.append("GLIBC_TUNABLES")
     if "PYTHONMALLOC" not in env:
         env["PYTHONMALLOC"] = "malloc"

@@ -56,7 +56,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from tiervault.huge_pages import restart_undone
+from tiervault.huge_pages import restart_undone, tunable_names, tunables_with
 from tiervault.vault import mirror_cache
 
 __all__ = ["BLAS_SPIN_ENV", "HEAP_TUNABLES", "HUGEPAGE_ENV", "MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing",
@@ -279,12 +279,9 @@ def heap_only(environ: dict[str, str]) -> dict[str, str]:
     reused: 0.32M faults, system CPU -0.8..-1.0 s for +0.3..0.45 s user (issue 16,
     session 16, bench/README.md). Memory advice only: the same arrays."""
     env = dict(environ)
-    tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t]
-    names = {t.split("=", 1)[0] for t in tunables}
-    if "glibc.malloc.hugetlb" in names:
-        return env
-    tunables += [t for t in HEAP_TUNABLES if t.split("=", 1)[0] not in names]
-    env["GLIBC_TUNABLES"] = ":".join(tunables)
+    tunables = env.get("GLIBC_TUNABLES", "")
+    if "glibc.malloc.hugetlb" not in tunable_names(tunables):
+        env["GLIBC_TUNABLES"] = tunables_with(tunables, HEAP_TUNABLES)
     return env
 
 
