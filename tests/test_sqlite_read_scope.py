@@ -4,6 +4,11 @@ process) is seen by the next scope. Real tier files, two real connections."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 from tiervault.brain.brain import Brain
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
@@ -11,6 +16,12 @@ from tiervault.vault.read_scope import read_scope
 from tiervault.vault.store import TierStore
 
 GEN_SQL = "FROM meta WHERE key = 'gen'"
+DATA_VERSION = "PRAGMA data_version"
+#: another process: one entry written to the tier file argv[1] with id argv[2]
+_WRITE = ("import sys; from tiervault.vault.store import TierStore; "
+          "from tiervault.vault.entry import Entry; s = TierStore(sys.argv[1]); "
+          "s.capture(Entry.create(id=sys.argv[2], title='zebra' + sys.argv[2][5:] + ' retry', "
+          "description='jitter')); s.close()")
 
 
 def _entry(i: int) -> Entry:
@@ -46,5 +57,51 @@ def test_one_search_reads_the_generation_once_per_tier(tmp_path):
     for t in paths:
         manager.store(t).db.conn.set_trace_callback(seen.append)
     assert brain.search_intelligent("retry jitter")
-    assert sum(GEN_SQL in s for s in seen) == len(paths)
+    # nothing committed since the last read: each tier's check is its data_version alone
+    assert sum(DATA_VERSION in s for s in seen) == len(paths)
+    assert sum(GEN_SQL in s for s in seen) == 0
+    seen.clear()
+    other = TierStore(paths["project"])  # another connection (as another process's) writes
+    other.capture(Entry.create(id="fresh", title="retry jitter fresh", description="jitter"))
+    other.close()
+    assert "fresh" in {r["id"] for r in brain.search_intelligent("retry jitter fresh", limit=50)}
+    assert sum(GEN_SQL in s for s in seen) >= 1  # the tier written: its generation read again
     manager.close()
+
+
+def test_a_write_by_another_process_is_seen_by_the_next_search(tmp_path):
+    """A real second process commits between two searches of this one: the next search
+    reads the new generation (data_version moved) and finds the entry; nothing stale."""
+    path = tmp_path / "agent.db"
+    manager = VaultManager.at({"agent": str(path)})
+    manager.store("agent").capture_many([_entry(j) for j in range(5)])
+    brain = Brain(manager)
+    for round_ in range(3):
+        assert brain.search_intelligent("retry jitter")  # memo of the generation settled
+        g0 = manager.store("agent").generation()
+        proc = subprocess.run([sys.executable, "-c", _WRITE, str(path), f"other{round_}"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert manager.store("agent").generation() == g0 + 1
+        ids = {r["id"] for r in brain.search_intelligent(f"zebra{round_} retry", limit=50)}
+        assert f"other{round_}" in ids
+    manager.close()
+
+
+def test_a_write_rolled_back_leaves_the_generation_read_before(tmp_path):
+    """A write of this connection that fails is rolled back: the generation kept is the
+    committed one, and another connection's next commit is seen."""
+    mine, other = TierStore(tmp_path / "t.db"), TierStore(tmp_path / "t.db")
+    mine.capture(_entry(0))
+    g0 = mine.generation()
+    with pytest.raises(RuntimeError):
+        with mine.db.write("test") as txn:
+            assert mine.generation() == g0 + 1  # inside: its own uncommitted generation
+            txn.conn.execute("SELECT 1")
+            raise RuntimeError("rolled back")
+    assert mine.generation() == g0
+    assert mine.generation() == g0
+    other.capture(_entry(1))
+    assert mine.generation() == g0 + 1
+    mine.close()
+    other.close()

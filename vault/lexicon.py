@@ -296,7 +296,10 @@ class MirrorLexicon:
                 hashes: Sequence[str], filters: Filters | None,
                 words: Sequence[str]) -> list[LexicalHit]:
         # batched look-ups; the distinct slots found, in the order asked (ids, then hashes)
-        slots = dict.fromkeys([*p.slots_of(list(ids)), *p.slots_by_hash(list(hashes))])
+        if hashes:
+            slots = dict.fromkeys([*p.slots_of(list(ids)), *p.slots_by_hash(list(hashes))])
+        else:  # ids only (graph neighbours, the pool): each slot's id is the one asked
+            slots = dict(zip(p.slots_of(list(ids)), ids))
         slots.pop(None, None)
         if not slots:
             return []
@@ -307,7 +310,8 @@ class MirrorLexicon:
         kept = None if filters is None else self._kept_mask(p, filters)
         passes = ([True] * n if filters is None else
                   _mask_at(p, filters, at).tolist() if kept is None else kept[at].tolist())
-        ids, hashes = p.ids.take(at), p.hashes.take(at)
+        # a slot found by its id holds that id: only the hashes read (ids only asked)
+        ids, hashes = (p.ids.take(at) if hashes else list(slots.values())), p.hashes.take(at)
         return hits_of(ids, hashes, bm25, tfidf, passes)
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:

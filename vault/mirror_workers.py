@@ -114,12 +114,16 @@ def build_missing(stores: Iterable[Any]) -> list[WorkerOutcome]:
     processes, when two or more do and two or more workers are allowed; returns the
     workers' outcomes (empty: nothing done here, every tier builds in-process)."""
     stores = list(stores)
-    workers = worker_count()
-    if workers < 2 or len(stores) < 2:
+    if len(stores) < 2:
         return []
     with _LOCK:
+        # the jobs first: a search's usual answer is none (every mirror in memory), without
+        # the environment and the affinity read (~10 us a search, issue 16 session 17)
         jobs = [j for j in (_job_of(s) for s in stores) if j is not None]
         if len(jobs) < 2 or sum(j.size for j in jobs) < MIN_BYTES:
+            return []
+        workers = worker_count()
+        if workers < 2:
             return []
         names = {j.name for j in jobs}
         outcomes = run_jobs(jobs, min(workers, len(jobs)),

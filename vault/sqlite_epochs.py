@@ -23,6 +23,9 @@ __all__ = ["TierEpochs"]
 _PIN = "epoch.pin."
 #: how many pins are kept (the newest).
 PINS_KEPT = 8
+#: Moves when another connection (of any process) commits to the file, not with this
+#: connection's own commits (``SqliteDb.writes`` counts those).
+_DATA_VERSION = "PRAGMA data_version"
 
 
 class TierEpochs:
@@ -33,6 +36,8 @@ class TierEpochs:
         self.path = path
         # (scope, db.writes, gen, links.changes)
         self._gen_memo: tuple[object, int, int, int] | None = None
+        # (connection, db.writes, its data_version, gen, links.changes): versions()
+        self._dv_memo: tuple[object, int, int, int, int] | None = None
 
     def uid(self) -> str:
         """A random id the tier file gets with its first write (names its caches).
@@ -62,9 +67,21 @@ class TierEpochs:
         memo = self._gen_memo
         if scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes:
             return memo[2], memo[3]
-        rows = self.db.query(GEN_AND_LINK_CHANGES)
-        gen, links = (int(rows[0][0] or 0), int(rows[0][1] or 0)) if rows else (0, 0)
-        self._gen_memo = (scope, self.db.writes, gen, links) if scope is not None else None
+        # PRAGMA data_version first: when no other connection committed since the last
+        # read, and this one did not write, the values read then stand (~17 -> ~10 us a
+        # tier a search in situ, issue 16 session 17). Inside a transaction of this
+        # connection (a write that may roll back) the values are read, never kept.
+        with self.db.lock:  # no write of this connection (another thread's) between the reads
+            writes, conn = self.db.writes, self.db.conn
+            moved = self.db.query(_DATA_VERSION) if conn is not None and not conn.in_transaction else []
+            last = self._dv_memo
+            if moved and last is not None and last[0] is conn and last[1] == writes and last[2] == moved[0][0]:
+                gen, links = last[3], last[4]  # no other connection committed since they were read
+            else:
+                rows = self.db.query(GEN_AND_LINK_CHANGES)
+                gen, links = (int(rows[0][0] or 0), int(rows[0][1] or 0)) if rows else (0, 0)
+                self._dv_memo = (conn, writes, moved[0][0], gen, links) if moved else None
+        self._gen_memo = (scope, writes, gen, links) if scope is not None else None
         return gen, links
 
     def epoch_at(self, gen: int) -> str | None:

@@ -374,6 +374,8 @@ class StringColumn(Sequence[str]):
 
     def take(self, slots: Sequence[int] | np.ndarray) -> list[str]:
         """The strings at ``slots`` (valid slots), base ones gathered at once."""
+        if not self.extra:  # nothing appended (a mirror as built or loaded): base slots only
+            return self.base.take(slots)
         slots = np.asarray(slots, dtype=np.int64)
         n = len(self.base)
         in_base = slots < n
