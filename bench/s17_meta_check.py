@@ -1,14 +1,14 @@
 """The per-search generation check of a tier (``TierEpochs.versions``) in situ, two ways.
 
-    python bench/s17_meta_check.py --workdir W [--queries 800] [--json out.json]
+    python bench/s17_meta_check.py --workdir W --old CHECKOUT [--queries 800] [--json out.json]
 
 A Brain on ``W`` (a copy of a ``bench/run.py`` 100K build) answers new bench queries
 (``search_intelligent(mode="scan")``); query by query the check is made either with the
-``meta`` statement every time (``statement``: the code before session 17) or with
+``meta`` statement every time (``statement``: ``OLD``'s function) or with
 ``PRAGMA data_version`` first and the ``meta`` statement only when another connection
-committed since (``data_version``: this checkout). Every call that is not answered from
-the read scope's memo is timed (``perf_counter_ns``, its own thread's CPU); the scans'
-process CPU too. Issue 16, session 17.
+committed since (``data_version``: this checkout). Every call of
+``TierEpochs.versions`` is timed (``perf_counter_ns``; ``generation()`` calls it only when
+the read scope's memo misses); the scans' process CPU too. Issue 16, session 17.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs, write_config  # noqa: E402
+from bench.scan_swap_ab import Swap  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, required=True)
+    ap.add_argument("--old", type=Path, required=True, help="a checkout before session 17")
     ap.add_argument("--queries", type=int, default=800)
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--json", type=Path)
@@ -37,35 +39,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from tiervault.brain.brain import Brain
     from tiervault.vault import sqlite_epochs
-    from tiervault.vault.read_scope import current_scope
-    from tiervault.vault.schema import GEN_AND_LINK_CHANGES
 
-    new = sqlite_epochs.TierEpochs.versions
-
-    def statement(self: sqlite_epochs.TierEpochs) -> tuple[int, int]:
-        # the code before session 17: the meta statement at each scope's first call
-        scope = current_scope()
-        memo = self._gen_memo
-        if scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes:
-            return memo[2], memo[3]
-        rows = self.db.query(GEN_AND_LINK_CHANGES)
-        gen, links = (int(rows[0][0] or 0), int(rows[0][1] or 0)) if rows else (0, 0)
-        self._gen_memo = (scope, self.db.writes, gen, links) if scope is not None else None
-        return gen, links
-
-    variants = {"statement": statement, "data_version": new}
+    # the code before session 17, loaded from OLD (bench/scan_swap_ab.py's Swap)
+    swap = Swap(args.old, "vault/sqlite_epochs.py:TierEpochs.versions", 0)
+    variants = {"statement": swap.old, "data_version": swap.new}
     calls: dict[str, list[int]] = {v: [] for v in variants}
     scans: dict[str, list[float]] = {v: [] for v in variants}
     current = ["statement"]
 
     def timed(self: sqlite_epochs.TierEpochs) -> tuple[int, int]:
-        scope = current_scope()
-        memo = self._gen_memo
-        hit = scope is not None and memo is not None and memo[0] is scope and memo[1] == self.db.writes
         t0 = time.perf_counter_ns()
         out = variants[current[0]](self)
-        if not hit:
-            calls[current[0]].append(time.perf_counter_ns() - t0)
+        calls[current[0]].append(time.perf_counter_ns() - t0)
         return out
 
     sqlite_epochs.TierEpochs.versions = timed  # type: ignore[method-assign]
