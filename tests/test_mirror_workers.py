@@ -266,6 +266,26 @@ def test_forked_shares_answer_apart_and_a_failing_share_fails_alone(tiers, tmp_p
     assert sorted(json.loads(line)["name"] for line in proc.stdout.splitlines()) == sorted(TIERS)
 
 
+def test_a_worker_builds_without_importing_scipy_stats(tiers, tmp_path):
+    """scikit-learn's imports name ``scipy.stats`` (sklearn.utils.fixes), which no build
+    reads: the worker (both shares: the forking one and a forked one) imports
+    scikit-learn and writes the caches, and ``scipy.stats`` never runs (``-X importtime``
+    lists every module a process imports, on its stderr)."""
+    from tiervault.vault import postings
+
+    d = copy_of(tiers, tmp_path / "deferred")
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", mirror_workers._WORKER_CODE,
+                           str(postings.__file__), "--split=1,2",
+                           *[a for t in TIERS for a in (str(d / f"{t}.db"), t)]],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(json.loads(line)["name"] for line in proc.stdout.splitlines()) == sorted(TIERS)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert {"sklearn.feature_extraction.text", "sklearn.utils.extmath", "sklearn.utils.fixes"} <= imported
+    assert not {m for m in imported if m == "scipy.stats" or m.startswith("scipy.stats.")}
+    assert all((d / f"{t}.db.postings.mirror").exists() for t in TIERS)
+
+
 def test_the_searching_process_builds_the_link_graphs_while_workers_build_mirrors(tiers, tmp_path,
                                                                                   workers_on):
     d = copy_of(tiers, tmp_path / "graphs")

@@ -58,9 +58,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from tiervault.huge_pages import restart_undone, tunable_names, tunables_with
 from tiervault.vault import mirror_cache
+from tiervault.vault.deferred_module import defer
 
 __all__ = ["BLAS_SPIN_ENV", "HEAP_TUNABLES", "HUGEPAGE_ENV", "MIN_BYTES", "MirrorJob", "WorkerOutcome", "build_missing",
-           "heap_only", "job_of", "plan", "run_jobs", "worker_count", "worker_main"]
+           "heap_only", "job_of", "plan", "run_jobs", "worker_count", "worker_main", "worker_process"]
 
 log = logging.getLogger(__name__)
 
@@ -330,8 +331,20 @@ def _forks() -> bool:
 
 _SPLIT = "--split="  # worker argument: tiers per forked share
 # Run with -c, not -m: ``python -m`` of a module its own package imports warns (runpy)
-_WORKER_CODE = "import sys; from tiervault.vault.mirror_workers import worker_main; " \
-               "sys.exit(worker_main(sys.argv[1:]))"
+_WORKER_CODE = "import sys; from tiervault.vault.mirror_workers import worker_process; " \
+               "worker_process(sys.argv[1:])"
+
+
+def worker_process(argv: Sequence[str]) -> None:
+    """A worker process's whole life: :func:`worker_main`, then out at once with its
+    status. Its output is flushed; what Python's exit would do besides (free every object
+    and module of a 1M tier's build one by one: ~0.2 s, while the searching process waits
+    for this exit) is left to the kernel, which frees the process's memory anyway (issue
+    16, session 17). An exception leaves as from any script (traceback, status 1)."""
+    code = worker_main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def worker_main(argv: Sequence[str]) -> int:
@@ -346,6 +359,10 @@ def worker_main(argv: Sequence[str]) -> int:
         print(f"this interpreter imports {postings.__file__}, the caller {module}: "
               "not building a cache the caller could not use", file=sys.stderr)
         return 3
+    # scikit-learn's every import runs ``import scipy.stats`` (sklearn.utils.fixes), which
+    # the build never uses: ~0.3-0.5 s of the worker's start, before the shares can fork
+    # (issue 16, session 17). Imported if and when something reads from it.
+    defer("scipy.stats")
     shares = _shares(pairs)
     if len(shares) == 1:
         return _build(shares[0], postings.Postings, TierStore)
