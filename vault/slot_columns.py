@@ -22,7 +22,7 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
-from tiervault.vault.rows import MirrorRow
+from tiervault.vault.rows import MirrorColumns
 
 __all__ = ["NUMERIC", "SlotColumns", "appended", "empty_columns", "slot_columns", "codes", "times", "tag_slots"]
 
@@ -44,12 +44,13 @@ class SlotColumns(NamedTuple):
     tags: dict[str, np.ndarray]  # tag -> ascending slots holding it
 
 
-def slot_columns(rows: Sequence[MirrorRow], domains: Sequence[str], first: int) -> SlotColumns:
+def slot_columns(rows: MirrorColumns, domains: Sequence[str], first: int) -> SlotColumns:
     """The slot columns of ``rows`` (non-empty), whose slots start at ``first``, against
     the mirror's ``domains`` so far (ValueError naming a type/severity/origin it lacks)."""
     n = len(rows)
-    (keys, ids, hashes, types, row_domains, severities, origins, valid_from, valid_until,
-     updated_at, *_, tags) = zip(*rows)
+    keys, ids, hashes, types, row_domains = rows.key, rows.id, rows.content_hash, rows.type, rows.domain
+    severities, origins, tags = rows.severity, rows.origin, rows.tags
+    valid_from, valid_until, updated_at = rows.valid_from, rows.valid_until, rows.updated_at
     domain_index = {d: i for i, d in enumerate(domains)}
     new_domains: list[str] = []
     for d in dict.fromkeys(row_domains):  # new domains in order of first appearance

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from functools import partial
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -38,8 +39,8 @@ from tiervault.vault.query import match_expression
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
                                   FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, KeyColumns,
-                                  LexicalHit, LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorRow,
-                                  TermStats, TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
+                                  LexicalHit, LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorColumns,
+                                  MirrorRow, TermStats, TierHits, TierStats, TitleRow, VectorChanges, VectorHit, VectorRow,
                                   WeightRecord)
 from tiervault.vault.schema import own_deletes
 from tiervault.vault.scoring import FTS_WEIGHTS
@@ -323,17 +324,17 @@ class TierStore:
         return Changes(gen, list(map(tuple.__new__, repeat(MirrorRow), rows)), dead)
 
     @contextmanager
-    def rows_in_chunks(self, size: int) -> Iterator[tuple[int, Iterator[list[MirrorRow]]]]:
-        """Every row (as ``changes_since(-1)``), ``size`` at a time, and their generation,
-        in one snapshot held while the caller reads: a first mirror build drops each chunk
-        once analysed (1M team tier: ~520 MB less held, 0.3-0.5 s less system CPU)."""
+    def rows_in_chunks(self, size: int) -> Iterator[tuple[int, Iterator[MirrorColumns]]]:
+        """Every row (as ``changes_since(-1)``), ``size`` at a time by column, and their
+        generation, in one snapshot held while the caller reads: a first mirror build drops
+        each chunk once analysed (1M team tier: ~520 MB less held, 0.3-0.5 s less system CPU)."""
         with self.db.snapshot("read changes") as conn:
             if conn is None:
                 yield 0, iter(())
                 return
             gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
             cur = conn.execute(f"SELECT {_MIRROR_COLUMNS} FROM entries ORDER BY rowid")
-            yield gen, iter(lambda: list(map(tuple.__new__, repeat(MirrorRow), cur.fetchmany(size))), [])
+            yield gen, map(MirrorColumns.of, iter(partial(cur.fetchmany, size), []))
 
     # -- lexical search -----------------------------------------------------------------
     def postings(self) -> Postings:
