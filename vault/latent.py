@@ -35,9 +35,9 @@ import weakref
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from tiervault.errors import ValidationError
+from tiervault.vault.lazy_sparse import sp
 from tiervault.vault.tfidf_rows import TfidfRows
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
+from tiervault.vault.lazy_sparse import sp
 from tiervault.vault.rows import MirrorColumns, MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.vocabulary import Vocabulary

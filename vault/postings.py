@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from tiervault.vault import hash_table, latent, mirror_cache
 from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.filters import Filters
+from tiervault.vault.lazy_sparse import sp
 from tiervault.vault.rows import MirrorColumns, MirrorRow
 from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
@@ -94,7 +94,7 @@ class Postings:
         self.domains: list[str] = []
         self.tags: dict[str, np.ndarray] = {}  # tag -> slots holding it
         self.base_rows = 0
-        self.W = Columns.from_csc(sp.csc_matrix((0, 0), dtype=np.float32))  # weighted tf, base
+        self.W = Columns.empty()  # weighted tf of the base
         self.T = TfidfRows.empty()  # l2 tf-idf rows of the base, as counts + norms
         self.delta_W: list[sp.csr_matrix] = []
         self.delta_T: list[sp.csr_matrix] = []

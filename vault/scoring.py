@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-import scipy.sparse as sp
+
+from tiervault.vault.lazy_sparse import sp
 
 __all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "fts5_idf_of", "bm25_term", "bm25_upper_bound", "top_k",
            "top_k_from_head", "tfidf_rows"]

@@ -13,9 +13,9 @@ Slots are int32 and weights float32 (``int64`` indices only past 2^31 rows).
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.lazy_sparse import sp
 
 __all__ = ["Columns", "Rows", "gather"]
 
@@ -45,6 +45,12 @@ class Columns:
         self.data = data
         self.n_rows = int(n_rows)
         self.n_cols = indptr.size - 1
+
+    @classmethod
+    def empty(cls) -> "Columns":
+        """No term, no row (a mirror before its first build; SciPy not imported)."""
+        return cls(np.zeros(1, dtype=np.int32), CheckedArray(np.zeros(0, dtype=np.int32)),
+                   CheckedArray(np.zeros(0, dtype=np.float32)), 0)
 
     @classmethod
     def from_csc(cls, m: sp.csc_matrix, counts: np.ndarray | None = None) -> "Columns":

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import scipy.sparse as sp
 
+from tiervault.vault.lazy_sparse import sp
 from tiervault.vault.scoring import bm25_term
 from tiervault.vault.sparse_columns import Columns
 

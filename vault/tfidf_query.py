@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
+from tiervault.vault.lazy_sparse import sp
 from tiervault.vault.sparse_columns import Columns, gather
 from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tfidf_rows import TfidfRows

@@ -26,9 +26,9 @@ scikit-learn summed in.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from tiervault.vault.checked_array import CheckedArray
+from tiervault.vault.lazy_sparse import sp
 
 __all__ = ["TfidfRows", "count_dtype", "fit_tfidf", "row_norms"]
 
