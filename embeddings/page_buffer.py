@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import logging
 import mmap
-import zlib
 from pathlib import Path
 
 import numpy as np
+
+from tiervault.vault.checksum import crc32
 
 __all__ = ["read_resident", "huge_pages", "HUGE_PAGE"]
 
@@ -71,7 +72,7 @@ def read_resident(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ..
             got = fh.readinto(view[done:min(done + _CHUNK, nbytes)])
             if not got:
                 raise OSError(f"{path} ended after {offset + done} bytes, {offset + nbytes} expected")
-            crc = zlib.crc32(view[done:done + got], crc)
+            crc = crc32(view[done:done + got], crc)
             done += got
     arr = arr.view(dtype).reshape(shape)
     arr.flags.writeable = False

@@ -35,7 +35,6 @@ import json
 import re
 import time
 import uuid
-import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +48,7 @@ from tiervault.embeddings.vector_ids import table_of_lines
 from tiervault.embeddings.vector_math import Int8Codes, int8_codes
 from tiervault.errors import StorageError
 from tiervault.vault.atomic_file import atomic_write
+from tiervault.vault.checksum import crc32
 from tiervault.vault.string_table import StringTable
 
 __all__ = ["CACHE_VERSION", "CachedVectors", "cache_paths", "read_cache", "write_cache", "tier_epoch"]
@@ -119,7 +119,7 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
 
             def put(key: str, arr: np.ndarray) -> None:
                 data = memoryview(np.ascontiguousarray(arr)).cast("B")
-                crcs[key] = zlib.crc32(data, crcs[key])
+                crcs[key] = crc32(data, crcs[key])
                 handles[key].write(data)
 
             def sink(block_ids: np.ndarray, rows: np.ndarray) -> None:
@@ -138,11 +138,11 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
                                         else np.zeros((2, 0), dtype=np.float32), dtype=np.float32)
             with atomic_write(names["bounds"], binary=True, mode=0o600) as fh:
                 np.save(fh, both)
-            crcs["bounds"] = zlib.crc32(memoryview(both).cast("B"))
+            crcs["bounds"] = crc32(memoryview(both).cast("B"))
         body = b"\n".join(ids)
         del ids
         header = {"version": CACHE_VERSION, "model": model_key, "tier_uid": store.uid(), "gen": gen,
-                  "epoch": epoch, "n": n, "dim": dim, "ids_crc": zlib.crc32(body)}
+                  "epoch": epoch, "n": n, "dim": dim, "ids_crc": crc32(body)}
         for key, path in names.items():
             header[key], header[f"{key}_crc"] = path.name, crcs[key]
         with atomic_write(ids_path, binary=True, mode=0o600) as fh:
@@ -177,7 +177,7 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
             or header.get("epoch") != tier_epoch(store, gen)):
         return None
     n, dim = int(header["n"]), int(header["dim"])
-    if zlib.crc32(body) != header.get("ids_crc"):
+    if crc32(body) != header.get("ids_crc"):
         raise ValueError("the ids fail their CRC-32")
     ids = table_of_lines(body)
     del body
@@ -223,7 +223,7 @@ def _file_crc(path: Path, start: int) -> int:
             got = fh.readinto(buf)
             if not got:
                 return crc
-            crc = zlib.crc32(view[:got], crc)
+            crc = crc32(view[:got], crc)
 
 
 def _named_files(ids_path: Path) -> set[str]:

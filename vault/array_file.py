@@ -31,7 +31,6 @@ import json
 import mmap
 import os
 import struct
-import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping
 
@@ -39,6 +38,7 @@ import numpy as np
 
 from tiervault.vault.atomic_file import atomic_write
 from tiervault.vault.checked_array import CheckedArray, block_crcs, block_step
+from tiervault.vault.checksum import crc32
 
 __all__ = ["ArrayFile", "read", "read_meta", "write"]
 
@@ -73,7 +73,7 @@ def write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
         if name in lazy:
             entry["blocks"] = block_crcs(a.reshape(-1))
         else:
-            entry["crc"] = zlib.crc32(memoryview(a).cast("B")) if a.nbytes else 0
+            entry["crc"] = crc32(memoryview(a).cast("B")) if a.nbytes else 0
         table[name] = entry
         bodies.append((offset, a))
         entry["offset"] = offset  # relative to the data start for now
@@ -91,7 +91,7 @@ def write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
             break
         start = need
     with atomic_write(path, binary=True, mode=mode) as fh:
-        fh.write(_PREFIX.pack(MAGIC, LAYOUT, zlib.crc32(header), len(header)))
+        fh.write(_PREFIX.pack(MAGIC, LAYOUT, crc32(header), len(header)))
         fh.write(header)
         pos = _PREFIX.size + len(header)
         for rel, a in bodies:
@@ -156,7 +156,7 @@ def _header(fh: BinaryIO, size: int) -> dict[str, Any]:
     if length > size:
         raise ValueError("header longer than the file")
     header = fh.read(length)
-    if len(header) != length or zlib.crc32(header) != crc:
+    if len(header) != length or crc32(header) != crc:
         raise ValueError("header fails its CRC-32")
     doc = json.loads(header)
     if doc.get("size") != size:
@@ -203,7 +203,7 @@ def _read(path: Path, fh: BinaryIO) -> ArrayFile:
             if len(crcs) != -(-nbytes // block_step(dtype.itemsize)):
                 raise ValueError(f"array {name} has {len(crcs)} block CRCs for {nbytes} bytes")
             blocks[name] = crcs
-        elif (zlib.crc32(memoryview(view.reshape(-1)).cast("B")) if nbytes else 0) != entry["crc"]:
+        elif (crc32(memoryview(view.reshape(-1)).cast("B")) if nbytes else 0) != entry["crc"]:
             raise ValueError(f"array {name} fails its CRC-32")
         views[name] = view
         offsets[name] = offset

@@ -19,10 +19,11 @@ A freshly built (in-memory) array is wrapped with ``crcs=None``: trusted, no che
 from __future__ import annotations
 
 import os
-import zlib
 from typing import BinaryIO
 
 import numpy as np
+
+from tiervault.vault.checksum import crc32
 
 __all__ = ["BLOCK_BYTES", "CacheDamaged", "CheckedArray", "block_crcs", "block_step"]
 
@@ -45,7 +46,7 @@ def block_crcs(a: np.ndarray) -> list[int]:
     """CRC-32 of each block of ``a``'s buffer (the last block may be short)."""
     step = block_step(a.itemsize)
     raw = memoryview(np.ascontiguousarray(a)).cast("B")
-    return [zlib.crc32(raw[i:i + step]) for i in range(0, len(raw), step)]
+    return [crc32(raw[i:i + step]) for i in range(0, len(raw), step)]
 
 
 class CheckedArray:
@@ -126,7 +127,7 @@ class CheckedArray:
         todo = [b for b in range(first, last + 1) if not self._ok[b]]
         for b in todo:
             at = (b * per - base) * self.a.itemsize
-            if zlib.crc32(raw[at:at + step]) != crcs[b]:
+            if crc32(raw[at:at + step]) != crcs[b]:
                 raise CacheDamaged(f"block {b} of array {self.name or '?'} fails its CRC-32")
         if self.bounds is not None:
             values = view[todo[0] * per - base:(todo[-1] + 1) * per - base]
