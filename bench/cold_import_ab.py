@@ -2,6 +2,10 @@
 directory whose mirrors are caught up (nothing is written: each run checks that).
 
     python bench/cold_import_ab.py --a OLD --b NEW --workdir W --rounds 8 [--json out.json]
+    python bench/cold_import_ab.py --a C --b C --crc-a zlib --crc-b isal --workdir W
+
+``--crc-a`` / ``--crc-b``: the CRC-32 implementation of that side's processes
+(``vault/checksum.use``, chosen before the open: the same values either way).
 
 ``W``: a ``bench/run.py`` work directory (``agent.yaml``) whose mirror caches match its
 tiers (as ``bench/run.py``'s search phase finds them right after its build). Each run is
@@ -31,6 +35,9 @@ import time
 t0 = time.perf_counter()
 import json, sys
 from tiervault.brain.brain import Brain
+if len(sys.argv) > 3:
+    from tiervault.vault import checksum
+    checksum.use(sys.argv[3])
 t1 = time.perf_counter()
 brain = Brain.open(sys.argv[1])
 t2 = time.perf_counter()
@@ -46,12 +53,13 @@ def tier_state(workdir: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted((workdir / "tiers").iterdir())}
 
 
-def one(checkout: Path, workdir: Path, query: str) -> dict[str, Any]:
+def one(checkout: Path, workdir: Path, query: str, crc: str | None = None) -> dict[str, Any]:
     from bench.checkouts import python_of
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERVAULT_")}
     env["PYTHONPATH"] = str(checkout)
-    out = subprocess.run([python_of(checkout), "-c", CHILD, str(workdir / "agent.yaml"), query],
+    out = subprocess.run([python_of(checkout), "-c", CHILD, str(workdir / "agent.yaml"), query,
+                          *([crc] if crc else [])],
                          stdout=subprocess.PIPE, text=True, env=env, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -63,13 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--query", default="retry backoff for flaky network calls")
+    ap.add_argument("--crc-a", choices=("isal", "zlib"))
+    ap.add_argument("--crc-b", choices=("isal", "zlib"))
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     before = tier_state(args.workdir)
     runs: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for r in range(args.rounds):
         for v in ("AB" if r % 2 == 0 else "BA"):
-            got = one(args.a if v == "A" else args.b, args.workdir, args.query)
+            got = one(args.a if v == "A" else args.b, args.workdir, args.query,
+                      args.crc_a if v == "A" else args.crc_b)
             got["load"] = os.getloadavg()[0]
             runs[v].append(got)
             print(f"round {r} {v}: " + ", ".join(f"{k} {got[k]:.1f}" for k in
@@ -80,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {v: {k: round(statistics.median(x[k] for x in rs), 1)
                    for k in ("import_ms", "open_ms", "first_query_ms", "total_ms")}
                for v, rs in runs.items()}
-    emit({"a": str(args.a), "b": str(args.b), "workdir": str(args.workdir), "rounds": args.rounds,
+    emit({"a": str(args.a), "b": str(args.b), "crc_a": args.crc_a, "crc_b": args.crc_b, "workdir": str(args.workdir), "rounds": args.rounds,
           "query": args.query, "median": summary, "runs": runs}, args.json)
     return 0
 
