@@ -14,10 +14,12 @@ Seconds from the searching process's own ``execve``. Threads (``clone3`` with
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.output import emit  # noqa: E402
 
 _LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
 
@@ -56,10 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trace", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    out = {"trace": str(args.trace), **timeline(args.trace.read_text().splitlines())}
-    print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    emit({"trace": str(args.trace), **timeline(args.trace.read_text().splitlines())}, args.json)
     return 0
 
 
