@@ -14,7 +14,7 @@ import numpy as np
 
 from tiervault.vault import array_file, postings
 from tiervault.vault.entry import Entry
-from tiervault.vault.rows import MirrorColumns, MirrorRow
+from tiervault.vault.rows import MirrorRowColumns, MirrorRow
 from tiervault.vault.store import TierStore
 
 WORDS = ["retry", "timeout", "cache", "error", "the", "naïve", "x1", "deployment", "w9"]
@@ -67,11 +67,11 @@ def test_the_chunks_are_one_snapshot(tmp_path):
                                               description="a row the snapshot does not hold")])
             rest = list(chunks)
         assert gen == gen_before < st.generation()
-        assert all(isinstance(c, MirrorColumns) for c in [first, *rest])
+        assert all(isinstance(c, MirrorRowColumns) for c in [first, *rest])
         # each chunk holds its rows by column: back to rows, the contract's MirrorRows
         rows = [MirrorRow(*r) for c in [first, *rest] for r in zip(*astuple(c))]
         assert [len(first), len(rows)] == [20, 50]
         assert "late" not in {r.id for r in rows}
         assert [r.key for r in rows] == sorted(r.key for r in rows)
         assert rows == st.changes_since(-1).rows[:50]
-        assert MirrorColumns.of(rows[:20]) == first  # the same columns from MirrorRows
+        assert MirrorRowColumns.of(rows[:20]) == first  # the same columns from MirrorRows

@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from tiervault.vault.lazy_sparse import sp
-from tiervault.vault.rows import MirrorColumns, MirrorRow
+from tiervault.vault.rows import MirrorRowColumns, MirrorRow
 from tiervault.vault.scoring import FTS_WEIGHTS
 from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
@@ -143,7 +143,7 @@ def _learn(words: list[str], same: np.ndarray, vocab: Vocabulary) -> np.ndarray:
     return np.where(tid >= 0, 2 * tid + stop, _NO_TERM)
 
 
-def analyse_rows(rows: Sequence[MirrorRow] | MirrorColumns, vocab: Vocabulary,
+def analyse_rows(rows: Sequence[MirrorRow] | MirrorRowColumns, vocab: Vocabulary,
                  words: WordCodes | None = None) -> Analysed:
     """The CSR block of ``rows`` (a build's chunks come by column); new stems are added
     to ``vocab`` (the mirror's vocabulary, extended in place). ``words``: word -> code,
@@ -152,7 +152,7 @@ def analyse_rows(rows: Sequence[MirrorRow] | MirrorColumns, vocab: Vocabulary,
     if n >= _MAX_ROWS:
         raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
     words = WordCodes() if words is None else words
-    if isinstance(rows, MirrorColumns):
+    if isinstance(rows, MirrorRowColumns):
         fields = [getattr(rows, name) for name in TEXT_FIELDS]
     else:  # a column: an itemgetter mapped in C (no tuple of all 14 columns)
         fields = [list(map(itemgetter(_FIELD_AT[name]), rows)) for name in TEXT_FIELDS]

@@ -47,7 +47,7 @@ from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.filters import Filters
 from tiervault.vault.lazy_sparse import sp
-from tiervault.vault.rows import MirrorColumns, MirrorRow
+from tiervault.vault.rows import MirrorRowColumns, MirrorRow
 from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
 from tiervault.vault.checked_array import CacheDamaged
@@ -70,8 +70,8 @@ _CHUNK = 20_000
 _BUILDS = itertools.count(1)  # each build or load of a mirror gets a new number
 
 
-def _chunks(rows: Sequence[MirrorRow]) -> Iterator[MirrorColumns]:
-    return (MirrorColumns.of(rows[start:start + _CHUNK]) for start in range(0, len(rows), _CHUNK))
+def _chunks(rows: Sequence[MirrorRow]) -> Iterator[MirrorRowColumns]:
+    return (MirrorRowColumns.of(rows[start:start + _CHUNK]) for start in range(0, len(rows), _CHUNK))
 
 
 class Postings:
@@ -317,7 +317,7 @@ class Postings:
         """Tokenise rows into new slots (all chunks; ``fit`` refits TF-IDF on them)."""
         self._append_parts(self._analyse(_chunks(rows)), fit=fit)
 
-    def _analyse(self, chunks: Iterable[MirrorColumns], *, delta: bool = True) -> list[Analysed]:
+    def _analyse(self, chunks: Iterable[MirrorRowColumns], *, delta: bool = True) -> list[Analysed]:
         """Each chunk of rows tokenised into new slots (each chunk may be dropped after); ``delta``:
         delta slots, found by rowid until the next freeze (a first build: no index, columns once)."""
         parts: list[Analysed] = []
@@ -372,7 +372,7 @@ class Postings:
         out.resize(counts.shape[0], counts.shape[1])
         return out.tocsr()
 
-    def _register(self, rows: MirrorColumns, doclen: np.ndarray, delta: bool) -> tuple[SlotColumns, np.ndarray]:
+    def _register(self, rows: MirrorRowColumns, doclen: np.ndarray, delta: bool) -> tuple[SlotColumns, np.ndarray]:
         """Give ``rows`` the next slots: ids, hashes, domains and tag slots now, the numeric
         columns returned for :meth:`_append_columns` (:mod:`slot_columns`: a column at a time)."""
         first, n = len(self.ids), len(rows)

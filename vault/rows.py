@@ -23,7 +23,7 @@ __all__ = [
     "FieldTexts",
     "LightRow",
     "MirrorRow",
-    "MirrorColumns",
+    "MirrorRowColumns",
     "Changes",
     "TermStats",
     "LexicalHit",
@@ -170,7 +170,7 @@ class MirrorRow(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class MirrorColumns:
+class MirrorRowColumns:
     """A chunk of :class:`MirrorRow` s by column: each field of the chunk's rows in row
     order (a first mirror build's reading unit).
 
@@ -195,7 +195,7 @@ class MirrorColumns:
     tags: Sequence[str]
 
     @classmethod
-    def of(cls, rows: Sequence[Sequence[Any]]) -> "MirrorColumns":
+    def of(cls, rows: Sequence[Sequence[Any]]) -> "MirrorRowColumns":
         """The columns of ``rows``: :class:`MirrorRow` s, or a driver's tuples of the same
         fields in the same order (``SELECT`` of the mirror's columns)."""
         return cls(*(list(zip(*rows)) or [()] * len(MirrorRow._fields)))

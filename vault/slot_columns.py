@@ -22,7 +22,7 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
-from tiervault.vault.rows import MirrorColumns
+from tiervault.vault.rows import MirrorRowColumns
 
 __all__ = ["NUMERIC", "SlotColumns", "appended", "empty_columns", "slot_columns", "codes", "times", "tag_slots"]
 
@@ -44,7 +44,7 @@ class SlotColumns(NamedTuple):
     tags: dict[str, np.ndarray]  # tag -> ascending slots holding it
 
 
-def slot_columns(rows: MirrorColumns, domains: Sequence[str], first: int) -> SlotColumns:
+def slot_columns(rows: MirrorRowColumns, domains: Sequence[str], first: int) -> SlotColumns:
     """The slot columns of ``rows`` (non-empty), whose slots start at ``first``, against
     the mirror's ``domains`` so far (ValueError naming a type/severity/origin it lacks)."""
     n = len(rows)
