@@ -6,6 +6,11 @@ the Brain and an eighth of the 1M cold open + first query budget (issue 16, 0.8 
 search over caught-up mirrors whose latent rows were saved with the build (1,000,000
 entries) calls none of it; a mirror build, a catch-up of new rows, a small base's LSA
 projection or a test does, and imports it then. ``sp.csr_matrix`` etc. read as before.
+
+Not :mod:`~tiervault.vault.deferred_module` (the build worker's stand-in for a module that
+third-party code imports): that one takes the module's place in ``sys.modules`` for the
+whole process and is meant for a single-threaded worker; this is our own modules' name
+for ``scipy.sparse`` only, safe from any thread (``importlib`` serialises the import).
 """
 
 from __future__ import annotations
