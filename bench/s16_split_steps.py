@@ -4,7 +4,7 @@ CPU goes (the step bodies restate the function's, with a timer between them).
 
     python bench/s16_split_steps.py TIER_DB
 """
-import sys, time, gc, numpy as np, operator
+import sys, time, gc, numpy as np
 from tiervault.vault.store import TierStore
 import tiervault.vault.mirror_analysis as ma
 import tiervault.vault.word_codes as wc
@@ -13,7 +13,7 @@ bigs = []
 with store.rows_in_chunks(20000) as (gen, chunks):
     for i, ch in enumerate(chunks):
         for name in ma.TEXT_FIELDS:
-            f = list(map(operator.itemgetter(ma._FIELD_AT[name]), ch))
+            f = list(getattr(ch, name))
             for a in range(0, len(f), 5000):
                 bigs.append(wc._joined(f[a:a+5000]))
         if i == 9: break

@@ -17,7 +17,7 @@ store = TierStore(sys.argv[1], name="team"); STOP_WORDS.get(); gc.disable()
 vocab = P.Postings().vocab; words = WordCodes(); toks = []
 with store.rows_in_chunks(20000) as (gen, chunks):
     for i, ch in enumerate(chunks):
-        fields = [list(map(__import__('operator').itemgetter(ma._FIELD_AT[name]), ch)) for name in ma.TEXT_FIELDS]
+        fields = [list(getattr(ch, name)) for name in ma.TEXT_FIELDS]
         for b, t in enumerate(words.blocks(fields, lambda new, same: ma._learn(new, same, vocab), 5000)):
             toks.append((t, min(5000, len(ch) - b * 5000)))
         if i == 9: break

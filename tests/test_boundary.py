@@ -280,8 +280,8 @@ KNOWN_TOOL_REACH = {
     # Probes of issue 16 session 16 (bench/README.md, the first mirror build at 1M): they time
     # private steps of the row analysis (a block's sums, the byte split's steps, the FTS5
     # stemming of new words), which have no public name, against the same data.
-    "bench/s16_sums_ab.py": ("ma._sums", "old._sums", "ma._learn", "ma._FIELD_AT"),
-    "bench/s16_split_steps.py": ("wc._KEEP", "wc._TABLE", "wc._BIG_U8", "wc._joined", "ma._FIELD_AT"),
+    "bench/s16_sums_ab.py": ("ma._sums", "old._sums", "ma._learn"),
+    "bench/s16_split_steps.py": ("wc._KEEP", "wc._TABLE", "wc._BIG_U8", "wc._joined"),
     "bench/s16_fts5_words.py": ("STEMMER._fts5", "STEMMER._cache"),
     # Runs the worker's own command line (vault/mirror_workers.py) in a subprocess.
     "tests/test_mirror_workers.py": ("mirror_workers._WORKER_CODE",),

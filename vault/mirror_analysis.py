@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import itertools
 import sys
-from operator import itemgetter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -47,7 +46,6 @@ TEXT_FIELDS = ("id", "title", "description", "context", "tags")
 if any(w != int(w) or w <= 0 for w in FTS_WEIGHTS):  # the packed sums need whole weights
     raise ValueError(f"FTS_WEIGHTS {FTS_WEIGHTS} must be positive whole numbers")
 _WEIGHTS = np.asarray(FTS_WEIGHTS, dtype=np.int64)
-_FIELD_AT = {name: MirrorRow._fields.index(name) for name in TEXT_FIELDS}
 _NO_TERM = -1
 _LOW = np.int64(0xFFFF_FFFF)
 # a token's share of its (row, term) sum, by (column << 1 | stop word): its column's
@@ -145,17 +143,16 @@ def _learn(words: list[str], same: np.ndarray, vocab: Vocabulary) -> np.ndarray:
 
 def analyse_rows(rows: Sequence[MirrorRow] | MirrorRowColumns, vocab: Vocabulary,
                  words: WordCodes | None = None) -> Analysed:
-    """The CSR block of ``rows`` (a build's chunks come by column); new stems are added
+    """The CSR block of ``rows`` (a build's chunks come by column; :class:`MirrorRow` s are
+    taken by column first, :meth:`MirrorRowColumns.of`); new stems are added
     to ``vocab`` (the mirror's vocabulary, extended in place). ``words``: word -> code,
     shared by the chunks of one build (it must have been filled against this ``vocab`` only)."""
     n = len(rows)
     if n >= _MAX_ROWS:
         raise ValueError(f"{n} rows in one chunk: at most {_MAX_ROWS - 1}")
     words = WordCodes() if words is None else words
-    if isinstance(rows, MirrorRowColumns):
-        fields = [getattr(rows, name) for name in TEXT_FIELDS]
-    else:  # a column: an itemgetter mapped in C (no tuple of all 14 columns)
-        fields = [list(map(itemgetter(_FIELD_AT[name]), rows)) for name in TEXT_FIELDS]
+    cols = rows if isinstance(rows, MirrorRowColumns) else MirrorRowColumns.of(rows)
+    fields = [getattr(cols, name) for name in TEXT_FIELDS]
     blocks = words.blocks(fields, lambda new, same: _learn(new, same, vocab), BLOCK_ROWS)
     n_terms = len(vocab)
     if n_terms > _MAX_TERMS:
