@@ -28,9 +28,9 @@ blob + offsets + sorted fingerprints) and content hashes as 32 raw bytes
 (:mod:`hash_table`), not in Python lists and dicts; the base postings are int32
 slots, float32 weights and each posting's TF-IDF count (:mod:`sparse_columns`), the
 TF-IDF rows counts + row norms (:mod:`tfidf_rows`). A mirror loaded from its cache
-maps the small arrays and reads postings columns and TF-IDF rows with ``pread``
-(a mapping made every 2 MB folio a query touched resident); each block is checked
-against its CRC-32 on first read (:mod:`checked_array`).
+maps it; postings columns and TF-IDF rows of a large file (``mirror_cache.PREAD_ABOVE_BYTES``)
+are read with ``pread`` instead (a mapping made every folio a query touched resident); each
+block is checked against its CRC-32 on first read (:mod:`checked_array`).
 """
 
 from __future__ import annotations
