@@ -8,6 +8,7 @@ touches storage or the clock: callers pass ``now``.
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -74,7 +75,7 @@ def vector(cosines: np.ndarray | None, n: int) -> np.ndarray:
 
 def severity(levels: Sequence[str]) -> np.ndarray:
     """critical -> 1.0, warning -> 0.7, suggestion -> 0.4 (anything else -> 0)."""
-    return np.fromiter((SEVERITY_SCORES.get(s, 0.0) for s in levels), dtype=np.float64,
+    return np.fromiter(map(SEVERITY_SCORES.get, levels, repeat(0.0)), dtype=np.float64,
                        count=len(levels))
 
 

@@ -28,6 +28,8 @@ Every policy number comes from :class:`~tiervault.config.BrainConfig`.
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -279,17 +281,22 @@ def modulate(brain: Any, ctx: ScoringContext) -> None:
 
 
 # -- rank ---------------------------------------------------------------------------------
+_RANK_KEY = itemgetter(0, 1, 2, 4)  # (-score, tier rank, entry before memory, position)
+
+
 def rank(brain: Any, ctx: ScoringContext) -> None:
     cfg = ctx.config
     rank_of = {t.name: r for r, t in enumerate(brain.manager.ordered())}
-    items: list[tuple[float, int, int, str, int]] = [
-        (-float(ctx.score[i]), rank_of.get(ctx.pool.tiers[i], len(rank_of)), 0, "entry", i)
-        for i in range(len(ctx.pool))]
+    # -score as Python floats at once (tolist: float(a[i]) of each; negation is exact)
+    items: list[tuple[float, int, int, str, int]] = list(zip(
+        (-np.asarray(ctx.score, dtype=np.float64)).tolist(),
+        map(rank_of.get, ctx.pool.tiers, repeat(len(rank_of))), repeat(0), repeat("entry"),
+        range(len(ctx.pool))))
     ms = ctx.memories
     if ms is not None:
         items += [(-float(ctx.memory_score[i]), rank_of.get(t, len(rank_of)), 1, "memory", i)
                   for i, (_, t) in enumerate(ms.hits) if ms.content[i]]
-    items.sort(key=lambda x: (x[0], x[1], x[2], x[4]))
+    items.sort(key=_RANK_KEY)
     if ctx.mmr_order is not None:
         # diverse: the MMR selection order is the answer's order (entries only).
         ctx.ranked = [("entry", int(i)) for i in ctx.mmr_order[:ctx.limit]]

@@ -252,7 +252,7 @@ class MirrorLexicon:
     # -- the contract ------------------------------------------------------------------
     def term_stats(self, terms: Sequence[str]) -> TermStats:
         def compute(p: Postings) -> TermStats:
-            df = tuple(s.size for s in self._matches(p, terms).slots) if terms else ()
+            df = tuple(map(len, self._matches(p, terms).slots)) if terms else ()  # 1-D: len = size
             return TermStats(p.n_alive, float(p.total_len), df)
         return self._answer(compute)
 

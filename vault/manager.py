@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, eq, mul
 from typing import Any, Callable, Iterable, Sequence
 
 from tiervault.errors import EntryNotFound, QueryError, StorageError, TierUnavailable, ValidationError
@@ -91,7 +93,7 @@ class VaultManager:
         """Tiers that could not be opened are tried again when their backoff allows: a
         server down at start joins later searches once it is back, without a restart."""
         for tier in tiers:
-            if due_for_retry(tier):
+            if tier.store is None and due_for_retry(tier):  # an open tier: no call
                 tier.store, tier.problem = try_open(tier)
 
     @classmethod
@@ -131,7 +133,8 @@ class VaultManager:
         self._reopen_failed(self.tiers.values())
         chosen = [t for t in self.tiers.values()
                   if t.store is not None and (names is None or t.name in names)]
-        return sorted(chosen, key=lambda t: -t.weight)
+        # highest weight first; reverse=True keeps the config order of equal weights
+        return sorted(chosen, key=_WEIGHT, reverse=True)
 
     def store(self, name: str) -> TierBackend:
         """The store of tier ``name`` for writing; clear errors when it cannot be used."""
@@ -408,8 +411,10 @@ class VaultManager:
         answered = self._each(chosen, lambda s: s.lexical_top_k(lq.stems, lq.stats, filters, limit,
                                                                 words=lq.words))
         for tier, hits in answered:
-            rank = chosen.index(tier)
-            pool.extend(dedup.Pooled(-h.score * tier.weight, rank, tier.name, h) for h in hits)
+            # each Pooled made in C (-score * weight as score * -weight: the same float)
+            pool.extend(map(_NEW, repeat(dedup.Pooled), zip(
+                map(mul, map(_SCORE, hits), repeat(-tier.weight)), repeat(chosen.index(tier)),
+                repeat(tier.name), hits)))
         chosen = [t for t, _ in answered]
         # Dedup in priority order: the highest-priority tier holding the same id
         # (or the same content under another id) supplies the copy that is kept,
@@ -427,8 +432,8 @@ class VaultManager:
         """``kept`` with each hit's TF-IDF: its tier's top-k hit's, or read for it."""
         # Nearly always every kept copy IS its tier's own top-k hit, which has its TF-IDF:
         # then ``kept`` is the answer as it is (no look-up, no hit rebuilt).
-        pooled = {id(p.hit): p.tier for p in pool}  # the pool holds its hits alive
-        if all(pooled.get(id(k.hit)) == k.tier for k in kept):
+        pooled = dict(zip(map(id, map(_HIT, pool)), map(_TIER, pool)))  # the pool holds its hits alive
+        if all(map(eq, map(pooled.get, map(id, map(_HIT, kept))), map(_TIER, kept))):
             return kept
         own = {(p.tier, p.hit.id): p.hit.tfidf for p in pool}
         need: dict[str, list[str]] = {}
@@ -460,6 +465,11 @@ class VaultManager:
                 out[name] = {"path": tier.path, "weight": tier.weight, "available": False,
                              "problem": str(exc)}
         return out
+
+
+_NEW = tuple.__new__  # a NamedTuple made in C from its fields
+_SCORE, _HIT, _TIER = attrgetter("score"), attrgetter("hit"), attrgetter("tier")
+_WEIGHT = attrgetter("weight")
 
 
 def _key_columns(store: Any) -> KeyColumns | None:

@@ -29,8 +29,10 @@ def query_terms(text: str) -> list[str]:
         return []
     text = text[:MAX_QUERY_CHARS].replace("\x00", " ")
     seen: dict[str, None] = {}
-    for raw in _SPLIT.split(text.lower()):
-        term = "".join(ch for ch in raw if ch.isalnum())
+    # a piece between separators is alphanumeric already: every character ``[\W_]``
+    # does not match is one ``str.isalnum`` accepts (both read the same Unicode
+    # properties; tests/test_query_terms.py checks every code point)
+    for term in _SPLIT.split(text.lower()):
         if len(term) >= 2 and term not in seen:
             seen[term] = None
             if len(seen) >= MAX_QUERY_TERMS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
+from operator import add
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, TypedDict
 
 import numpy as np
@@ -242,7 +243,7 @@ class TermStats:
         if len(self.df) != len(other.df):
             raise ValueError("TermStats of different queries cannot be added")
         return TermStats(self.n_docs + other.n_docs, self.total_len + other.total_len,
-                         tuple(a + b for a, b in zip(self.df, other.df)))
+                         tuple(map(add, self.df, other.df)))
 
     @property
     def avg_len(self) -> float:

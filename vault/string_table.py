@@ -21,6 +21,7 @@ plain Python containers.
 
 from __future__ import annotations
 
+from operator import gt
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -237,7 +238,7 @@ class StringTable:
         if slots.size <= FEW:  # a handful: verified slices, no gathers (vault/few_keys.py)
             return [self._bytes(s).decode() for s in slots.tolist()]
         starts, ends = self.offsets.at(slots).tolist(), self.offsets.at(slots + 1).tolist()
-        if min(starts) < 0 or max(ends) > len(self.blob) or any(a > b for a, b in zip(starts, ends)):
+        if min(starts) < 0 or max(ends) > len(self.blob) or any(map(gt, starts, ends)):
             raise ValueError("string table offsets point outside the blob")
         raw = memoryview(self.blob.check_ranges(starts, ends))  # not a NumPy view a string
         return [raw[a:b].tobytes().decode() for a, b in zip(starts, ends)]

@@ -137,7 +137,7 @@ class TermMatches:
         without the dense array."""
         if len(doclen) > DENSE_SLOTS:
             return None
-        if sum(s.size for s in self.slots) * SPARSE_SHARE < len(doclen):
+        if sum(map(len, self.slots)) * SPARSE_SHARE < len(doclen):  # 1-D: len = size
             return scored_sparse(self.slots, self.terms_bm25(doclen, idf, avglen, memo))
         dense = self.bm25(doclen, idf, avglen, memo)
         slots = np.flatnonzero(dense > 0)
