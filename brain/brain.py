@@ -260,12 +260,19 @@ class Brain:
 
     def field_texts(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
         """The FTS5 fields (``id``, ``title``, ``description``, ``context``, ``tags``) of
-        pool candidates ``idx``, keyed ``tier\0id``: a backend's optional
-        ``field_texts`` (SQLite: five columns, no Entry built), else its full entries."""
+        pool candidates ``idx``, keyed ``tier\0id``: those the pool kept with their light
+        rows (``Pool.keep_texts``), else a backend's optional ``field_texts`` (SQLite: five
+        columns, no Entry built), else its full entries."""
         by_tier: dict[str, list[str]] = {}
-        for i in idx:
-            by_tier.setdefault(pool.tiers[i], []).append(pool.ids[i])
         out: dict[str, Any] = {}
+        kept = pool.texts
+        for i in idx:
+            tier, eid = pool.tiers[i], pool.ids[i]
+            row = kept[tier].get(eid) if tier in kept else None
+            if row is None:
+                by_tier.setdefault(tier, []).append(eid)
+            else:
+                out[f"{tier}\0{eid}"] = row
         for tier, ids in by_tier.items():
             store = self.manager.store(tier)
             read = getattr(store, "field_texts", None) or store.get_many

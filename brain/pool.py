@@ -25,7 +25,7 @@ import numpy as np
 from tiervault.errors import TierVaultError
 from tiervault.vault.filter_compile import matches
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import LIGHT_FIELDS, LightRow
+from tiervault.vault.rows import LIGHT_FIELDS, FieldTexts, LightRow
 
 __all__ = ["Pool", "passes_filters"]
 
@@ -59,6 +59,11 @@ class Pool:
     # order) and the first row found of each: for the next add_external only
     _asked: set[str] = field(default_factory=set)
     _prefetched: dict[str, tuple[str, float, LightRow]] = field(default_factory=dict)
+    # with keep_texts, each row's FieldTexts by tier and id, read in the light rows' own
+    # statements where the backend can (``light_rows_texts``): term proximity then reads
+    # no entry again (Brain.field_texts; issue 16 session 18)
+    keep_texts: bool = False
+    texts: dict[str, dict[str, FieldTexts]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -113,7 +118,7 @@ class Pool:
             missing = [i for i in wanted if i not in found] if wanted else []
             if not mine and not missing:
                 continue
-            got = tier.store.light_rows([*(ids[i] for i in mine), *missing])
+            got = self._light_rows(tier.store, tier.name, [*(ids[i] for i in mine), *missing])
             for i in mine:
                 rows[i] = got.get(ids[i])
             for eid in missing:
@@ -121,7 +126,7 @@ class Pool:
                 if row is not None:
                     found[eid] = (tier.name, tier.weight, row)
         for name, mine in own.items():  # a candidate's tier outside ``tiers`` (not expected)
-            got = manager.store(name).light_rows([ids[i] for i in mine])
+            got = self._light_rows(manager.store(name), name, [ids[i] for i in mine])
             for i in mine:
                 rows[i] = got.get(ids[i])
         self._pending = False
@@ -138,6 +143,12 @@ class Pool:
         self._index = {eid: i for i, eid in enumerate(self.ids)}
         self._hashes = {r.content_hash for r in self.rows}
         return True
+
+    def _light_rows(self, store: Any, tier: str, ids: list[str]) -> dict[str, LightRow]:
+        """``store.light_rows(ids)``; with ``keep_texts`` their texts kept in ``texts``
+        too when the backend reads both at once."""
+        read = getattr(store, "light_rows_texts", None) if self.keep_texts else None
+        return store.light_rows(ids) if read is None else read(ids, self.texts.setdefault(tier, {}))
 
     def _append(self, eid: str, tier: str, via: str, also_in: tuple[str, ...], lexical: float,
                 tfidf: float, weight: float, row: LightRow) -> None:
@@ -171,7 +182,7 @@ class Pool:
             missing = [i for i in rest if i not in found]
             if not missing:
                 break
-            for eid, row in tier.store.light_rows(missing).items():
+            for eid, row in self._light_rows(tier.store, tier.name, missing).items():
                 found[eid] = (tier.name, tier.weight, row)
         joining: list[tuple[str, str, float, LightRow]] = []
         hashes = set(self._hashes)

@@ -81,6 +81,10 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
                                    tiers=ctx.tiers)
             ctx.complete = True
     ctx.pool = Pool.from_candidates(manager, cands, read=False)
+    pairs = query_pairs(ctx.query) if evidence.proximity_weight(ctx) > 0 else []
+    # hybrid: the texts term proximity reads come with the light rows (one statement a tier
+    # instead of two); an FTS-only scan reads its proximity before its rows
+    ctx.pool.keep_texts = ctx.qvec is not None and bool(pairs)
     hits = (brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
                                  ctx.filters) if ctx.qvec is not None else [])
     if not rows_wait_for_neighbours(ctx):
@@ -103,8 +107,7 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             ctx.expansion.lexical = expansion_scores(manager, ctx.expansion.lq, ctx.pool, before,
                                                      ctx.expansion.lexical)
     ctx.cosines = evidence.cosines(brain, ctx, 0)
-    if evidence.proximity_weight(ctx) > 0:
-        ctx.pairs = query_pairs(ctx.query)
+    ctx.pairs = pairs
     ctx.proximity = evidence.proximity(brain, ctx, 0)
     if not mods.empty and brain.vectors is not None:
         ctx.directions, ctx.n_suppress = modulating.directions(brain, mods, ctx.tiers)

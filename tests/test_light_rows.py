@@ -51,6 +51,12 @@ def test_bound_and_json_forms_answer_the_rows_of_before(store, n):
     assert got == _before(store, ids, 17)
     assert "fill-7" not in got and "fill-9" not in got
     assert all(len(r.snippet) <= 17 for r in got.values())
+    # with the texts (issue 16 session 18): the same rows, and each row's FieldTexts as
+    # the tier's own field_texts reads them (term proximity's read of before)
+    texts: dict = {"kept": "before"}
+    assert store.light_rows_texts(ids, texts, snippet_chars=17) == got
+    assert texts.pop("kept") == "before" and texts == {
+        eid: row for eid, row in store.field_texts(ids).items() if eid in got}
 
 
 def test_a_statement_binds_each_id_up_to_the_bound_then_one_json_array(store):

@@ -252,3 +252,40 @@ def test_a_hybrid_scan_reads_its_vector_hits_with_the_candidates(built, tmp_path
     assert answers[0] == answers[1]
     assert any(r["explain"]["via"] == "vector" for rows in answers[0] for r in rows)
     assert reads[0] < reads[1]  # the vector hits' statements are gone
+
+
+TEXTS_READ = "e.id, e.title, e.description, e.context, e.tags FROM"  # store.field_texts
+
+
+def test_a_hybrid_scan_reads_proximitys_texts_with_its_light_rows(built, tmp_path, monkeypatch):
+    # issue 16 session 18: the pool keeps each row's FieldTexts from its light-row
+    # statements; term proximity then reads no entry again. "old" forces keep_texts off
+    # before the pool's first read (its own field_texts statements, the code of before).
+    answers, reads = [], []
+    for name in ("new", "old"):
+        manager = _open(built, tmp_path / name)
+        try:
+            b = Brain(manager, fixed_brain(manager).settings, vectors=HashVectors(manager),
+                      clock=lambda: NOW)
+            assert b.config.hybrid_proximity_weight > 0
+            b.search_intelligent("kafka consumer lag")
+            if name == "old":
+                read_rows = Pool.read_rows
+
+                def texts_off(pool, *a, **kw):
+                    pool.keep_texts = False
+                    return read_rows(pool, *a, **kw)
+
+                monkeypatch.setattr(Pool, "read_rows", texts_off)
+            seen: Counter[str] = Counter()
+            for tier in manager.ordered():
+                tier.store.db.conn.set_trace_callback(
+                    lambda sql: seen.update(["texts"] if TEXTS_READ in sql else []))
+            answers.append([b.search_intelligent(q, mode=mode, explain=True, **kw)
+                            for q, kw in QUERIES for mode in ("scan", "full")])
+            reads.append(seen["texts"])
+        finally:
+            manager.close()
+    assert answers[0] == answers[1]
+    assert any(r["explain"]["via"] == "vector" for rows in answers[0][::2] for r in rows)
+    assert reads[1] > 0 and reads[0] == 0, reads

@@ -13,7 +13,7 @@ from tiervault.vault.filter_compile import to_sqlite
 from tiervault.vault.filters import Filters
 
 __all__ = ["UPSERT_ENTRY", "INSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "FTS_AUTOMERGE", "FTS_SET_AUTOMERGE",
-           "filter_sql", "SANE_TIMES", "SELECT_LIGHT", "LIGHT_BOUND_IDS", "light_rows_sql"]
+           "filter_sql", "SANE_TIMES", "SELECT_LIGHT", "LIGHT_BOUND_IDS", "LIGHT_TEXTS", "light_rows_sql"]
 
 _UPDATABLE = [c for c in ENTRY_COLUMNS if c not in ("id", "created_at")]
 UPSERT_ENTRY = (
@@ -51,19 +51,24 @@ SELECT_LIGHT = (
 #: connection's statement cache holds at most this many light-row statements.
 LIGHT_BOUND_IDS = 48
 
-_LIGHT_SQL: dict[int, str] = {}
+#: What a light-row statement with the texts selects after ``SELECT_LIGHT``: the rest of
+#: an entry's :class:`~tiervault.vault.rows.FieldTexts` (id, title and tags are light columns).
+LIGHT_TEXTS = ", e.description, e.context"
+
+_LIGHT_SQL: dict[tuple[int, bool], str] = {}
 
 
-def light_rows_sql(n: int) -> str:
+def light_rows_sql(n: int, texts: bool = False) -> str:
     """The light-row statement of ``n`` ids (parameters: the snippet's length, then the
     ids one by one when ``n <= LIGHT_BOUND_IDS``, else their JSON array), rows passing
-    ``SANE_TIMES``. The texts are kept: the same string each time for the same ``n``
-    (the driver's statement cache is keyed by it)."""
-    key = n if n <= LIGHT_BOUND_IDS else 0
+    ``SANE_TIMES``; with ``texts`` the ``LIGHT_TEXTS`` columns follow. The texts are
+    kept: the same string each time for the same ``n`` (the driver's statement cache is
+    keyed by it)."""
+    key = (n if n <= LIGHT_BOUND_IDS else 0, texts)
     sql = _LIGHT_SQL.get(key)
     if sql is None:
-        ids = ", ".join("?" * key) if key else "SELECT value FROM json_each(?)"
-        sql = _LIGHT_SQL[key] = (f"SELECT {SELECT_LIGHT} FROM entries e "
+        ids = ", ".join("?" * key[0]) if key[0] else "SELECT value FROM json_each(?)"
+        sql = _LIGHT_SQL[key] = (f"SELECT {SELECT_LIGHT}{LIGHT_TEXTS if texts else ''} FROM entries e "
                                  f"WHERE e.id IN ({ids}) AND {SANE_TIMES}")
     return sql
 

@@ -58,7 +58,7 @@ from tiervault.vault.write_pipeline import write_pipelined
 
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
-
+_LIGHT_N = len(LightRow._fields)  # a light-row statement's columns before LIGHT_TEXTS
 _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
                    "valid_until, updated_at, title, description, context, tags")
 
@@ -226,14 +226,22 @@ class TierStore:
     def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, LightRow]:
         """{id: LightRow}: scoring fields, the first ``snippet_chars`` of the description
         and ``chars`` (length of all text fields), without full entries."""
+        return self.light_rows_texts(ids, None, snippet_chars)
+
+    def light_rows_texts(self, ids: Sequence[str], texts: dict[str, FieldTexts] | None,
+                         snippet_chars: int = 120) -> dict[str, LightRow]:
+        """:meth:`light_rows`, and each row's :class:`FieldTexts` put in ``texts`` (unless
+        None) from the same statement: term proximity's own read spared. Optional."""
         n = len(ids)
         if not n:
             return {}
         params = ((int(snippet_chars), *ids) if n <= LIGHT_BOUND_IDS
                   else (int(snippet_chars), json.dumps(list(ids))))
-        rows = self.db.query(light_rows_sql(n), params)
-        # LightRow's fields are the SELECT's columns: tuple.__new__ mapped in C, not _make
-        return {r.id: r for r in map(tuple.__new__, repeat(LightRow), rows)}
+        rows = self.db.query(light_rows_sql(n, texts is not None), params)
+        if texts is None:  # LightRow's fields are the SELECT's columns: tuple.__new__ in C
+            return {r.id: r for r in map(tuple.__new__, repeat(LightRow), rows)}
+        texts.update({r[0]: tuple.__new__(FieldTexts, (r[0], r[4], r[-2], r[-1], r[6])) for r in rows})
+        return {r[0]: tuple.__new__(LightRow, r[:_LIGHT_N]) for r in rows}
 
     def delete(self, entry_id: str) -> bool:
         """Delete an entry (its links, vectors and embedding state cascade)."""
