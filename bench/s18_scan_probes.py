@@ -11,6 +11,12 @@
    process (``--queries`` bench queries after 50 warm-up scans): the hit rate a memo
    slot -> string (kept per table: the tables never change) could have.
 Then, 3. ``calls``: Python function calls per scan by kind (cProfile over the same scans).
+
+    python bench/s18_scan_probes.py --workdir FRESH-COPY --verify [--json out.json]
+
+4. ``verify``: in a fresh process as run.py's search phase runs (30 scan + full pairs, then
+   200 timed), the CRC checks of the mirror's blocks (``CheckedArray._verify``) inside the
+   timed pairs: what checking every block at open would move out of them.
 """
 
 from __future__ import annotations
@@ -95,13 +101,52 @@ def calls(brain, n: int) -> dict[str, float]:
     return out
 
 
+def verify_cost(brain) -> dict[str, float]:
+    from tiervault.vault import checked_array
+
+    acc = {"s": 0.0, "blocks": 0, "calls": 0}
+    orig = checked_array.CheckedArray._verify
+
+    def timed(self, first, last, span=None):
+        before, t = self._ok.count(1), time.perf_counter()
+        try:
+            return orig(self, first, last, span)
+        finally:
+            acc["s"] += time.perf_counter() - t
+            acc["calls"] += 1
+            acc["blocks"] += self._ok.count(1) - before
+
+    def pair(q):
+        brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
+        brain.search_intelligent(q["text"], mode="full", **query_kwargs(q))
+
+    checked_array.CheckedArray._verify = timed
+    try:
+        for q in queries(30, 8):
+            pair(q)
+        acc.update(s=0.0, blocks=0, calls=0)
+        for q in queries(200, 7):
+            pair(q)
+    finally:
+        checked_array.CheckedArray._verify = orig
+    return {"ms_per_pair": round(acc["s"] / 200 * 1e3, 4), "blocks_per_pair": acc["blocks"] / 200,
+            "calls_per_pair": acc["calls"] / 200}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--queries", type=int, default=400)
+    ap.add_argument("--verify", action="store_true", help="only part 4, on a fresh copy")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     from tiervault.brain.brain import Brain
+
+    if a.verify:
+        brain = Brain.open(write_config(a.workdir))
+        emit({"workdir": str(a.workdir), "load_before": load_avg(), "verify": verify_cost(brain),
+              "load_after": load_avg()}, a.json)
+        return
 
     out: dict = {"workdir": str(a.workdir), "load_before": load_avg(),
                  "syscalls": syscalls(a.workdir / "tiers" / "team.db")}
