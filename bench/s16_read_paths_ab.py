@@ -1,7 +1,7 @@
 """The scan's reads by system call or through mappings, A/B in ONE process (issue 16, session 16).
 
     python bench/s16_read_paths_ab.py --workdir W1 --workdir W2 [...] [--variants none,both]
-        [--queries 900] [--flip] [--json out.json]
+        [--queries 900] [--flip] [--labels A,B] [--json out.json]
 
 ``W1``, ``W2``, ...: copies of one ``bench/run.py`` build (``tiers/*.db``), one a variant.
 Variants: ``none`` -- every mapping off, as before session 16: ``connection.TIER_MMAP_BYTES
@@ -17,7 +17,9 @@ query is timed (process CPU of ``search_intelligent(mode="scan")``) on one brain
 brains taken in turn by query (``--flip``: in reverse order), in two conditions alternating
 in pairs: ``warm`` (a scan of the same brain just before, untimed) and ``spin`` (a
 Python loop reading the clock for 15 ms just before: session 11's stand-in for
-run.py's interleave, the cold-cache penalty). Also counted: read system calls a timed
+run.py's interleave, the cold-cache penalty). ``--labels``: a name per work directory, so
+one variant can run on copies that differ in something else (session 18: the page cache's
+folio sizes, ``bench/s18_folio_copy.py``). Also counted: read system calls a timed
 scan (``syscr`` of ``/proc/self/io``) and the process's RSS at the end (all brains).
 """
 
@@ -85,14 +87,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=900)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--flip", action="store_true")
+    ap.add_argument("--labels", help="a name per --workdir (default: the variants')")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    names = args.variants.split(",")
-    if len(names) != len(args.workdir) or not set(names) <= set(VARIANTS):
+    variants = args.variants.split(",")
+    if len(variants) != len(args.workdir) or not set(variants) <= set(VARIANTS):
         ap.error("one --workdir per variant, variants of " + ", ".join(VARIANTS))
+    names = args.labels.split(",") if args.labels else variants
+    if len(set(names)) != len(variants):
+        ap.error("one distinct label per --workdir")
     out: dict[str, Any] = {"load_before": load_avg(), "queries": args.queries, "flip": args.flip,
-                           "hybrid": args.hybrid}
-    brains = {v: open_brain(w, v, args.hybrid) for v, w in zip(names, args.workdir)}
+                           "hybrid": args.hybrid, "labels": dict(zip(args.labels.split(","), variants))
+                           if args.labels else None}
+    brains = {n: open_brain(w, v, args.hybrid) for n, v, w in zip(names, variants, args.workdir)}
     turn = names[::-1] if args.flip else names
 
     def scan(v: str, q: dict[str, Any]) -> None:
