@@ -12,6 +12,7 @@ import pytest
 from tiervault.brain.brain import Brain
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
+from tiervault.vault.postings import Postings
 from tiervault.vault.read_scope import read_scope
 from tiervault.vault.store import TierStore
 
@@ -103,5 +104,39 @@ def test_a_write_rolled_back_leaves_the_generation_read_before(tmp_path):
     assert mine.generation() == g0
     other.capture(_entry(1))
     assert mine.generation() == g0 + 1
+    mine.close()
+    other.close()
+
+
+def test_the_mirror_catches_up_once_per_scope_and_sees_every_write_after(tmp_path, monkeypatch):
+    """Inside a read scope the mirror is caught up on the first ask only (the scope's
+    view); this store's own write, a damaged cache block and the next scope catch up
+    again, and another connection's write is seen by the next scope."""
+    mine, other = TierStore(tmp_path / "t.db"), TierStore(tmp_path / "t.db")
+    mine.capture(_entry(0))
+    mine.postings()  # built
+    caught: list[int] = []
+    catch_up = Postings.catch_up
+    monkeypatch.setattr(Postings, "catch_up", lambda p, store: (caught.append(1), catch_up(p, store)))
+    with read_scope():
+        p = mine.postings()
+        other.capture(_entry(1))  # another process's write, committed mid-scope
+        assert mine.postings() is p and mine.postings().slots_of(["e1"]) == [None]
+        assert len(caught) == 1
+        mine.capture(_entry(2))  # this store's own write: caught up (both entries)
+        assert None not in mine.postings().slots_of(["e1", "e2"])
+        n = len(caught)
+        mine.postings()
+        assert len(caught) == n
+        p.mark_damaged(RuntimeError("a block failed its check"))
+        mine.postings()
+        assert len(caught) == n + 1 and p.damaged is None  # rebuilt
+    other.capture(_entry(3))
+    with read_scope():
+        assert mine.postings().slots_of(["e3"])[0] is not None  # the next scope sees it
+    n = len(caught)
+    mine.postings()
+    mine.postings()
+    assert len(caught) == n + 2  # outside a scope: every ask catches up
     mine.close()
     other.close()

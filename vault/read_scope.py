@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Any, Iterator
 
-__all__ = ["read_scope", "current_scope"]
+__all__ = ["read_scope", "current_scope", "ScopeMemo"]
 
 _SCOPE: ContextVar[object | None] = ContextVar("tiervault_read_scope", default=None)
 
@@ -40,3 +40,28 @@ def read_scope() -> Iterator[object]:
 def current_scope() -> object | None:
     """The open scope's token, or None."""
     return _SCOPE.get()
+
+
+class ScopeMemo:
+    """One value kept for the open scope while a count stands (a connection's writes):
+    the SQLite tier's mirror, caught up once a scope (a scan asks a tier ~5 times for
+    it, each a catch-up that only found the generation unchanged; issue 16, session
+    18). Outside a scope nothing is kept. Replaced whole: safe across threads."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: tuple[object, int, Any] = (None, -1, None)
+
+    def get(self, count: int) -> Any:
+        """The value kept in this scope at ``count``, else None."""
+        kept, scope = self._kept, _SCOPE.get()
+        return kept[2] if scope is not None and kept[0] is scope and kept[1] == count else None
+
+    def keep(self, value: Any, count: int) -> None:
+        """Keep ``value`` for the open scope (none open: nothing) at ``count``."""
+        scope = _SCOPE.get()
+        self._kept = (scope, count, value) if scope is not None else (None, -1, None)
+
+    def forget(self) -> None:
+        self._kept = (None, -1, None)

@@ -1,19 +1,16 @@
 """The SQLite backend: one tier = one SQLite file with entries, FTS5, links,
 memories, feedback and vectors. Implements :class:`~tiervault.vault.backend.TierBackend`.
 
-The SQLite backend is these modules: ``store`` (entries, links, generations),
-``journal`` (memories, feedback), ``vectors`` (vectors, embedding state),
-``sqlite_links`` (links), ``sqlite_listing`` (listing and browsing), ``sqlite_epochs`` (the file's uid, generations and epochs),
-``maintenance`` (integrity checks and repairs),
-``sqlite_db`` (connection, transactions), ``sqlite_writer`` (batches of entries), ``sqlite_bulk`` (a bulk load's settings), ``sqlite_sql`` (SQL text and row
-conversion), ``sqlite_errors`` (sqlite3 -> tiervault errors), ``connection`` and
-``schema`` (opening, migrations). Nothing else imports ``sqlite3``.
+The SQLite backend is these modules: ``store`` (entries, links, generations), ``journal`` (memories,
+feedback), ``vectors`` (vectors, embedding state), ``sqlite_links`` (links), ``sqlite_listing`` (listing and
+browsing), ``sqlite_epochs`` (the file's uid, generations and epochs), ``maintenance`` (integrity checks and
+repairs), ``sqlite_db`` (connection, transactions), ``sqlite_writer`` (batches of entries), ``sqlite_bulk``
+(a bulk load's settings), ``sqlite_sql`` (SQL text and row conversion), ``sqlite_errors`` (sqlite3 ->
+tiervault errors), ``connection`` and ``schema`` (opening, migrations). Nothing else imports ``sqlite3``.
 
-Search has two paths that agree on the score: the contract's lexical methods
-answer from an in-memory mirror of the FTS5 index (:mod:`postings`, through
-:mod:`lexicon`), and :meth:`TierStore.search_fts` asks FTS5's own ``bm25()`` —
-the durable index and the definition of the lexical score (tests compare them).
-"""
+Search has two paths that agree on the score: the contract's lexical methods answer from an in-memory
+mirror of the FTS5 index (:mod:`postings`, through :mod:`lexicon`), and :meth:`TierStore.search_fts` asks
+FTS5's own ``bm25()`` -- the durable index and the definition of the lexical score (tests compare them)."""
 
 from __future__ import annotations
 
@@ -36,6 +33,7 @@ from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.mirror_workers import MirrorJob, job_of
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
+from tiervault.vault.read_scope import ScopeMemo
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
                                   FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, KeyColumns,
@@ -64,11 +62,9 @@ _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, val
 
 
 class TierStore:
-    """One tier file. Thread-safe; every write is one atomic transaction.
-
-    A missing file is an empty tier until the first write creates it
-    (owner-only permissions). ``read_only`` refuses every write.
-    """
+    """One tier file. Thread-safe; every write is one atomic transaction. A missing file is an
+    empty tier until the first write creates it (owner-only permissions). ``read_only`` refuses
+    every write."""
 
     def __init__(self, path: str | Path, *, name: str = "agent", read_only: bool = False) -> None:
         self.name = name
@@ -86,6 +82,7 @@ class TierStore:
         self.listing = TierListing(self.db, name, self.postings)
         self.lexicon = MirrorLexicon(self.postings)
         self._mirror: Postings | None = None
+        self._caught_up = ScopeMemo()  # postings(): the mirror caught up in this read scope
 
     # -- identity and lifecycle ---------------------------------------------------------
     @property
@@ -347,12 +344,15 @@ class TierStore:
     # -- lexical search -----------------------------------------------------------------
     def postings(self) -> Postings:
         """The in-memory mirror of this tier's FTS5 index, built on first use, caught up."""
+        if (p := self._caught_up.get(writes := self.db.writes)) is not None and p.damaged is None:
+            return p  # caught up in this scope, no write since (a damaged block: caught up again)
         with self.db.lock:
             if self._mirror is None:
                 self._mirror = Postings.build(self)
                 self.graph.current()  # the link graph with the mirror: mapped, or built and saved
             else:
                 self._mirror.catch_up(self)
+            self._caught_up.keep(self._mirror, writes)
             return self._mirror
 
     def mirror_job(self) -> MirrorJob | None:
