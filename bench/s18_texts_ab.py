@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
-from bench.phases import query_kwargs  # noqa: E402
+from bench.phases import open_hybrid_brain, query_kwargs  # noqa: E402
+from bench.s16_read_paths_ab import HYBRID_DIM  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,12 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
-    from tiervault.brain.brain import Brain
     from tiervault.brain.pool import Pool
 
-    brain = Brain.open(args.workdir / "agent-hybrid.yaml")
-    if brain.vectors is None:
-        raise SystemExit(f"{args.workdir}/agent-hybrid.yaml opens no vectors: build with them first")
+    brain = open_hybrid_brain(args.workdir, HYBRID_DIM)
     texts_on = [True]
     read_rows = Pool.read_rows
 

@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -84,10 +85,15 @@ def _open(built: Path, to: Path) -> VaultManager:
 
 def _light_reads(manager: VaultManager) -> Counter[str]:
     """Light-row statements per tier, counted from now on (SQLite's trace)."""
+    return _statements(manager, LIGHT_READ)
+
+
+def _statements(manager: VaultManager, marker: str) -> Counter[str]:
+    """Statements holding ``marker`` per tier, counted from now on (SQLite's trace)."""
     seen: Counter[str] = Counter()
     for tier in manager.ordered():
         tier.store.db.conn.set_trace_callback(
-            lambda sql, name=tier.name: seen.update([name] if LIGHT_READ in sql else []))
+            lambda sql, name=tier.name: seen.update([name] if marker in sql else []))
     return seen
 
 
@@ -234,7 +240,11 @@ class HashVectors:
         return [VectorMatch(i, t, s) for s, t, i in hits]
 
 
-def test_a_hybrid_scan_reads_its_vector_hits_with_the_candidates(built, tmp_path, monkeypatch):
+def _hybrid_new_and_old(built, tmp_path, old: Callable[[], None], marker: str,
+                        ask: Callable[[Brain], list]) -> tuple[list[list], list[int]]:
+    """``ask``'s answers from a hybrid Brain over two copies of ``built`` and the
+    statements holding ``marker`` they made: "new" as the code is, "old" after ``old()``
+    patched in the code of before (after one warm-up search)."""
     answers, reads = [], []
     for name in ("new", "old"):
         manager = _open(built, tmp_path / name)
@@ -243,12 +253,19 @@ def test_a_hybrid_scan_reads_its_vector_hits_with_the_candidates(built, tmp_path
                       clock=lambda: NOW)
             b.search_intelligent("kafka consumer lag")
             if name == "old":
-                _early(monkeypatch)
-            seen = _light_reads(manager)
-            answers.append([b.search_intelligent(q, explain=True, **kw) for q, kw in QUERIES])
+                old()
+            seen = _statements(manager, marker)
+            answers.append(ask(b))
             reads.append(sum(seen.values()))
         finally:
             manager.close()
+    return answers, reads
+
+
+def test_a_hybrid_scan_reads_its_vector_hits_with_the_candidates(built, tmp_path, monkeypatch):
+    answers, reads = _hybrid_new_and_old(
+        built, tmp_path, lambda: _early(monkeypatch), LIGHT_READ,
+        lambda b: [b.search_intelligent(q, explain=True, **kw) for q, kw in QUERIES])
     assert answers[0] == answers[1]
     assert any(r["explain"]["via"] == "vector" for rows in answers[0] for r in rows)
     assert reads[0] < reads[1]  # the vector hits' statements are gone
@@ -261,31 +278,19 @@ def test_a_hybrid_scan_reads_proximitys_texts_with_its_light_rows(built, tmp_pat
     # issue 16 session 18: the pool keeps each row's FieldTexts from its light-row
     # statements; term proximity then reads no entry again. "old" forces keep_texts off
     # before the pool's first read (its own field_texts statements, the code of before).
-    answers, reads = [], []
-    for name in ("new", "old"):
-        manager = _open(built, tmp_path / name)
-        try:
-            b = Brain(manager, fixed_brain(manager).settings, vectors=HashVectors(manager),
-                      clock=lambda: NOW)
-            assert b.config.hybrid_proximity_weight > 0
-            b.search_intelligent("kafka consumer lag")
-            if name == "old":
-                read_rows = Pool.read_rows
+    read_rows = Pool.read_rows
 
-                def texts_off(pool, *a, **kw):
-                    pool.keep_texts = False
-                    return read_rows(pool, *a, **kw)
+    def texts_off(pool, *a, **kw):
+        pool.keep_texts = False
+        return read_rows(pool, *a, **kw)
 
-                monkeypatch.setattr(Pool, "read_rows", texts_off)
-            seen: Counter[str] = Counter()
-            for tier in manager.ordered():
-                tier.store.db.conn.set_trace_callback(
-                    lambda sql: seen.update(["texts"] if TEXTS_READ in sql else []))
-            answers.append([b.search_intelligent(q, mode=mode, explain=True, **kw)
-                            for q, kw in QUERIES for mode in ("scan", "full")])
-            reads.append(seen["texts"])
-        finally:
-            manager.close()
+    def ask(b: Brain) -> list:
+        assert b.config.hybrid_proximity_weight > 0
+        return [b.search_intelligent(q, mode=mode, explain=True, **kw)
+                for q, kw in QUERIES for mode in ("scan", "full")]
+
+    answers, reads = _hybrid_new_and_old(
+        built, tmp_path, lambda: monkeypatch.setattr(Pool, "read_rows", texts_off), TEXTS_READ, ask)
     assert answers[0] == answers[1]
     assert any(r["explain"]["via"] == "vector" for rows in answers[0][::2] for r in rows)
     assert reads[1] > 0 and reads[0] == 0, reads
