@@ -16,13 +16,13 @@ it, so a federated search rescores several tiers' scans at once). The test runs 
 one compare of every ``a_i`` with ``s_k - max eps``, then the few rows passing it
 against their own ``eps_i`` (the bound's full array is never built).
 
-The float32 rows of a compressed base that is a large file mapping are read with
-``pread`` where they are rescored (and by :meth:`BaseScan.rows`), never through
-the mapping: the process's resident set then holds the codes (1 byte a
-component), not the float32 pages of every row ever rescored (at 1,000,000 rows
-most of 1.5 GB after a few hundred queries). A few hundred ``pread`` calls cost
-~0.1-0.4 ms per query here (``PREAD_ABOVE_BYTES`` can trade them for memory); a
-float32 base keeps its mapping (it scans every page).
+The float32 rows of a compressed base that is a large file mapping (over
+``PREAD_ABOVE_BYTES``) are read with ``pread`` where they are rescored (and by
+:meth:`BaseScan.rows`), never through the mapping: the process's resident set then
+holds the codes (1 byte a component), not the float32 pages of every row ever
+rescored (at 1,000,000 rows most of 1.5 GB after a few hundred queries). A small
+file's rows are read through its mapping (a few hundred ``pread`` calls cost
+~0.1-0.4 ms per query here); a float32 base keeps its mapping (it scans every page).
 """
 
 from __future__ import annotations
@@ -56,11 +56,12 @@ _GATHER_SHARE = 4
 _GATHER_BLOCK = 16_384
 #: A compressed base's float32 file of more than this many bytes is read with ``pread``
 #: where rescored; one of at most this many through its mapping, with no system call a
-#: row. Negative (the default): always ``pread``. Measured at 100,000 entries with
-#: 128 MiB (issue 16 session 16, bench/README.md): ~100 system calls and 0.1-0.4 ms
-#: less a hybrid scan, but +146 MB peak RSS (this kernel maps the file's page-cache
-#: folios up to 2 MB at a time: the rows rescored at random made the files resident).
-PREAD_ABOVE_BYTES = -1
+#: row (negative: always ``pread``). Measured at 100,000 entries (issue 16 sessions 16
+#: and 18, bench/README.md): ~100 system calls and 0.1-0.4 ms CPU less a hybrid scan, for
+#: +146 MB of peak RSS: the rows rescored at random make the files resident, pages the
+#: page cache holds anyway when they are read with ``pread`` (mapped, they count in the
+#: process's RSS). A 1,000,000-entry vault's files are all larger (307-768 MB): ``pread``.
+PREAD_ABOVE_BYTES = 128 << 20
 
 
 class BaseScan:

@@ -226,8 +226,8 @@ def test_a_compressed_mapped_base_reads_float32_rows_with_pread(tmp_path, monkey
 
 
 def test_a_small_compressed_mapped_base_reads_float32_rows_through_its_mapping(tmp_path, monkeypatch) -> None:
-    """Up to ``PREAD_ABOVE_BYTES``, when set (issue 16 session 16: off by default), no row
-    is read with a system call; the answers are the same, bit for bit."""
+    """Up to ``PREAD_ABOVE_BYTES`` (128 MiB since issue 16 session 18), no row is read
+    with a system call; the answers are the same, bit for bit."""
     monkeypatch.setattr(vector_base, "PREAD_ABOVE_BYTES", 128 << 20)
     rng = np.random.default_rng(9)
     m = rng.standard_normal((300, DIM)).astype(np.float32)
