@@ -8,10 +8,10 @@ Variants: ``none`` -- every mapping off, as before session 16: ``connection.TIER
 = 0`` (SQLite reads pages with ``pread``) and ``mirror_cache.PREAD_ABOVE_BYTES = -1`` (the
 mirror's postings columns, TF-IDF and latent rows read with ``preadv``); ``sqlite`` /
 ``mirror``: one of them on (this checkout's value: a tier file up to 256 MiB, a cache file
-up to 64 MiB read through its mapping); ``both``: the two (this checkout's defaults); ``all``: also
-a compressed vector base's float32 file up to 128 MiB read through its mapping where
-rescored (``vector_base.PREAD_ABOVE_BYTES``, off by default: it matters with ``--hybrid``,
-hybrid scans with run.py's hash embedder). Each brain is
+up to 64 MiB read through its mapping); ``both``: the two, a compressed vector base's float32
+rows read with ``pread`` (session 16's defaults); ``all``: also that float32 file, up to 128
+MiB, read through its mapping where rescored (``vector_base.PREAD_ABOVE_BYTES``, the default
+since session 18: it matters with ``--hybrid``, hybrid scans with run.py's hash embedder). Each brain is
 warmed (30 scans: its mirrors load then, under its own settings), then each new bench
 query is timed (process CPU of ``search_intelligent(mode="scan")``) on one brain, the
 brains taken in turn by query (``--flip``: in reverse order), in two conditions alternating
