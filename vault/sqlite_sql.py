@@ -6,14 +6,17 @@ conversion to entries: :mod:`entry_rows`).
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from tiervault.vault.entry_rows import ENTRY_COLUMNS, SANE_TIMES
 from tiervault.vault.filter_compile import to_sqlite
 from tiervault.vault.filters import Filters
+from tiervault.vault.rows import LightRow
 
 __all__ = ["UPSERT_ENTRY", "INSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "FTS_AUTOMERGE", "FTS_SET_AUTOMERGE",
-           "filter_sql", "SANE_TIMES", "SELECT_LIGHT", "LIGHT_BOUND_IDS", "LIGHT_TEXTS", "light_rows_sql"]
+           "filter_sql", "SANE_TIMES", "SELECT_LIGHT", "LIGHT_BOUND_IDS", "LIGHT_TEXTS", "LIGHT_N", "TEXTS_OF",
+           "light_rows_sql"]
 
 _UPDATABLE = [c for c in ENTRY_COLUMNS if c not in ("id", "created_at")]
 UPSERT_ENTRY = (
@@ -54,6 +57,11 @@ LIGHT_BOUND_IDS = 48
 #: What a light-row statement with the texts selects after ``SELECT_LIGHT``: the rest of
 #: an entry's :class:`~tiervault.vault.rows.FieldTexts` (id, title and tags are light columns).
 LIGHT_TEXTS = ", e.description, e.context"
+#: A light-row statement's columns before ``LIGHT_TEXTS``: :class:`LightRow`'s fields, in order.
+LIGHT_N = len(LightRow._fields)
+#: A row read with ``LIGHT_TEXTS`` -> its ``FieldTexts`` fields (id, title, description, context, tags).
+TEXTS_OF = itemgetter(LightRow._fields.index("id"), LightRow._fields.index("title"), LIGHT_N, LIGHT_N + 1,
+                      LightRow._fields.index("tags"))
 
 _LIGHT_SQL: dict[tuple[int, bool], str] = {}
 

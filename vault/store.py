@@ -49,14 +49,13 @@ from tiervault.vault.sqlite_links import TierLinks
 from tiervault.vault.sqlite_listing import TierListing
 from tiervault.vault.sqlite_writer import BULK_ROWS, EntryWriter  # noqa: F401  (BULK_ROWS: tests)
 from tiervault.vault.entry_rows import SELECT_ENTRY, rows_to_entries
-from tiervault.vault.sqlite_sql import (LIGHT_BOUND_IDS, SELECT_FIELD_TEXTS, filter_sql,
-                                        light_rows_sql)
+from tiervault.vault.sqlite_sql import (LIGHT_BOUND_IDS, LIGHT_N, SELECT_FIELD_TEXTS, TEXTS_OF,
+                                        filter_sql, light_rows_sql)
 from tiervault.vault.vectors import TierVectors
 from tiervault.vault.write_pipeline import write_pipelined
 
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
-_LIGHT_N = len(LightRow._fields)  # a light-row statement's columns before LIGHT_TEXTS
 _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
                    "valid_until, updated_at, title, description, context, tags")
 
@@ -237,8 +236,8 @@ class TierStore:
         rows = self.db.query(light_rows_sql(n, texts is not None), params)
         if texts is None:  # LightRow's fields are the SELECT's columns: tuple.__new__ in C
             return {r.id: r for r in map(tuple.__new__, repeat(LightRow), rows)}
-        texts.update({r[0]: tuple.__new__(FieldTexts, (r[0], r[4], r[-2], r[-1], r[6])) for r in rows})
-        return {r[0]: tuple.__new__(LightRow, r[:_LIGHT_N]) for r in rows}
+        texts.update({r[0]: tuple.__new__(FieldTexts, TEXTS_OF(r)) for r in rows})
+        return {r[0]: tuple.__new__(LightRow, r[:LIGHT_N]) for r in rows}
 
     def delete(self, entry_id: str) -> bool:
         """Delete an entry (its links, vectors and embedding state cascade)."""
