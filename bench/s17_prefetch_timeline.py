@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
-from bench.phases import query_kwargs  # noqa: E402
+from bench.phases import open_hybrid_brain, query_kwargs  # noqa: E402
+from bench.s16_read_paths_ab import HYBRID_DIM  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,10 +41,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import simsimd
 
-    from tiervault.brain.brain import Brain
     from tiervault.embeddings import dot_job
 
-    brain = Brain.open(args.workdir / "agent-hybrid.yaml")
+    brain = open_hybrid_brain(args.workdir, HYBRID_DIM)
     events: list[tuple[str, float]] = []
     cdist, result = simsimd.cdist, dot_job.DotJob.result
     main_thread = threading.main_thread()

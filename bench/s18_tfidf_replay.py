@@ -28,7 +28,8 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
-from bench.phases import query_kwargs  # noqa: E402
+from bench.phases import open_hybrid_brain, query_kwargs  # noqa: E402
+from bench.s16_read_paths_ab import HYBRID_DIM  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    from tiervault.brain.brain import Brain
     from tiervault.vault import postings, tfidf_query
 
-    brain = Brain.open(args.workdir / "agent-hybrid.yaml")
+    brain = open_hybrid_brain(args.workdir, HYBRID_DIM)
 
     def scan(q: dict[str, Any]) -> Any:
         return brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))

@@ -140,3 +140,22 @@ def test_the_mirror_catches_up_once_per_scope_and_sees_every_write_after(tmp_pat
     assert len(caught) == n + 2  # outside a scope: every ask catches up
     mine.close()
     other.close()
+
+
+def test_a_closed_tier_forgets_the_mirror_its_scope_caught_up(tmp_path, monkeypatch):
+    """close() inside a read scope: the next ask is not answered from the scope's memo
+    (it opens the file again and catches up, as every ask did before the memo)."""
+    store = TierStore(tmp_path / "t.db")
+    store.capture(_entry(0))
+    store.postings()
+    caught: list[int] = []
+    catch_up = Postings.catch_up
+    monkeypatch.setattr(Postings, "catch_up", lambda p, s: (caught.append(1), catch_up(p, s)))
+    with read_scope():
+        store.postings()
+        store.postings()
+        assert len(caught) == 1
+        store.close()
+        assert store.postings().n_alive == 1  # the file opened again, the mirror caught up
+        assert len(caught) == 2  # asked the tier again, not the memo
+    store.close()

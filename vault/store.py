@@ -100,6 +100,7 @@ class TierStore:
         return self.db.reader() is not None
 
     def close(self) -> None:
+        self._caught_up.forget()  # a closed tier answers nothing from the scope's memo
         self.db.close()
 
     def __enter__(self) -> "TierStore":
