@@ -51,8 +51,10 @@ def cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     """ctx.cosines extended to the pool's candidates from ``start`` on (NaN: no vector)."""
     pool, n = ctx.pool, len(ctx.pool)
     out = np.full(n, np.nan)
+    if ctx.qvec is None:  # FTS-only: no candidate has a cosine (ctx.cosines is all NaN)
+        return out
     out[:start] = ctx.cosines[:start]
-    if ctx.qvec is None or n <= start:
+    if n <= start:
         return out
     by_tier: dict[str, list[int]] = {}
     for i in range(start, n):  # a vector hit's cosine is known: its row is not read again
@@ -78,10 +80,12 @@ def proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     (an entry without a lexical match holds no pair) are read; the rest stay 0."""
     pool, n = ctx.pool, len(ctx.pool)
     out = np.zeros(n)
+    if not ctx.pairs:  # no pair of query words: every candidate's proximity is 0
+        return out
     out[:start] = ctx.proximity[:start]
     lex = np.asarray(pool.lexical)
     idx: list[int] = []
-    if ctx.pairs and n > start:
+    if n > start:
         depth = max(ctx.limit, ctx.config.min_fetch)  # the answer's length bounds the cost
         best = start + np.argsort(-lex[start:], kind="stable")[:depth]
         idx = sorted(int(i) for i in best if lex[i] > 0)

@@ -33,6 +33,8 @@ def scores(manager: Any, words: Sequence[str], ids: Sequence[str], tiers: Sequen
            k: int) -> np.ndarray:
     """lsa of each (id, tier) candidate for the query ``words`` (0: not in the tier;
     NaN: the tier has no latent space)."""
+    if tiers and tiers.count(tiers[0]) == len(tiers):  # one tier (the graph neighbours, often)
+        return _floats(manager.store(tiers[0]).latent_scores(list(words), list(ids), k))
     out = np.zeros(len(ids))
     by_tier: dict[str, list[int]] = {}
     for i, t in enumerate(tiers):

@@ -19,6 +19,7 @@ word. The expand stage seeds the graph by R; the score stage combines R with the
 
 from __future__ import annotations
 
+from math import isfinite
 from typing import NamedTuple
 
 import numpy as np
@@ -26,9 +27,9 @@ import numpy as np
 from tiervault.brain import combine, signals
 from tiervault.brain.context import ScoringContext
 from tiervault.brain.evidence import latent_share, proximity_weight
-from tiervault.brain.matrix import pick
+from tiervault.brain.matrix import SIGNAL_INDEX, pick
 
-__all__ = ["TextRelevance", "text_relevance"]
+__all__ = ["TextRelevance", "array_relevance", "text_relevance"]
 
 #: the memories' arrays of a query without memories (read-only: shared by every query)
 _EMPTY = np.zeros(0)
@@ -74,9 +75,69 @@ def _latent(ctx: ScoringContext) -> tuple[np.ndarray | None, np.ndarray | None, 
     return lsa_q, m_lsa_q, has_nan
 
 
+def _scaled(xs: list[float], top: float) -> list[float]:
+    """:func:`~tiervault.brain.combine.per_query_scale` of finite ``xs`` with its ``top``, in
+    Python floats: ``np.maximum(x, 0.0)`` is ``x if x > 0.0 else 0.0`` (NumPy's maximum
+    returns its second operand on a tie: -0.0 becomes 0.0), then one IEEE division."""
+    if top > 0:
+        return [(x if x > 0.0 else 0.0) / top for x in xs]
+    return [0.0] * len(xs)
+
+
+def _fts_only(ctx: ScoringContext, w_sem: float) -> TextRelevance | None:
+    """:func:`text_relevance` of an FTS-only query without memories, PRF or term
+    proximity (every FTS-only scan with the default config), in Python floats over the
+    pool's lists: the same IEEE operations on the same numbers in the same order as the
+    NumPy path, so the same float64 bits (tests/test_relevance_fast.py), without its ~40
+    NumPy calls on arrays of ~30-60 candidates (issue 16, session 19). None (the NumPy
+    path decides) when a value is not finite or the pool is empty.
+
+    Why no clip: every value ``semantic`` clips to [0, 1] here is ``max(x, 0) / top``
+    with ``0 <= max(x, 0) <= top`` (``top`` is the maximum over the same values, at
+    least 0), so it lies in [+0.0, 1.0] already (division is monotone); a pool whose
+    ``top`` is not positive scales to +0.0s."""
+    lex, tfidf, raw = ctx.pool.lexical, ctx.pool.tfidf, ctx.lsa_raw
+    lsa = raw.tolist() if raw is not None else None
+    if (not len(lex) or not all(map(isfinite, lex)) or not all(map(isfinite, tfidf))
+            or (lsa is not None and not all(map(isfinite, lsa)))):
+        return None
+    share, b = ctx.config.tfidf_share, latent_share(ctx)
+    t_q = _scaled(tfidf, max(0.0, *tfidf))
+    l_q = _scaled(lex, max(0.0, *lex))
+    if lsa is None:
+        z_q = None
+        ctx.lsa, ctx.memory_lsa = None, None
+    else:
+        z_q = _scaled(lsa, max(0.0, *lsa))
+        ctx.lsa, ctx.memory_lsa = np.array(z_q), _EMPTY
+    if z_q is None or not b:
+        c = 1.0 - share
+        sem = [share * t + c * x for t, x in zip(t_q, l_q)]
+    else:
+        c = 1.0 - share - b
+        sem = [share * t + c * x + b * z for t, x, z in zip(t_q, l_q, z_q)]
+    # combine.relevance(sem, zeros, w_sem, 0.0): (w_sem * sem + 0.0 * 0.0) / w_sem
+    total = w_sem + 0.0
+    rel = [(w_sem * s + 0.0) / total for s in sem] if total > 0 else [0.0] * len(sem)
+    return TextRelevance(np.array(rel), np.array(sem), np.zeros(len(sem)), _EMPTY)
+
+
 def text_relevance(ctx: ScoringContext) -> TextRelevance:
     """(R entries, semantic, vector, R memories) on one per-query scale (a memory's R is
-    its semantic signal: memories have no vector)."""
+    its semantic signal: memories have no vector); sets ``ctx.lsa`` / ``ctx.memory_lsa``.
+    An FTS-only query without memories, PRF or term proximity is computed in Python
+    floats (the same bits as :func:`array_relevance`), any other by it."""
+    if (ctx.memories is None and ctx.qvec is None and ctx.expansion is None
+            and not ctx.pairs):
+        w_sem = float(ctx.weights.values[SIGNAL_INDEX["semantic"]])  # type: ignore[union-attr]
+        fast = _fts_only(ctx, w_sem)
+        if fast is not None:
+            return fast
+    return array_relevance(ctx)
+
+
+def array_relevance(ctx: ScoringContext) -> TextRelevance:
+    """:func:`text_relevance` by NumPy arrays, for every kind of query."""
     w = ctx.weights.array  # type: ignore[union-attr]
     w_sem, w_vec = (float(x) for x in pick(w, ("semantic", "vector")))
     ms = ctx.memories

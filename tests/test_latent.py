@@ -76,3 +76,28 @@ def test_tier_too_small_for_k_falls_back_to_lexical_and_share_zero_is_the_seed_f
     for r in off:
         assert r["breakdown"]["semantic"] == pytest.approx(
             0.3 * r["explain"]["tfidf"] / tfidf + 0.7 * r["explain"]["lexical"] / lex, abs=1e-5)
+
+
+def test_scores_of_held_missing_and_other_tiers_ids_one_tier_or_several(manager):
+    """brain/latent.scores and a tier's latent_scores (issue 16 session 19: every id held
+    -> the scores in order at once; one tier -> no grouping): a missing id scores 0 and
+    leaves the others' floats as the held ids asked alone (one product of their rows:
+    the same float32 bits), a tier without latent space NaN."""
+    manager.capture_many([*topical("pay", PAY, 40), *topical("kafka", KAFKA, 40)], tier="team")
+    manager.capture(E(id="one", title="Watch Kafka consumer lag", description="Alert on lag."),
+                    tier="agent")
+    words = ["retry", "timeout", "lag"]
+    store = manager.store("team")
+    held = ["pay-3", "kafka-1"]
+    pair = store.latent_scores(words, held, 4)
+    assert pair == pytest.approx([store.latent_scores(words, [i], 4)[0] for i in held], abs=1e-6)
+    assert pair[0] > 0.3 and all(isinstance(v, float) for v in pair)
+    mixed = ["pay-3", "nope", "kafka-1", "one"]  # "one" is the agent tier's, not the team's
+    assert store.latent_scores(words, mixed, 4) == [pair[0], 0.0, pair[1], 0.0]
+    got = latent.scores(manager, words, held, ["team"] * 2, 4)
+    assert got.dtype == np.float64 and got.tolist() == pair
+    ids, tiers = ["pay-3", "one", "kafka-1", "gone"], ["team", "agent", "team", "agent"]
+    got = latent.scores(manager, words, ids, tiers, 4)
+    assert got[0] == pair[0] and got[2] == pair[1]
+    assert np.isnan(got[1]) and np.isnan(got[3])  # the agent tier has no latent space
+    assert latent.scores(manager, words, [], [], 4).shape == (0,)

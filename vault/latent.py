@@ -300,10 +300,13 @@ def scores(p: Any, words: Sequence[str], ids: Sequence[str], k: int) -> list[flo
     if q is None:
         return out
     slots = p.slots_of(list(ids))
+    if None not in slots:  # every id held (the pool's candidates): the scores in order
+        # ndarray.clip is np.clip's ufunc call without its wrappers; floats of the float32s
+        return (m.rows(p, np.array(slots, dtype=np.int64)) @ q).clip(0.0, 1.0).tolist()
     have = [j for j, s in enumerate(slots) if s is not None]
     if have:
         vecs = m.rows(p, np.array([slots[j] for j in have], dtype=np.int64))
-        for j, v in zip(have, np.clip(vecs @ q, 0.0, 1.0).tolist()):  # floats of the float32s
+        for j, v in zip(have, (vecs @ q).clip(0.0, 1.0).tolist()):
             out[j] = v
     return out
 
