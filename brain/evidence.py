@@ -50,7 +50,8 @@ def query_vector(brain: Any, query: str) -> np.ndarray | None:
 def cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     """ctx.cosines extended to the pool's candidates from ``start`` on (NaN: no vector)."""
     pool, n = ctx.pool, len(ctx.pool)
-    out = np.full(n, np.nan)
+    out = np.empty(n)
+    out.fill(np.nan)  # np.full's own two steps, without its Python wrapper
     if ctx.qvec is None:  # FTS-only: no candidate has a cosine (ctx.cosines is all NaN)
         return out
     out[:start] = ctx.cosines[:start]

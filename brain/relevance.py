@@ -88,7 +88,7 @@ def _fts_only(ctx: ScoringContext, w_sem: float) -> TextRelevance | None:
     """:func:`text_relevance` of an FTS-only query without memories, PRF or term
     proximity (every FTS-only scan with the default config), in Python floats over the
     pool's lists: the same IEEE operations on the same numbers in the same order as the
-    NumPy path, so the same float64 bits (tests/test_relevance_fast.py), without its ~40
+    NumPy path, so the same float64 bits (tests/test_python_floats.py), without its ~40
     NumPy calls on arrays of ~30-60 candidates (issue 16, session 19). None (the NumPy
     path decides) when a value is not finite or the pool is empty.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from itertools import repeat
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -21,9 +21,11 @@ __all__ = [
     "vector",
     "severity",
     "temporal_decay",
+    "freshness",
     "tag_overlap",
     "domain_match",
     "graph_proximity",
+    "hop_proximity",
     "HOP_SCORES",
 ]
 
@@ -114,6 +116,63 @@ def temporal_decay(updated_at: np.ndarray, created_at: np.ndarray, valid_from: n
     return np.clip(decay, 0.0, 1.0)
 
 
+def freshness(updated_at: Sequence[float | None], created_at: Sequence[float | None],
+              valid_from: Sequence[float | None], valid_until: Sequence[float | None],
+              now: float, half_life_days: float = 365.0) -> np.ndarray:
+    """:func:`temporal_decay` of the light rows' times as they come (float or None:
+    missing), built in Python floats: the same IEEE operations in the same order, then
+    the same ``np.exp`` over the same exponents, so the same float64 bits
+    (tests/test_python_floats.py) without ~20 NumPy calls on a few dozen candidates
+    (issue 16, session 19). On a number ``np.maximum(x, 0.0)`` is ``x if x > 0.0 else
+    0.0`` (NumPy returns its second operand on a tie: -0.0 becomes 0.0); a ramp NumPy
+    would make infinite or NaN (a window of no length, an unknown start, an overflow)
+    becomes ``1.0 if remaining > 0 else 0.0`` as there. A time that is not a finite
+    float (an integer from outside SQL, say) or a ``now`` that is not takes
+    :func:`temporal_decay` itself."""
+    def arrays() -> np.ndarray:
+        return temporal_decay(*(np.array(t, dtype=np.float64)
+                                for t in (updated_at, created_at, valid_from, valid_until)),
+                              now, half_life_days)
+
+    if type(now) is not float or now - now != 0.0:  # x - x is 0.0 exactly when x is finite
+        return arrays()
+    c, missing = -math.log(2.0), False
+    exponent: list[float] = []
+    ramps: list[tuple[int, float]] = []  # (position, decay) of the entries with a window
+    for i, (upd, crt, vu) in enumerate(zip(updated_at, created_at, valid_until)):
+        if vu is not None:
+            vf = valid_from[i]
+            start = vf if vf is not None else crt if crt is not None else upd
+            if (type(vu) is not float or vu - vu != 0.0
+                    or (start is not None and (type(start) is not float or start - start != 0.0))):
+                return arrays()
+            remaining = vu - now
+            zone = 0.25 * (vu - start) if start is not None else math.nan
+            ramp = 1.0
+            if not remaining > zone:
+                ramp = (remaining if remaining > 0.0 else 0.0) / zone if zone else math.inf
+                if not math.isfinite(ramp):
+                    ramp = 1.0 if remaining > 0 else 0.0
+            ramps.append((i, ramp))
+            exponent.append(0.0)  # its exp is not used: the ramp is its decay
+            continue
+        stamp = upd if upd is not None else crt
+        if stamp is None:
+            missing = True
+            exponent.append(math.nan)
+            continue
+        if type(stamp) is not float or stamp - stamp != 0.0:
+            return arrays()
+        age = now - stamp
+        exponent.append(c * ((age if age > 0.0 else 0.0) / DAY_SECONDS) / half_life_days)
+    decay = np.exp(np.array(exponent, dtype=np.float64))
+    if missing:  # no timestamp at all: treat as new
+        decay = np.where(np.isnan(decay), 1.0, decay)
+    for i, ramp in ramps:
+        decay[i] = ramp
+    return decay.clip(0.0, 1.0)  # np.clip's ufunc call without its wrappers
+
+
 def tag_overlap(query_tags: Iterable[str], entry_tags: Sequence[Iterable[str]]) -> np.ndarray:
     """Jaccard |Q ∩ E| / |Q ∪ E| between the query's tags Q and each entry's tags E
     (case-insensitive); 0 for every entry when Q is empty."""
@@ -148,3 +207,10 @@ def graph_proximity(hops: np.ndarray) -> np.ndarray:
     for k, v in HOP_SCORES.items():
         out[h == k] = v
     return out
+
+
+def hop_proximity(hops: Mapping[str, int], ids: Sequence[str]) -> np.ndarray:
+    """:func:`graph_proximity` of each of ``ids``' hop count in ``hops`` (an id not there:
+    unreachable), read from the mapping at once (no hop array, no mask per hop count)."""
+    return np.fromiter(map(HOP_SCORES.get, map(hops.get, ids, repeat(-1)), repeat(0.0)),
+                       dtype=np.float64, count=len(ids))

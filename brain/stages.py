@@ -51,7 +51,7 @@ from tiervault.vault.query import query_terms
 from tiervault.vault.scoring import top_k
 from tiervault.vault.tokenizer import STOP_WORDS
 
-__all__ = ["ScoringContext", "STAGES", "run_stages"]
+__all__ = ["ScoringContext", "STAGES", "run_stages", "seed_order"]
 
 
 # -- gather -------------------------------------------------------------------------------
@@ -197,13 +197,32 @@ def _graph(brain: Any, ctx: ScoringContext) -> Any:
     R with R >= ``seed_min_relevance`` * max(R); None when no candidate has relevance."""
     cfg = ctx.config
     rel = text_relevance(ctx).entries
-    if not rel.size or rel.max() <= 0:
+    top = rel.max() if rel.size else 0.0
+    if not rel.size or top <= 0:
         return None
-    # A suppressed entry must not seed the graph (it would pull its neighbours in).
-    seed_rel = rel - modulating.suppression(ctx)
-    seeds = top_k(seed_rel, cfg.graph_seeds,
-                  (rel > 0) & (seed_rel >= cfg.seed_min_relevance * rel.max()))
+    cut = cfg.seed_min_relevance * top
+    seeds = None if ctx.n_suppress or np.isnan(top) else seed_order(rel.tolist(), cut, cfg.graph_seeds)
+    if seeds is None:
+        # A suppressed entry must not seed the graph (it would pull its neighbours in).
+        seed_rel = rel - modulating.suppression(ctx)
+        seeds = top_k(seed_rel, cfg.graph_seeds, (rel > 0) & (seed_rel >= cut))
     return graph_hops(brain.manager, [ctx.pool.ids[i] for i in seeds])
+
+
+def seed_order(rel: list[float], cut: float, k: int) -> list[int] | None:
+    """``top_k(rel, k, (rel > 0) & (rel >= cut))`` in Python over a few dozen floats (no
+    suppression: ``rel - 0`` is ``rel``): the best ``k`` by relevance, ties by position;
+    None when a tie sits at the cut (``top_k``'s ``argpartition`` picks among the tied
+    there: the caller asks it). Otherwise the ``k`` best are one set, and ``top_k``'s
+    ``lexsort`` by (-relevance, position) is this sort's order."""
+    if k <= 0:
+        return []
+    picked = sorted([(-v, i) for i, v in enumerate(rel) if v > 0 and v >= cut])
+    if len(picked) > k:
+        if picked[k - 1][0] == picked[k][0]:
+            return None
+        del picked[k:]
+    return [i for _, i in picked]
 
 
 def _nearest_first(graph: Any) -> list[str]:
@@ -220,9 +239,9 @@ def score(brain: Any, ctx: ScoringContext) -> None:
     m["semantic"] = sem
     m["vector"] = vec
     m["severity"] = signals.severity(pool.column("severity"))
-    m["temporalDecay"] = signals.temporal_decay(
-        pool.times("updated_at"), pool.times("created_at"), pool.times("valid_from"),
-        pool.times("valid_until"), ctx.now, cfg.half_life_days)
+    m["temporalDecay"] = signals.freshness(
+        pool.column("updated_at"), pool.column("created_at"), pool.column("valid_from"),
+        pool.column("valid_until"), ctx.now, cfg.half_life_days)
     # the matrix starts at 0: a signal that is 0 for every candidate (no query tag, no
     # query domain, no graph neighbour) is left as it is, its inputs never read
     if ctx.query_tags:
@@ -230,8 +249,7 @@ def score(brain: Any, ctx: ScoringContext) -> None:
     if ctx.query_domain:
         m["domainMatch"] = signals.domain_match(ctx.query_domain, pool.column("domain"))
     if ctx.graph.hops:
-        hops = np.array([ctx.graph.hops.get(e, -1) for e in pool.ids], dtype=np.int64)
-        m["graphProximity"] = signals.graph_proximity(hops)
+        m["graphProximity"] = signals.hop_proximity(ctx.graph.hops, pool.ids)
     w_text = float(pick(w, ("semantic", "vector")).sum())
     beta = combine.prior_strength(cfg.prior_strength, w_text)
     prior_w = pick(w, PRIOR_SIGNALS)
@@ -307,11 +325,12 @@ def rank(brain: Any, ctx: ScoringContext) -> None:
     keep = ctx.limit
     # the small-corpus guard returns every match of the query: the PRF expansion's own
     # hits (no word of the query; the pool held every match already) are not matches
-    found = [it for it in items if not (it[3] == "entry" and ctx.pool.via[it[4]] == "expansion")]
-    total = len(found)
-    if (_may_widen(ctx) and ctx.complete and ctx.n_fts < cfg.small_corpus and total > ctx.limit
-            and (total - ctx.limit) / total > cfg.small_corpus_drop_share):
-        keep, ctx.widened, items = total, True, found  # a small vault returns all it found
+    if _may_widen(ctx) and ctx.complete and ctx.n_fts < cfg.small_corpus:
+        found = [it for it in items
+                 if not (it[3] == "entry" and ctx.pool.via[it[4]] == "expansion")]
+        total = len(found)
+        if total > ctx.limit and (total - ctx.limit) / total > cfg.small_corpus_drop_share:
+            keep, ctx.widened, items = total, True, found  # a small vault returns all it found
     ctx.ranked = [(kind, i) for *_, kind, i in items[:keep]]
 
 

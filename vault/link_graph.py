@@ -212,6 +212,8 @@ class LinkGraph:
             return out
         offsets, blob, adj_offsets, adj = self._offsets, self._blob, self._adj_offsets, self._adj
         find, lazy, c = self._find, self._lazy, self._c
+        if lazy and all(b.done for b in c.values()):
+            self._lazy = lazy = False  # every block verified: no flag is read again
         for eid in ids:
             i = find(eid.encode())
             if i < 0:

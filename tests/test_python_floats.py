@@ -1,5 +1,6 @@
-"""The FTS-only text relevance in Python floats (brain/relevance.py, issue 16 session 19)
-against the NumPy path it stands in for: the same float64 bits, every output."""
+"""The FTS-only scan's Python-float paths (issue 16, session 19) against the NumPy code
+they stand in for, bit for bit: text relevance (brain/relevance.py), freshness
+(brain/signals.py) and the graph seeds' order (brain/stages.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiervault.brain import relevance
+from tiervault.brain import relevance, signals
+from tiervault.brain.stages import seed_order
 from tiervault.brain.context import ScoringContext
 from tiervault.brain.pool import Pool
 from tiervault.brain.weights import WeightSet, base_weights
 from tiervault.config.settings import BrainConfig
 from tiervault.vault.filters import Filters
+from tiervault.vault.scoring import top_k
 
 # scores as the tiers give them: 0, -0.0, tiny, ties, large BM25 sums
 SCORE = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 0.5, 5e-324, 2.0 ** -1074, 12.75]),
@@ -92,3 +95,69 @@ def test_the_fast_path_answers_an_fts_only_scan():
     assert got.entries.dtype == np.float64 and got.entries.shape == (3,)
     assert ctx.lsa.tolist() == [1.0, 0.5, 0.0] and ctx.memory_lsa.size == 0
     assert got.vector.tolist() == [0.0, 0.0, 0.0] and got.memories.size == 0
+
+
+NOW = 1_700_000_000.0
+DAY = 86_400.0
+# times around NOW: past, future, equal to now, far past, missing (None)
+TIME = st.one_of(st.none(), st.sampled_from([NOW, NOW - DAY, NOW + DAY, 0.0, NOW - 0.5]),
+                 st.floats(min_value=NOW - 4000 * DAY, max_value=NOW + 400 * DAY))
+
+
+def _decay_bits(updated, created, valid_from, valid_until, now, half_life):
+    got = signals.freshness(updated, created, valid_from, valid_until, now, half_life)
+    want = signals.temporal_decay(*(np.array(t, dtype=np.float64)
+                                    for t in (updated, created, valid_from, valid_until)),
+                                  now, half_life)
+    return got.dtype.str + got.tobytes().hex(), want.dtype.str + want.tobytes().hex()
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), n=st.integers(0, 50), windows=st.booleans(),
+       half_life=st.sampled_from([365.0, 30.0, 0.5]))
+def test_freshness_gives_temporal_decays_bits(data, n, windows, half_life):
+    cols = [data.draw(st.lists(TIME, min_size=n, max_size=n)) for _ in range(3)]
+    until = (data.draw(st.lists(TIME, min_size=n, max_size=n)) if windows else [None] * n)
+    got, want = _decay_bits(*cols, until, NOW, half_life)
+    assert got == want
+
+
+@pytest.mark.parametrize("updated, created, valid_from, valid_until", [
+    ([None], [None], [None], [None]),  # no time at all: new
+    ([NOW], [NOW], [NOW], [NOW]),  # a window of no length ending now
+    ([NOW], [NOW], [NOW + DAY], [NOW + DAY]),  # ... in the future
+    ([None], [None], [None], [NOW + DAY]),  # a window with no start
+    ([NOW - DAY], [None], [NOW + 2 * DAY], [NOW - DAY]),  # a window that ends before it starts
+    ([NOW - DAY], [None], [NOW - 1e-300], [NOW + 1e-9]),  # a tiny zone: the ramp overflows
+    ([NOW - DAY, math.nan], [NOW, NOW], [None, None], [None, None]),  # NaN: the NumPy path
+    ([NOW - DAY, 5], [NOW, NOW], [None, None], [None, NOW]),  # an integer time: NumPy path
+    ([NOW - DAY], [NOW], [None], [math.inf]),  # not finite: the NumPy path
+])
+def test_freshness_edges(updated, created, valid_from, valid_until):
+    got, want = _decay_bits(updated, created, valid_from, valid_until, NOW, 365.0)
+    assert got == want
+
+
+REL = st.one_of(st.sampled_from([0.0, 1.0, 0.5, 0.25, 0.75]), st.floats(0.0, 1.0))
+
+
+@settings(max_examples=400, deadline=None)
+@given(rel=st.lists(REL, min_size=1, max_size=60), share=st.sampled_from([0.5, 0.0, 1.0]),
+       k=st.integers(0, 8))
+def test_seed_order_is_top_ks_unless_a_tie_sits_at_the_cut(rel, share, k):
+    a = np.array(rel)
+    cut = share * a.max()
+    want = top_k(a, k, (a > 0) & (a >= cut)).tolist()
+    got = seed_order(rel, cut, k)
+    passing = sorted((-v for v in rel if v > 0 and v >= cut))
+    tie = k > 0 and len(passing) > k and passing[k - 1] == passing[k]
+    assert got is None if tie else got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(hops=st.dictionaries(st.sampled_from([f"e{i}" for i in range(12)]), st.sampled_from([1, 2, 3, 0])),
+       ids=st.lists(st.sampled_from([f"e{i}" for i in range(15)]), max_size=20))
+def test_hop_proximity_is_graph_proximity_of_the_hop_array(hops, ids):
+    want = signals.graph_proximity(np.array([hops.get(e, -1) for e in ids], dtype=np.int64))
+    got = signals.hop_proximity(hops, ids)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
