@@ -14,7 +14,7 @@ module, its function or class attribute set in place of this checkout's) on even
 queries, from this checkout on odd ones, pairs in alternating order (``--flip``: the
 other way round; run both: each query is then timed under both variants, in two
 processes): both variants see the same load, the same warm caches and the same kind
-of queries. Process CPU per
+of queries. Process CPU (and wall clock) per
 query; ``old`` / ``new`` medians and means, and ``new / old``. The swapped functions
 must be drop-in replacements (rankings are compared by ``bench/rank_compare.py``).
 ``--shared FILE:NAME``: the old modules loaded from ``FILE`` use this checkout's
@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                            "cold": args.cold,
                            "load_before": load_avg()}
     cpu: dict[str, list[float]] = {"old": [], "new": []}
+    wall: dict[str, list[float]] = {"old": [], "new": []}  # a hybrid scan's second thread: CPU != wall
     parts: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     qs = queries(args.queries, args.seed)
     evict = numpy_topk(100_000, 384, args.seed, kernel="einsum") if args.cold else None
@@ -194,10 +195,11 @@ def main(argv: list[str] | None = None) -> int:
             xs.clear()
         if evict is not None:
             evict(q)
-        c0 = time.process_time()
+        c0, w0 = time.process_time(), time.perf_counter()
         scan(q)
         side = "old" if old else "new"
         cpu[side].append((time.process_time() - c0) * 1e3)
+        wall[side].append((time.perf_counter() - w0) * 1e3)
         for spec in args.time:
             parts[side].setdefault(spec, []).append(spent.get(spec, 0.0) * 1e3)
             sides[side].setdefault(spec, []).extend(per_call[spec])
@@ -208,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         out[name] = {"cpu_p50_ms": round(statistics.median(xs), 3),
                      "cpu_mean_ms": round(statistics.fmean(xs), 3),
                      "cpu_p95_ms": round(xs[int(0.95 * len(xs))], 3), "n": len(xs),
+                     "wall_p50_ms": round(statistics.median(wall[name]), 3),
+                     "wall_mean_ms": round(statistics.fmean(wall[name]), 3),
                      "timed_ms": {spec: {"p50": round(statistics.median(ys), 4),
                                          "mean": round(statistics.fmean(ys), 4)}
                                   for spec, ys in parts[name].items()}}
@@ -217,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                                   for side in sides} for spec in args.time}
     out["new_over_old_p50"] = round(out["new"]["cpu_p50_ms"] / out["old"]["cpu_p50_ms"], 3)
     out["new_over_old_mean"] = round(out["new"]["cpu_mean_ms"] / out["old"]["cpu_mean_ms"], 3)
+    out["new_over_old_wall_p50"] = round(out["new"]["wall_p50_ms"] / out["old"]["wall_p50_ms"], 3)
     out["load_after"] = load_avg()
     emit(out, args.json)
     return 0
