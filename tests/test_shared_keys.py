@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tiervault.vault import dedup
@@ -150,6 +151,13 @@ class Walk:
                 other_hashes = {e.content_hash for e in self.held[u].values()}
                 assert ids & other <= shared[t][0], (t, u)
                 assert hashes & other_hashes <= shared[t][1], (t, u)
+            # every slot of the tier's mirror holding one of its shared ids or hashes is in
+            # its slots (the lazy dedup reads no id or hash of a hit at another slot)
+            p = self.fast.tiers[t].store.postings()
+            every = np.arange(min(len(p.ids), len(p.hashes)))
+            holding = {s for s, i, h in zip(every.tolist(), p.ids.take(every), p.hashes.take(every))
+                       if i in shared[t][0] or h in shared[t][1]}
+            assert holding <= shared.slots[t], t
 
 
 def _filled(walk: "Walk", rng: random.Random) -> dict:

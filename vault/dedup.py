@@ -16,7 +16,7 @@ and hash look-ups were ~1.1 ms of a 5 ms FTS-only scan at 100K).
 from __future__ import annotations
 
 from itertools import compress, filterfalse, groupby, repeat
-from operator import add, attrgetter, itemgetter, or_
+from operator import add, attrgetter, itemgetter, mul, or_
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from tiervault.vault.filters import Filters
@@ -25,7 +25,7 @@ from tiervault.vault.rows import LexicalHit, TermStats
 from tiervault.vault.shared_keys import Shared
 from tiervault.vault.string_table import lookup_fingerprints
 
-__all__ = ["holders", "keep", "kept", "Pooled", "Kept"]
+__all__ = ["holders", "keep", "kept", "kept_of_tops", "Pooled", "Kept"]
 
 #: ``VaultManager._each``: (tier, answer) for each tier that answered.
 Each = Callable[[Sequence[Any], Callable[[Any], Any]], list[tuple[Any, Any]]]
@@ -40,7 +40,7 @@ class Pooled(NamedTuple):
     hit: LexicalHit
 
 
-_ID, _HASH = attrgetter("id"), attrgetter("content_hash")
+_ID, _HASH, _SCORE = attrgetter("id"), attrgetter("content_hash"), attrgetter("score")
 _HIT, _PASSES = attrgetter("hit"), attrgetter("passes")
 _NEW, _ALONE = tuple.__new__, ((),)  # a Kept made in C from its fields; no also_in
 
@@ -194,6 +194,85 @@ def kept(each: Each, chosen: Sequence[Any], pool: Sequence[Pooled], stems: Seque
         at[twice[j]] = row
     rows = sorted(filter(None, at), key=_ORDER)  # stable: ties stay in priority order
     return list(map(_NEW, repeat(Kept), rows if limit is None else rows[:limit]))
+
+
+def kept_of_tops(each: Each, tops: Sequence[tuple[Any, int, Any]], stems: Sequence[str],
+                 stats: TermStats, filters: Filters, shared: Shared | None, tiers: Mapping[str, Any],
+                 limit: int) -> tuple[list[Kept], list[Pooled], int]:
+    """(:func:`kept`'s rows, the pooled hits made, how many hits were pooled) of the tiers'
+    top k ``tops``: (tier, its priority, its answer) in priority order, an answer being a
+    list of hits or a ``SlotHits`` (vault/lexicon.py: slots and BM25, hits made when
+    asked). Each pooled hit's ``neg_score`` is -its score * its tier's weight.
+
+    With every answer a ``SlotHits`` and ``shared`` naming each tier with its slots
+    (:class:`~tiervault.vault.shared_keys.Shared`), only the hits that can be kept are
+    made: a hit at a slot outside its tier's shared slots is held by its own tier only
+    and is kept as it is (:func:`kept`'s fast path), so its row is known from its score;
+    the others (~4 % of a bench pool) go through :func:`holders` and :func:`_walk` as in
+    :func:`kept`; the rows are sorted as there and cut at ``limit``, and only then are
+    the kept hits' ids, hashes and TF-IDF read. The same rows as :func:`kept` over every
+    hit (issue 16, session 19: ~60 of ~90 pooled hits a bench scan were read and
+    dropped)."""
+    matched = sum(len(a) for _, _, a in tops)
+    chosen = [t for t, _, _ in tops]
+    lazy = (shared is not None and len(shared) == len(tops) and all(
+        t.name in shared and t.name in shared.slots and hasattr(a, "slots") for t, _, a in tops))
+    if not lazy:
+        pool: list[Pooled] = []
+        for tier, rank, answer in tops:
+            hits = answer.hits() if hasattr(answer, "slots") else answer
+            # each Pooled made in C (-score * weight as score * -weight: the same float)
+            pool.extend(map(_NEW, repeat(Pooled), zip(
+                map(mul, map(_SCORE, hits), repeat(-tier.weight)), repeat(rank), repeat(tier.name), hits)))
+        return kept(each, chosen, pool, stems, stats, filters, shared, tiers, limit), pool, matched
+    assert shared is not None
+    negs: list[float] = []  # by position in the pool (priority order), -score * weight
+    ranks: list[int] = []
+    owner: list[int] = []  # the index in ``tops`` of each position's tier
+    starts: list[int] = []
+    twice_at: list[int] = []  # the positions whose slot another tier may hold a copy of
+    for i, (tier, r, answer) in enumerate(tops):
+        n, start = len(answer), len(negs)
+        starts.append(start)
+        negs += map(mul, answer.scores.tolist(), repeat(-tier.weight))  # as Pooled's
+        ranks += [r] * n
+        owner += [i] * n
+        flags = list(map(shared.slots[tier.name].__contains__, answer.slots.tolist()))
+        if True in flags:
+            twice_at += [start + j for j in compress(range(n), flags)]
+    entries: list[Any] = list(zip(negs, ranks, range(len(negs))))  # keep's sort key, ties by position
+    for at in twice_at:
+        entries[at] = None
+    if twice_at:
+        entries = list(filter(None, entries))
+    entries.sort()
+    # the hits made, one call a tier: the first ``limit`` held by their tier alone (the walk's
+    # rows can only push some out) and every one the walk reads
+    made: dict[int, LexicalHit] = {}
+    wanted: list[list[int]] = [[] for _ in tops]
+    for at in [e[2] for e in entries[:limit]] + twice_at:
+        wanted[owner[at]].append(at)
+    for i, ats in enumerate(wanted):
+        if ats:
+            made.update(zip(ats, tops[i][2].hits([at - starts[i] for at in ats])))
+    pool = [Pooled(negs[at], ranks[at], tops[owner[at]][0].name, made[at]) for at in twice_at]
+    rows: dict[int, tuple] = {}  # position -> its row from the walk
+    if pool:
+        by_id, by_hash = holders(each, chosen, [(p.tier, p.hit) for p in pool], stems, stats, filters,
+                                 shared)
+        for row, j in _walk(pool, [t for t in chosen if t.name in by_id], by_id, by_hash, tiers):
+            rows[twice_at[j]] = row
+        entries += [(row[0], ranks[at], at) for at, row in rows.items()]
+        entries.sort()
+    out: list[Kept] = []
+    for neg, r, at in entries[:limit]:
+        row = rows.get(at)
+        if row is None:
+            p = Pooled(neg, r, tops[owner[at]][0].name, made[at])
+            pool.append(p)
+            row = p + _ALONE
+        out.append(Kept._make(row))
+    return out, pool, matched
 
 
 def _walk(ordered: Sequence[Pooled], chosen: Sequence[Any], by_id: Mapping[str, Mapping[str, LexicalHit]],

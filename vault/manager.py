@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import attrgetter, eq, mul
+from operator import attrgetter, eq
 from typing import Any, Callable, Iterable, Sequence
 
 from tiervault.errors import EntryNotFound, QueryError, StorageError, TierUnavailable, ValidationError
@@ -24,6 +23,7 @@ from tiervault.vault import dedup
 from tiervault.vault.candidates import Candidates, LexicalQuery, candidates_of
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
+from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.mirror_workers import build_missing
 from tiervault.vault.query import query_terms
 from tiervault.vault.read_scope import read_scope
@@ -407,14 +407,8 @@ class VaultManager:
         before = index.before() if index is not None else None  # its builds before the top k
         lq = self.lexical_query(query, tiers)
         chosen = [t for t in self.ordered(tiers) if t.name in lq.tiers]  # a failed tier is out
-        pool: list[dedup.Pooled] = []
-        answered = self._each(chosen, lambda s: s.lexical_top_k(lq.stems, lq.stats, filters, limit,
-                                                                words=lq.words))
-        for tier, hits in answered:
-            # each Pooled made in C (-score * weight as score * -weight: the same float)
-            pool.extend(map(_NEW, repeat(dedup.Pooled), zip(
-                map(mul, map(_SCORE, hits), repeat(-tier.weight)), repeat(chosen.index(tier)),
-                repeat(tier.name), hits)))
+        answered = self._each(chosen, lambda s: _top_k_of(s, lq, filters, limit))
+        tops = [(tier, chosen.index(tier), answer) for tier, answer in answered]
         chosen = [t for t, _ in answered]
         # Dedup in priority order: the highest-priority tier holding the same id
         # (or the same content under another id) supplies the copy that is kept,
@@ -423,9 +417,10 @@ class VaultManager:
         if index is not None:
             shared = index.shared({t.name: c for t, c in self._each(chosen, _key_columns) if c is not None},
                                   before)
-        kept = dedup.kept(self._each, chosen, pool, lq.stems, lq.stats, filters, shared, self.tiers, limit)
+        kept, pool, matched = dedup.kept_of_tops(self._each, tops, lq.stems, lq.stats, filters, shared,
+                                                 self.tiers, limit)
         kept = self._with_tfidf(kept, pool, lq)
-        return candidates_of(kept, lq, {t.name: t.weight for t in self.tiers.values()}, len(pool))
+        return candidates_of(kept, lq, {t.name: t.weight for t in self.tiers.values()}, matched)
 
     def _with_tfidf(self, kept: list[dedup.Kept], pool: list[dedup.Pooled],
                     lq: LexicalQuery) -> list[dedup.Kept]:
@@ -467,9 +462,17 @@ class VaultManager:
         return out
 
 
-_NEW = tuple.__new__  # a NamedTuple made in C from its fields
-_SCORE, _HIT, _TIER = attrgetter("score"), attrgetter("hit"), attrgetter("tier")
+_HIT, _TIER = attrgetter("hit"), attrgetter("tier")
 _WEIGHT = attrgetter("weight")
+
+
+def _top_k_of(store: Any, lq: LexicalQuery, filters: Filters, limit: int) -> Any:
+    """A tier's top k: its hits made when the dedup asks (``SlotHits``) from a tier whose
+    lexicon is an in-process mirror's (:class:`MirrorLexicon`), else the hits."""
+    lexicon = getattr(store, "lexicon", None)
+    if isinstance(lexicon, MirrorLexicon):
+        return lexicon.lexical_top_k_slots(lq.stems, lq.stats, filters, limit, words=lq.words)
+    return store.lexical_top_k(lq.stems, lq.stats, filters, limit, words=lq.words)
 
 
 def _key_columns(store: Any) -> KeyColumns | None:

@@ -51,7 +51,7 @@ candidate); their exact intersection across tiers. ~10 ms for 100,000 entries.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -77,14 +77,19 @@ LOOKUP_COST = 16
 class Shared(dict):
     """Per tier name: (its ids held by another tier too, its hashes held by another tier
     too); ``ids`` / ``hashes``: the union over the tiers (a pooled hit whose id and hash
-    are in neither is held by its own tier only)."""
+    are in neither is held by its own tier only); ``slots``, per tier name: the slots of
+    its mirror whose id or hash is in its sets (a superset, as the sets are): a top-k
+    hit at another slot is held by its own tier only, known before its id and hash are
+    read (:func:`~tiervault.vault.dedup.kept_of_tops`)."""
 
-    __slots__ = ("ids", "hashes")
+    __slots__ = ("ids", "hashes", "slots")
 
-    def __init__(self, sets: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> None:
+    def __init__(self, sets: Mapping[str, tuple[frozenset[str], frozenset[str]]],
+                 slots: Mapping[str, frozenset[int]] | None = None) -> None:
         super().__init__(sets)
         self.ids: frozenset[str] = frozenset().union(*(i for i, _ in sets.values()))
         self.hashes: frozenset[str] = frozenset().union(*(h for _, h in sets.values()))
+        self.slots: dict[str, frozenset[int]] = dict(slots or {})
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -171,9 +176,12 @@ def _full(columns: Mapping[str, KeyColumns]) -> _State:
     """The sets computed from every column (module docstring)."""
     tiers = {name: _Tier(c.build, c.ids, c.hashes, c.slots) for name, c in columns.items()}
     names = list(tiers)
-    ids = _held_twice([tiers[n].ids for n in names], [tiers[n].slots for n in names], False)
-    hashes = _held_twice([tiers[n].hashes for n in names], [tiers[n].slots for n in names], True)
-    return _State(tiers, Shared({n: (i, h) for n, i, h in zip(names, ids, hashes)}))
+    ids, id_slots = _held_twice([tiers[n].ids for n in names], [tiers[n].slots for n in names], False)
+    hashes, hash_slots = _held_twice([tiers[n].hashes for n in names], [tiers[n].slots for n in names],
+                                     True)
+    return _State(tiers, Shared({n: (i, h) for n, i, h in zip(names, ids, hashes)},
+                                {n: frozenset(np.union1d(a, b).tolist())
+                                 for n, a, b in zip(names, id_slots, hash_slots)}))
 
 
 def _rebuilt(state: _State | None, columns: Mapping[str, KeyColumns]) -> frozenset[str]:
@@ -199,6 +207,17 @@ def _grown(state: _State, columns: Mapping[str, KeyColumns],
         return state
     shared = {n: (set(), set()) if n in rebuilt else (set(i), set(h))
               for n, (i, h) in state.shared.items()}
+    # each tier's shared slots: kept (the same set while nothing is added), but a rebuilt
+    # tier's (its slots renumbered)
+    kept = state.shared.slots
+    slots: dict[str, set[int] | None] = {n: set() if n in rebuilt else None for n in columns}
+
+    def add(tier: str, found: Iterable[int]) -> None:
+        mine = slots[tier]
+        if mine is None:
+            mine = slots[tier] = set(kept.get(tier, ()))
+        mine.update(found)
+
     for name in grown:
         old, now = start[name], columns[name]
         new = np.arange(old, now.slots, dtype=np.int64)
@@ -211,29 +230,44 @@ def _grown(state: _State, columns: Mapping[str, KeyColumns],
                 both = [strings[i] for i in found]
                 shared[name][kind].update(both)
                 shared[other][kind].update(both)
+                add(name, new[list(found)].tolist())
+                for held in found.values():
+                    add(other, held)
     tiers = {n: _Tier(c.build, c.ids, c.hashes, c.slots) for n, c in columns.items()}
-    return _State(tiers, Shared({n: (frozenset(i), frozenset(h)) for n, (i, h) in shared.items()}))
+    return _State(tiers, Shared({n: (frozenset(i), frozenset(h)) for n, (i, h) in shared.items()},
+                                {n: kept.get(n, frozenset()) if s is None else frozenset(s)
+                                 for n, s in slots.items()}))
 
 
-def _held_twice(columns: Sequence[Any], slots: Sequence[int], digests: bool) -> list[frozenset[str]]:
-    """For each column (its first ``slots[i]`` slots): the strings another column holds too."""
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _held_twice(columns: Sequence[Any], slots: Sequence[int], digests: bool
+                ) -> tuple[list[frozenset[str]], list[np.ndarray]]:
+    """For each column (its first ``slots[i]`` slots): the strings another column holds
+    too, and the slots holding them (sorted, int64)."""
     keyed = [_keys(c, n, digests) for c, n in zip(columns, slots)]  # (slot keys, slots) each
     if len(keyed) < 2:
-        return [frozenset() for _ in keyed]
+        return [frozenset() for _ in keyed], [_NONE for _ in keyed]
     # a table's keys come sorted, the appended slots' after them: a stable sort (a merge of
     # sorted runs) is ~linear where np.unique's sort was not (~4x at 100,000 keys)
     distinct = [_distinct(np.sort(k, kind="stable")) for k, _ in keyed]
     allk = np.sort(np.concatenate(distinct), kind="stable")
     twice = _distinct(allk[1:][allk[1:] == allk[:-1]])
-    cands = []
+    cands: list[list[str]] = []
+    at_of: list[np.ndarray] = []
     for (keys, at), column in zip(keyed, columns):
         hit = _in_sorted(keys, twice)
-        cands.append(set(column.take(at[hit])) if hit.any() else set())
-    out = []
-    for i, mine in enumerate(cands):
+        at_of.append(at[hit] if hit.any() else _NONE)
+        cands.append(column.take(at_of[-1]) if hit.any() else [])
+    out, out_slots = [], []
+    for i, strings in enumerate(cands):
         others: set[str] = set().union(*(c for j, c in enumerate(cands) if j != i))
-        out.append(frozenset(mine & others))
-    return out
+        mine = frozenset(strings) & others
+        out.append(mine)
+        keep = np.fromiter(map(mine.__contains__, strings), dtype=bool, count=len(strings))
+        out_slots.append(np.unique(at_of[i][keep]) if keep.any() else _NONE)
+    return out, out_slots
 
 
 def _keys(column: Any, n: int, digests: bool) -> tuple[np.ndarray, np.ndarray]:

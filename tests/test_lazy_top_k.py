@@ -1,0 +1,107 @@
+"""The federated search reads ids, hashes and TF-IDF of the hits it keeps only
+(``MirrorLexicon.lexical_top_k_slots``, ``dedup.kept_of_tops``): the same answer as
+making every tier's top-k hits first, with copies of an entry in several tiers, equal
+tier weights (ties across tiers), filters and limits. Real SQLite tier files."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tiervault.vault import manager as manager_module
+from tiervault.vault.entry import Entry
+from tiervault.vault.filters import Filters
+from tiervault.vault.manager import VaultManager
+from tiervault.vault.string_table import StringColumn
+
+TIERS = ("agent", "project", "team")
+WORDS = ["retry", "backoff", "jitter", "cache", "pool", "timeout", "index", "shard"]
+
+
+def _answer(c) -> tuple:
+    return (c.ids, c.tiers, c.also_in, c.hashes, c.lexical.tolist(), c.tier_weight.tolist(),
+            c.tfidf.tolist(), c.matched)
+
+
+def _every_hit_made(store, lq, filters, limit):
+    """The tiers' top k as hits, every one made (the search before the lazy top k)."""
+    return store.lexical_top_k(lq.stems, lq.stats, filters, limit, words=lq.words)
+
+
+@pytest.fixture
+def paths(tmp_path):
+    rng = random.Random(7)
+    paths = {t: str(tmp_path / f"{t}.db") for t in TIERS}
+    with VaultManager.at(paths) as m:
+        shared = [Entry.create(id=f"s{i}", title=" ".join(rng.choices(WORDS, k=3)),
+                               description=" ".join(rng.choices(WORDS, k=6))) for i in range(40)]
+        for t in TIERS:
+            own = [Entry.create(id=f"{t}{i}", title=" ".join(rng.choices(WORDS, k=3)),
+                                description=" ".join(rng.choices(WORDS, k=6)),
+                                type=rng.choice(["pattern", "rule"])) for i in range(120)]
+            # the same ids in every tier (some with other content), the same content under
+            # another id, and an expired copy
+            copies = [e if rng.random() < 0.5 else Entry.create(id=e.id, title=" ".join(rng.choices(WORDS, k=3)),
+                                                                   description=e.description)
+                      for e in shared[:30]]
+            moved = [Entry.create(id=f"{t}-m{i}", title=e.title, description=e.description, type=e.type)
+                     for i, e in enumerate(shared[30:])]
+            expired = [Entry.create(id=f"{t}-x", title=shared[0].title, description=shared[0].description,
+                                    valid_until=1.0)]
+            m.capture_many(own + copies + moved + expired, t)
+    return paths
+
+
+@pytest.mark.parametrize("weights", [None, {"agent": 1.0, "project": 1.0, "team": 1.0},
+                                     {"agent": 0.5, "project": 0.9, "team": 0.9}])
+def test_the_lazy_top_k_answers_as_every_hit_made(paths, monkeypatch, weights):
+    rng = random.Random(3)
+    lazy, full = VaultManager.at(paths, weights), VaultManager.at(paths, weights)
+    made = []
+    real = manager_module._top_k_of
+
+    def top_k_of(store, lq, filters, limit):  # the full manager makes every hit first
+        if made and made[-1] is full:
+            return _every_hit_made(store, lq, filters, limit)
+        return real(store, lq, filters, limit)
+    monkeypatch.setattr(manager_module, "_top_k_of", top_k_of)
+    try:
+        seen_copies = 0
+        for n in range(60):
+            text = " ".join(rng.choices(WORDS, k=rng.randint(1, 3)))
+            limit = rng.choice([1, 3, 5, 10, 30, 200])
+            filters = rng.choice([None, Filters.build(type="pattern"), Filters.build(now=5.0)])
+            tiers = rng.choice([None, None, ["agent", "team"]])
+            made.append(lazy)
+            a = lazy.search(text, limit=limit, filters=filters, tiers=tiers)
+            made.append(full)
+            b = full.search(text, limit=limit, filters=filters, tiers=tiers)
+            assert _answer(a) == _answer(b), (n, text, limit, filters, tiers)
+            seen_copies += sum(1 for x in a.also_in if x)
+        assert seen_copies > 20
+    finally:
+        lazy.close()
+        full.close()
+
+
+def test_only_the_kept_hits_are_read(tmp_path, monkeypatch):
+    """Three tiers of 60 matches each, a top 5: after the dedup's index is ready, the
+    search reads the ids of the 5 hits it keeps, not of each tier's top 5 (15)."""
+    paths = {t: str(tmp_path / f"{t}.db") for t in TIERS}
+    with VaultManager.at(paths) as m:
+        for t in TIERS:
+            m.capture_many([Entry.create(id=f"{t}{i}", title=f"alpha {'bravo ' * (i % 7)}{t}",
+                                         description=f"words {i}") for i in range(60)], t)
+        m.search("alpha bravo", limit=5)
+        m.search("alpha bravo", limit=5)  # the index is computed once the builds are seen twice
+        read: list[int] = []
+        real = StringColumn.take_distinct
+
+        def spy(self, slots):
+            read.append(int(np.asarray(slots).size))
+            return real(self, slots)
+        monkeypatch.setattr(StringColumn, "take_distinct", spy)
+        c = m.search("alpha bravo", limit=5)
+    assert len(c) == 5 and sum(read) == 5, read
