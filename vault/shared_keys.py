@@ -230,9 +230,10 @@ def _grown(state: _State, columns: Mapping[str, KeyColumns],
                 both = [strings[i] for i in found]
                 shared[name][kind].update(both)
                 shared[other][kind].update(both)
-                add(name, new[list(found)].tolist())
-                for held in found.values():
-                    add(other, held)
+                if found:  # (a tier's set copied only when it gains slots)
+                    add(name, new[list(found)].tolist())
+                    for held in found.values():
+                        add(other, held)
     tiers = {n: _Tier(c.build, c.ids, c.hashes, c.slots) for n, c in columns.items()}
     return _State(tiers, Shared({n: (frozenset(i), frozenset(h)) for n, (i, h) in shared.items()},
                                 {n: kept.get(n, frozenset()) if s is None else frozenset(s)
