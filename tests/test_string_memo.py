@@ -72,19 +72,3 @@ def test_remembered_ids_of_any_number_skip_the_fingerprints(monkeypatch):
     assert table.held(asked) == {i: [int(s)] for i, s in zip(
         [*range(20), *range(21, 31)], at.tolist())} == expected_asked
     assert "nope" in fingerprinted
-
-
-def test_ids_read_past_the_recent_bound_answer_as_a_fresh_look_up():
-    """More ids read by slot than the recent reads keep (``RECENT_MAX``): every look-up
-    still answers as a fresh table, the last reads without a fingerprint."""
-    from tiervault.vault.string_memo import RECENT_MAX
-
-    ids = [f"id-{i:05d}" for i in range(3 * RECENT_MAX)]
-    col, fresh = StringColumn(StringTable.build(ids)), StringTable.build(ids)
-    chunks = [np.arange(i, 3 * RECENT_MAX, 97, dtype=np.int64) for i in range(60)]
-    for at in chunks:
-        col.take_distinct(at)
-    for at in (chunks[0], chunks[-1], chunks[len(chunks) // 2]):
-        asked = [ids[i] for i in at.tolist()] + ["nope"]
-        assert col.base.held(asked) == fresh.held(asked)
-        assert col.slots_many(asked) == [fresh.find([s])[0] for s in asked]

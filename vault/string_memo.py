@@ -14,26 +14,18 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["MEMO_MAX", "RECENT_MAX", "memo_find", "held_through", "held_remembered"]
+__all__ = ["MEMO_MAX", "memo_find", "held_through", "held_remembered"]
 
 MEMO_MAX = 50_000  # remembered look-ups per table (a few MB at most)
-#: Strings read by slot lately, per table (``StringTable.remember``: string -> its slot),
-#: a few searches' top k and vector hits: a small dict that stays in the CPU's caches
-RECENT_MAX = 1_024
 
 
 def memo_find(memo: dict[str, list[int]], strings: Sequence[str],
-              find: Callable[[Sequence[str]], list[list[int]]],
-              recent: dict[str, int] | None = None) -> list[list[int]]:
-    """``find(strings)`` through ``memo`` (string -> its slots) and ``recent`` (string ->
-    its one slot, :func:`held_remembered`): only the strings remembered by neither are
-    looked up; the memo is cleared past ``MEMO_MAX`` strings. The lists returned from
-    the memo are its own (read only). Shared by StringTable and HashTable
-    (vault/hash_table.py)."""
+              find: Callable[[Sequence[str]], list[list[int]]]) -> list[list[int]]:
+    """``find(strings)`` through ``memo`` (string -> its slots): only the strings not
+    remembered are looked up; the memo is cleared past ``MEMO_MAX`` strings. The
+    lists returned are the memo's own (read only). Shared by StringTable and
+    HashTable (vault/hash_table.py)."""
     known = [memo.get(s) for s in strings]
-    if recent and None in known:
-        known = [k if k is not None or (r := recent.get(s)) is None else [r]
-                 for s, k in zip(strings, known)]
     missing = [s for s, k in zip(strings, known) if k is None]
     if not missing:
         return known  # type: ignore[return-value]
@@ -45,18 +37,15 @@ def memo_find(memo: dict[str, list[int]], strings: Sequence[str],
 
 
 def held_through(memo: dict[str, list[int]], strings: Sequence[str], present: np.ndarray,
-                 find: Callable[[Sequence[str]], list[list[int]]],
-                 recent: dict[str, int] | None = None) -> dict[int, list[int]]:
+                 find: Callable[[Sequence[str]], list[list[int]]]) -> dict[int, list[int]]:
     """{i: slots of ``strings[i]``} for the strings held, ``present`` (bool, aligned)
     marking the only ones that may be (their key is in the index: a wider set than
-    the held ones, never narrower); those go through ``recent`` and ``memo`` as
-    :func:`memo_find`. Shared by StringTable and HashTable (vault/hash_table.py)."""
+    the held ones, never narrower); those go through ``memo`` as :func:`memo_find`.
+    Shared by StringTable and HashTable (vault/hash_table.py)."""
     out: dict[int, list[int]] = {}
     fresh: list[int] = []
     for i in present.nonzero()[0].tolist():
         k = memo.get(strings[i])
-        if k is None and recent and (r := recent.get(strings[i])) is not None:
-            k = [r]
         if k is None:
             fresh.append(i)
         elif k:
@@ -71,22 +60,16 @@ def held_through(memo: dict[str, list[int]], strings: Sequence[str], present: np
     return out
 
 
-def held_remembered(memo: dict[str, list[int]], strings: Sequence[str],
-                    recent: dict[str, int] | None = None) -> dict[int, list[int]] | None:
-    """The answer of ``held(strings)`` when ``recent`` (string -> the one slot holding it:
-    the strings a table of distinct strings read by slot lately) or ``memo`` remembers
-    every one of ``strings`` (the table never changes: a remembered answer, held or
-    not, stays true), else None. The pool and LSA ask a tier about the ids its top k
-    just read (``StringColumn.take_distinct`` remembered them), and this skips their
-    fingerprints, the key filter and the binary search (~8 NumPy calls; issue 16,
-    session 11, for a handful of strings; session 12, any number: ~90 us for 9-30 ids).
-    The first string not remembered ends the look-up (the dedup's strings are mostly
-    new: one dict miss or two)."""
+def held_remembered(memo: dict[str, list[int]], strings: Sequence[str]) -> dict[int, list[int]] | None:
+    """The answer of ``held(strings)`` when ``memo`` remembers every one of ``strings``
+    (the table never changes: a remembered answer, held or not, stays true), else None.
+    The pool and LSA ask a tier about the ids its top k just read
+    (``StringColumn.take_distinct`` remembered them), and this skips their fingerprints,
+    the key filter and the binary search (~8 NumPy calls; issue 16, session 11, for a
+    handful of strings; session 12, any number: ~90 us for 9-30 ids). The first string
+    not remembered ends the look-up (the dedup's strings are mostly new: one dict miss)."""
     known = []
     for s in strings:
-        if recent and (r := recent.get(s)) is not None:
-            known.append([r])
-            continue
         k = memo.get(s)
         if k is None:
             return None

@@ -29,7 +29,7 @@ import numpy as np
 from tiervault.vault.checked_array import CheckedArray
 from tiervault.vault.few_keys import FEW, Probe, candidate_slots, held_few
 from tiervault.vault.key_filter import KeyFilter, present
-from tiervault.vault.string_memo import MEMO_MAX, RECENT_MAX, held_remembered, held_through, memo_find
+from tiervault.vault.string_memo import MEMO_MAX, held_remembered, held_through, memo_find
 
 if TYPE_CHECKING:
     from tiervault.vault.hash_table import HashTable
@@ -188,8 +188,6 @@ class StringTable:
         # The table never changes, so an answer stays true: queries repeat their words
         # (and a query asks each tier for the same ids), so most look-ups end here.
         self._memo: dict[str, list[int]] = {}
-        # the strings read by slot lately (:meth:`remember`): string -> its one slot
-        self._recent: dict[str, int] = {}
         self._filter: KeyFilter | None = None  # built by the first held()
 
     @classmethod
@@ -265,22 +263,18 @@ class StringTable:
         """For each of ``strings``, the slots holding it, ascending."""
         if not strings or not self._n:
             return [[] for _ in strings]
-        return memo_find(self._memo, strings, self._find, self._recent)
+        return memo_find(self._memo, strings, self._find)
 
     def remember(self, strings: Sequence[str], slots: Sequence[int]) -> None:
-        """Seed the look-ups: ``strings[i]`` is held at ``slots[i]`` and at no other
+        """Seed the look-up memo: ``strings[i]`` is held at ``slots[i]`` and at no other
         slot. Only for a table of distinct strings (a mirror base's entry ids: ``id``
         is UNIQUE in a tier), whose strings were just read at those slots: a search
-        reads its top k's ids by slot, then looks the same ids up (LSA, the pool).
-
-        Kept in a small dict of the last reads (up to :data:`RECENT_MAX` strings, then
-        started again), made in C: written into the look-up memo one ``setdefault`` a
-        string, the top k's ids cost ~24 us a tier a search (issue 16, session 19: the
-        memo grows to ``MEMO_MAX`` strings, each insert a cache miss)."""
-        recent = self._recent
-        if len(recent) > RECENT_MAX:
-            recent = self._recent = {}  # replaced whole: a reader keeps its dict
-        recent.update(zip(strings, slots))
+        reads its top k's ids by slot, then looks the same ids up (LSA, the pool)."""
+        memo = self._memo
+        if len(memo) > MEMO_MAX:
+            memo.clear()
+        for st, slot in zip(strings, slots):
+            memo.setdefault(st, [slot])
 
     def held(self, strings: Sequence[str]) -> dict[int, list[int]]:
         """:meth:`find` for the strings held only: {position in ``strings``: its slots,
@@ -290,7 +284,7 @@ class StringTable:
         11); the others as :meth:`find`. At most ``FEW``: Python only (session 12)."""
         if not strings or not self._n:
             return {}
-        if (known := held_remembered(self._memo, strings, self._recent)) is not None:
+        if (known := held_remembered(self._memo, strings)) is not None:
             return known
         keys = self.keys.all()
         if self._filter is None:  # benign race: two threads may both build one
@@ -298,8 +292,7 @@ class StringTable:
         if len(strings) <= FEW:  # e.g. the graph neighbours' ids: vault/few_keys.py
             return held_few(self._memo, strings, self._filter, keys, self.order, self._probes, self._bytes)
         want = lookup_fingerprints(strings)
-        return held_through(self._memo, strings, present(keys, self._filter, want), self._find,
-                            self._recent)
+        return held_through(self._memo, strings, present(keys, self._filter, want), self._find)
 
     def _probes(self, strings: Sequence[str]) -> list[Probe]:
         """Each string's fingerprint and UTF-8 bytes (:func:`~tiervault.vault.few_keys.held_few`)."""
