@@ -419,3 +419,45 @@ def test_check_reports_a_graph_that_disagrees_with_the_table_and_repair_rebuilds
     assert not check_tier(store).problems
     assert set(store.link_ends(["c"])) == {LinkEnds("b", "c", "extends")}
     store.close()
+
+
+@pytest.mark.parametrize("array", ["starts", "keys", "adj_offsets", "adj", "offsets", "blob"])
+def test_every_block_a_look_up_reads_is_verified_first(array: str) -> None:
+    """A mapped graph's look-up verifies each block it reads, of every array, the other
+    end's offsets and bytes too (issue 16 session 19: the checks run per array until
+    that array is verified whole, not while any array is not): a damaged block the
+    look-up reads -- and only that one -- raises, not a wrong answer."""
+    from zlib import crc32
+
+    import numpy as np
+
+    from tiervault.vault.checked_array import BLOCK_BYTES, CheckedArray, block_crcs
+
+    rows = [(f"node-{i:06d}", f"node-{i + 1:06d}", "supports") for i in range(0, 48_000, 2)]
+    built = LinkGraph.build(rows, 1, len(rows), "e")
+    keys = built.arrays["keys"]
+
+    def at(name: str) -> int:  # an endpoint's position: its CRC-32 in the sorted keys
+        return int(np.searchsorted(keys, crc32(name.encode())))
+
+    def block(name: str, i: int) -> int:
+        return i * built.arrays[name].itemsize // BLOCK_BYTES
+
+    # a link whose two ends' offsets and bytes lie in other blocks of every array
+    src, dst = next((s, t) for s, t, _ in rows[::97]
+                    if block("offsets", at(s)) != block("offsets", at(t))
+                    and block("offsets", at(s) + 1) == block("offsets", at(s))
+                    and block("offsets", at(t) + 1) == block("offsets", at(t))
+                    and block("blob", int(built.arrays["offsets"][at(s)]))
+                    != block("blob", int(built.arrays["offsets"][at(t)])))
+    i, j = at(src), at(dst)
+    arrays = {k: v.copy() for k, v in built.arrays.items()}
+    checked = {k: CheckedArray(arrays[k], np.array(block_crcs(arrays[k]), dtype=np.uint32),
+                               name=k) for k in arrays}
+    where = {"starts": int(crc32(src.encode())) >> (32 - bucket_bits(keys.size)),
+             "keys": i, "adj_offsets": i, "adj": int(arrays["adj_offsets"][i]),
+             "offsets": j, "blob": int(arrays["offsets"][j])}[array]
+    arrays[array][where] ^= 1  # after the CRCs: that block fails its check
+    graph = LinkGraph({k: checked[k].a for k in arrays}, 1, len(rows), "e", checked)
+    with pytest.raises(ValueError):
+        graph.touching([src])

@@ -142,8 +142,10 @@ class LinkGraph:
         # file's blocks are verified as look-ups first read them (a cold process reads a
         # few pages of a 20 MB file at 1M entries, not all of it)
         self._c = {k: _Blocks(arrays[k], checked[k] if checked is not None else None) for k in _ARRAYS}
-        self._lazy = checked is not None
+        self._lazy = checked is not None  # a file's arrays: each block verified when first read
         self._c_starts, self._c_keys = self._c["starts"], self._c["keys"]
+        self._c_offsets, self._c_blob = self._c["offsets"], self._c["blob"]
+        self._c_adj_offsets, self._c_adj = self._c["adj_offsets"], self._c["adj"]
         self._keys, self._starts, self._blob = (self._c[k].mv for k in ("keys", "starts", "blob"))
         self._offsets, self._adj_offsets, self._adj = (self._c[k].mv for k in
                                                        ("offsets", "adj_offsets", "adj"))
@@ -190,16 +192,21 @@ class LinkGraph:
         b = key >> self.shift
         c_starts, c_keys = self._c_starts, self._c_keys
         if not c_starts.done:  # a mapped file: the blocks read here verified first
-            _ready(c_starts, b, b + 2)
+            # (_ready inline: ``starts``' last block holds one bound and is seldom read, so
+            # this array may stay not done all along, and this runs for every look-up)
+            ok, shift = c_starts.ok, c_starts.shift
+            if not ok[b >> shift] or not ok[(b + 1) >> shift]:
+                c_starts.need(b, b + 2)
         starts, keys, offsets = self._starts, self._keys, self._offsets
         i, hi = starts[b], starts[b + 1]
         if not c_keys.done and i < hi:
             _ready(c_keys, i, hi)
         while i < hi:
             if keys[i] == key:
-                if self._lazy:
-                    _ready(self._c["offsets"], i, i + 2)
-                    _ready(self._c["blob"], offsets[i], max(offsets[i + 1], offsets[i] + 1))
+                if not self._c_offsets.done:
+                    _ready(self._c_offsets, i, i + 2)
+                if not self._c_blob.done:
+                    _ready(self._c_blob, offsets[i], max(offsets[i + 1], offsets[i] + 1))
                 if self._blob[offsets[i]:offsets[i + 1]] == data:
                     return i
             i += 1
@@ -211,21 +218,27 @@ class LinkGraph:
         if not self.n or not ids:
             return out
         offsets, blob, adj_offsets, adj = self._offsets, self._blob, self._adj_offsets, self._adj
-        find, lazy, c = self._find, self._lazy, self._c
-        if lazy and all(b.done for b in c.values()):
-            self._lazy = lazy = False  # every block verified: no flag is read again
+        find, lazy = self._find, self._lazy
+        # each array's flags read until its every block is verified (a few dozen scans;
+        # ``starts``' last block, one bound, may never be: the others do not wait for it)
+        c_adj_offsets, c_adj, c_offsets, c_blob = (self._c_adj_offsets, self._c_adj,
+                                                   self._c_offsets, self._c_blob)
         for eid in ids:
             i = find(eid.encode())
             if i < 0:
                 continue  # the usual case: most ids have no link in a given tier
             if lazy:
-                _ready(c["adj_offsets"], i, i + 2)
-                _ready(c["adj"], adj_offsets[i], max(adj_offsets[i + 1], adj_offsets[i] + 1))
+                if not c_adj_offsets.done:
+                    _ready(c_adj_offsets, i, i + 2)
+                if not c_adj.done:
+                    _ready(c_adj, adj_offsets[i], max(adj_offsets[i + 1], adj_offsets[i] + 1))
             for half in adj[adj_offsets[i]:adj_offsets[i + 1]]:
                 j = half >> 3
                 if lazy:
-                    _ready(c["offsets"], j, j + 2)
-                    _ready(c["blob"], offsets[j], max(offsets[j + 1], offsets[j] + 1))
+                    if not c_offsets.done:
+                        _ready(c_offsets, j, j + 2)
+                    if not c_blob.done:
+                        _ready(c_blob, offsets[j], max(offsets[j + 1], offsets[j] + 1))
                 other = str(blob[offsets[j]:offsets[j + 1]], "utf-8")
                 kind = LINK_TYPES[(half >> 1) & 3]
                 out.add(LinkEnds(other, eid, kind) if half & 1 else LinkEnds(eid, other, kind))
