@@ -350,8 +350,12 @@ class VectorIndex:
                                    excluded=plan.excluded, count=plan.base_count)
             scan.k = k
             if self._delta.n and (plan.delta_rows is None or plan.delta_rows.size):
-                drows = np.arange(self._delta.n) if plan.delta_rows is None else plan.delta_rows
-                ds = cosine_scores(self._delta.matrix[drows], q)
+                if plan.delta_rows is None:  # every delta row: its view, not a copy of each row
+                    drows = np.arange(self._delta.n)
+                    ds = cosine_scores(self._delta.live(), q)
+                else:
+                    drows = plan.delta_rows
+                    ds = cosine_scores(self._delta.matrix[drows], q)
                 pick = top_k(ds, k)
                 scan.add_tail(drows[pick] + nb, ds[pick])  # after the base's: ties keep row order
             return scan

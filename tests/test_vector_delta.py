@@ -262,3 +262,27 @@ def resident_kb(path) -> int:
             elif head[0] == "Rss:" and current == str(path):
                 total += int(head[1])
     return total
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "float16"])
+def test_an_unfiltered_search_scores_the_delta_as_its_rows_one_by_one(base_file, dtype) -> None:
+    """An unfiltered search scores every delta row through the delta's view (no copy of its
+    rows a query); each delta hit's score is, bit for bit, the exact cosine of that id's own
+    row (``scores_for``, which gathers the rows)."""
+    path, m = base_file
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(N_BASE, DIM))
+    codes = int8_codes(m) if dtype == "int8" else None
+    index = VectorIndex.build([f"b{i}" for i in range(N_BASE)], mapped, normalized=True, dtype=dtype,
+                              codes=codes)  # type: ignore[arg-type]
+    rng = np.random.default_rng(11)
+    fresh = [f"n{i}" for i in range(150)]
+    index.upsert(fresh + ["b5", "b9"], rng.standard_normal((152, DIM)))
+    assert index.delta_rows >= 152 and index.mapped
+    for _ in range(5):
+        q = rng.standard_normal(DIM)
+        ids, scores = index.search(q, index.row_count)
+        delta = {"b5", "b9", *fresh}
+        got = {i: s for i, s in zip(ids.tolist(), scores.tolist()) if i in delta}
+        assert set(got) == delta  # every delta row answered
+        want = index.scores_for(sorted(delta), q)
+        assert [got[i] for i in sorted(delta)] == want.tolist()  # the same float32 bits
