@@ -88,7 +88,13 @@ def open_brain(config: Path, home: Path) -> tuple[Brain, Brain, object]:
     manager = VaultManager.from_settings(settings)
     runtime = attach_embeddings(manager, settings, **TUNING)
     assert runtime is not None
-    return Brain(manager, settings, vectors=runtime), Brain(manager, settings), runtime
+    # One frozen clock for both: a search under a fault and the FTS-only search it is
+    # compared with run seconds apart (retries, a loaded machine), and a fresh entry's
+    # freshness decays between them (~1.4e-9 of a score a second): a score printed to 6
+    # decimals then sits across a rounding edge now and then (seen once under load).
+    now = time.time()
+    return (Brain(manager, settings, vectors=runtime, clock=lambda: now),
+            Brain(manager, settings, clock=lambda: now), runtime)
 
 
 def ranking(rows: list[dict]) -> list[tuple[str, float]]:
