@@ -20,6 +20,7 @@ from operator import add, attrgetter, itemgetter, mul, or_
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from tiervault.vault.filters import Filters
+from tiervault.vault.lexicon import SlotHits
 from tiervault.vault.hash_table import digest_keys
 from tiervault.vault.rows import LexicalHit, TermStats
 from tiervault.vault.shared_keys import Shared
@@ -216,11 +217,11 @@ def kept_of_tops(each: Each, tops: Sequence[tuple[Any, int, Any]], stems: Sequen
     matched = sum(len(a) for _, _, a in tops)
     chosen = [t for t, _, _ in tops]
     lazy = (shared is not None and len(shared) == len(tops) and all(
-        t.name in shared and t.name in shared.slots and hasattr(a, "slots") for t, _, a in tops))
+        t.name in shared and t.name in shared.slots and isinstance(a, SlotHits) for t, _, a in tops))
     if not lazy:
         pool: list[Pooled] = []
         for tier, rank, answer in tops:
-            hits = answer.hits() if hasattr(answer, "slots") else answer
+            hits = answer.hits() if isinstance(answer, SlotHits) else answer
             # each Pooled made in C (-score * weight as score * -weight: the same float)
             pool.extend(map(_NEW, repeat(Pooled), zip(
                 map(mul, map(_SCORE, hits), repeat(-tier.weight)), repeat(rank), repeat(tier.name), hits)))
