@@ -23,7 +23,6 @@ from tiervault.vault import dedup
 from tiervault.vault.candidates import Candidates, LexicalQuery, candidates_of
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.mirror_workers import build_missing
 from tiervault.vault.query import query_terms
 from tiervault.vault.read_scope import read_scope
@@ -467,12 +466,13 @@ _WEIGHT = attrgetter("weight")
 
 
 def _top_k_of(store: Any, lq: LexicalQuery, filters: Filters, limit: int) -> Any:
-    """A tier's top k: its hits made when the dedup asks (``SlotHits``) from a tier whose
-    lexicon is an in-process mirror's (:class:`MirrorLexicon`), else the hits."""
-    lexicon = getattr(store, "lexicon", None)
-    if isinstance(lexicon, MirrorLexicon):
-        return lexicon.lexical_top_k_slots(lq.stems, lq.stats, filters, limit, words=lq.words)
-    return store.lexical_top_k(lq.stems, lq.stats, filters, limit, words=lq.words)
+    """A tier's top k: as slots whose hits are made when the dedup asks (``SlotHits``)
+    from a tier with the optional ``lexical_top_k_slots`` (an in-process mirror:
+    vault/mirror_search.py), else its hits (``lexical_top_k``)."""
+    read = getattr(store, "lexical_top_k_slots", None)
+    if read is None:
+        return store.lexical_top_k(lq.stems, lq.stats, filters, limit, words=lq.words)
+    return read(lq.stems, lq.stats, filters, limit, words=lq.words)
 
 
 def _key_columns(store: Any) -> KeyColumns | None:

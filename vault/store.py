@@ -30,15 +30,16 @@ from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
 from tiervault.vault.link_graph import LinkGraphCache
 from tiervault.vault.maintenance import Maintenance, RepairReport
+from tiervault.vault.mirror_search import MirrorSearch
 from tiervault.vault.mirror_workers import MirrorJob, job_of
 from tiervault.vault.postings import Postings
 from tiervault.vault.query import match_expression
 from tiervault.vault.read_scope import ScopeMemo
 from tiervault.vault.browsing import check_limit, check_link_type, facet_vocabulary
 from tiervault.vault.rows import (Changes, CommittedBatch, EmbeddingCounts, EmbeddingStatus, FacetCounts,
-                                  FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, IdMask, KeyColumns,
-                                  LexicalHit, LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorRow,
-                                  MirrorRowColumns, TermStats, TierHits, TierStats, TitleRow, VectorChanges, VectorHit,
+                                  FieldTexts, FeedbackCounts, FeedbackEvent, FeedbackRow, KeyColumns,
+                                  LightPage, LightRow, Link, LinkEnds, Memory, MemoryHit, MirrorRow,
+                                  MirrorRowColumns, TierHits, TierStats, TitleRow, VectorChanges, VectorHit,
                                   VectorRow, WeightRecord)
 from tiervault.vault.schema import own_deletes
 from tiervault.vault.scoring import FTS_WEIGHTS
@@ -60,7 +61,7 @@ _MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, val
                    "valid_until, updated_at, title, description, context, tags")
 
 
-class TierStore:
+class TierStore(MirrorSearch):
     """One tier file. Thread-safe; every write is one atomic transaction. A missing file is an
     empty tier until the first write creates it (owner-only permissions). ``read_only`` refuses
     every write."""
@@ -365,35 +366,6 @@ class TierStore:
         if self._mirror is not None:
             with self.db.lock:
                 self._mirror.catch_up(self)
-
-    def term_stats(self, terms: Sequence[str]) -> TermStats:
-        return self.lexicon.term_stats(terms)
-
-    def lexical_top_k(self, terms: Sequence[str], stats: TermStats, filters: Filters, k: int,
-                      *, words: Sequence[str] = ()) -> list[LexicalHit]:
-        return self.lexicon.lexical_top_k(terms, stats, filters, k, words=words)
-
-    def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
-                       hashes: Sequence[str] = (), filters: Filters | None = None,
-                       words: Sequence[str] = ()) -> list[LexicalHit]:
-        return self.lexicon.lexical_scores(terms, stats, ids=ids, hashes=hashes, filters=filters,
-                                           words=words)
-
-    def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
-        return self.lexicon.lexical_count(terms, filters, cap)
-
-    def text_similarity(self, words: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
-        return self.lexicon.text_similarity(words, documents)
-
-    def latent_scores(self, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
-        return self.lexicon.latent_scores(words, ids, k)
-
-    def latent_text_scores(self, words: Sequence[str], documents: Sequence[Sequence[str]],
-                           k: int) -> list[float | None]:
-        return self.lexicon.latent_text_scores(words, documents, k)
-
-    def filter_mask(self, filters: Filters) -> IdMask:
-        return self.lexicon.filter_mask(filters)
 
     def key_columns(self) -> KeyColumns:
         with self.db.lock:  # one build's columns and slot count (a catch-up appends under it)

@@ -17,13 +17,13 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
-from tiervault.vault.filters import Filters
 from tiervault.vault.lexicon import MirrorLexicon
+from tiervault.vault.mirror_search import MirrorSearch
 from tiervault.vault.read_scope import current_scope
-from tiervault.vault.rows import Changes, IdMask, KeyColumns, LexicalHit, MirrorRow, TermStats
+from tiervault.vault.rows import Changes, KeyColumns, MirrorRow
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,9 @@ class _MirrorFeed:
         return getattr(self._store, name)
 
 
-class PgLexical:
-    """Contract methods for lexical search; mixed into the PostgreSQL tier."""
+class PgLexical(MirrorSearch):
+    """Contract methods for lexical search (:class:`MirrorSearch` over this tier's mirror);
+    mixed into the PostgreSQL tier."""
 
     name: str
     read_only: bool
@@ -121,34 +122,10 @@ class PgLexical:
                 lexicon = self._lexicon
         return lexicon
 
-    def term_stats(self, terms: Sequence[str]) -> TermStats:
-        return self.mirror_lexicon().term_stats(terms)
-
-    def lexical_top_k(self, terms: Sequence[str], stats: TermStats, filters: Filters, k: int,
-                      *, words: Sequence[str] = ()) -> list[LexicalHit]:
-        return self.mirror_lexicon().lexical_top_k(terms, stats, filters, k, words=words)
-
-    def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
-                       hashes: Sequence[str] = (), filters: Filters | None = None,
-                       words: Sequence[str] = ()) -> list[LexicalHit]:
-        return self.mirror_lexicon().lexical_scores(terms, stats, ids=ids, hashes=hashes,
-                                                    filters=filters, words=words)
-
-    def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
-        return self.mirror_lexicon().lexical_count(terms, filters, cap)
-
-    def text_similarity(self, words: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
-        return self.mirror_lexicon().text_similarity(words, documents)
-
-    def latent_scores(self, words: Sequence[str], ids: Sequence[str], k: int) -> list[float | None]:
-        return self.mirror_lexicon().latent_scores(words, ids, k)
-
-    def latent_text_scores(self, words: Sequence[str], documents: Sequence[Sequence[str]],
-                           k: int) -> list[float | None]:
-        return self.mirror_lexicon().latent_text_scores(words, documents, k)
-
-    def filter_mask(self, filters: Filters) -> IdMask:
-        return self.mirror_lexicon().filter_mask(filters)
+    @property
+    def lexicon(self) -> MirrorLexicon:
+        """:meth:`mirror_lexicon`: what :class:`MirrorSearch`'s contract methods answer from."""
+        return self.mirror_lexicon()
 
     def key_columns(self) -> KeyColumns:
         with self._lock:  # one build's columns and slot count (a catch-up appends under it)
