@@ -3,7 +3,7 @@
     python bench/scan_swap_ab.py --old /path/to/old/checkout --workdir DIR \
         --swap vault/dedup.py:keep --swap vault/string_table.py:StringTable._find ... \
         [--caller tiervault.vault.postings] [--time tiervault.vault.manager:VaultManager._search] \
-        [--queries 800] [--hybrid] [--cold] [--per-call] [--json out.json]
+        [--queries 800] [--hybrid] [--cold] [--per-call] [--filtered] [--json out.json]
 
 Fresh processes on this shared 2-core machine differ by +-10-25 % in scan CPU (other
 jobs beside the bench lock), more than a 0.1-0.3 ms change. Here one process (this
@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="FILE:NAME: the old modules of FILE use this checkout's NAME (a shared memo)")
     ap.add_argument("--per-call", action="store_true", help="each --time function's calls timed one by one too")
     ap.add_argument("--few", type=int, default=8, help="with --per-call: the calls with at most this many items")
+    ap.add_argument("--filtered", action="store_true",
+                    help="only bench queries that carry filters (~1 in 4; drawn until --queries are found)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from tiervault.brain import stages
@@ -178,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         scan(q)
     out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps], "shared": args.shared,
                            "queries": args.queries, "flip": args.flip, "hybrid": args.hybrid,
-                           "cold": args.cold,
+                           "cold": args.cold, "filtered": args.filtered,
                            "load_before": load_avg()}
     cpu: dict[str, list[float]] = {"old": [], "new": []}
     wall: dict[str, list[float]] = {"old": [], "new": []}  # a hybrid scan's second thread: CPU != wall
     parts: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
-    qs = queries(args.queries, args.seed)
+    qs = queries(args.queries * (5 if args.filtered else 1), args.seed)
+    if args.filtered:  # the same set of queries, those with filters, as many as asked
+        qs = [q for q in qs if query_kwargs(q)][:args.queries]
     evict = numpy_topk(100_000, 384, args.seed, kernel="einsum") if args.cold else None
     for i, q in enumerate(qs):
         # pairs (2j, 2j+1): old first in even pairs, new first in odd ones

@@ -36,14 +36,15 @@ entry_fields = st.fixed_dictionaries({
 })
 
 
-def _some(values):
-    return st.lists(st.sampled_from(values), min_size=1, max_size=2, unique=True)
+def _some(values, most=2):
+    return st.lists(st.sampled_from(values), min_size=1, max_size=most, unique=True)
 
 
 _FILTER_VALUES = {
-    "type": _some(ENTRY_TYPES), "domain": _some(DOMAINS + ("nowhere",)),
+    # up to every type: the mirror's member test compares a few codes, gathers more
+    "type": _some(ENTRY_TYPES, len(ENTRY_TYPES)), "domain": _some(DOMAINS + ("nowhere",)),
     "severity": _some(SEVERITIES), "origin": _some(ORIGINS), "tags": _some(TAGS + ("zz",)),
-    "not_type": _some(ENTRY_TYPES), "not_domain": _some(DOMAINS + ("nowhere",)),
+    "not_type": _some(ENTRY_TYPES, len(ENTRY_TYPES)), "not_domain": _some(DOMAINS + ("nowhere",)),
     "not_tags": _some(TAGS), "exclude_ids": _some(tuple(f"e{i}" for i in range(12)) + ("ghost",)),
     "updated_after": st.sampled_from(MOMENTS), "updated_before": st.sampled_from(MOMENTS),
     "include_expired": st.booleans(), "include_future": st.booleans(),
@@ -202,3 +203,39 @@ def test_memories_pass_by_topics_ids_and_creation_date():
     assert memory_matches(Filters(updated_after=NOW - 10.0), m)
     assert not memory_matches(Filters(updated_before=NOW - 10.0), m)
     assert format_timestamp(NOW) == "2027-01-15T08:00:00Z"
+
+
+@pytest.mark.parametrize("at", [None, np.array([0, 3, 4, 9, 17, 30, 31], dtype=np.int64)])
+def test_the_mirror_member_test_compares_few_codes_and_gathers_many(at):
+    """Every subset of types and domains (none known, one, a few: compares; five or
+    more: a gather from the vocabulary's table), in and not in, dense and at slots:
+    the mask of the slots whose code is one of the values asked."""
+    from types import SimpleNamespace
+
+    from tiervault.vault.filter_compile import mirror_mask
+
+    rng = np.random.default_rng(20)
+    n, domains = 32, ["net", "db", "ui", "os", "ml", "qa", "ops"]
+    m = SimpleNamespace(alive=rng.random(n) < 0.9,
+                        type_code=rng.integers(0, len(ENTRY_TYPES), n).astype(np.int8),
+                        severity_code=rng.integers(0, len(SEVERITIES), n).astype(np.int8),
+                        origin_code=rng.integers(0, len(ORIGINS), n).astype(np.int8),
+                        domain_code=rng.integers(0, len(domains), n).astype(np.int32),
+                        domains=domains, tags={}, valid_from=np.full(n, np.nan),
+                        valid_until=np.full(n, np.nan), updated_at=np.full(n, NOW),
+                        slot=lambda entry_id: None)
+    sel = slice(None) if at is None else at
+    for size in range(len(ENTRY_TYPES) + 1):
+        for types in itertools.combinations(ENTRY_TYPES, size):
+            want = np.isin(m.type_code, [ENTRY_TYPES.index(t) for t in types])
+            got = mirror_mask(Filters(types=types, now=NOW), m, at)
+            assert np.array_equal(got, (m.alive & want if types else m.alive)[sel])
+            got = mirror_mask(Filters(not_types=types, now=NOW), m, at)
+            assert np.array_equal(got, (m.alive & ~want)[sel])
+    for size in range(len(domains) + 1):
+        for picked in itertools.combinations(domains + ["nowhere"], size):
+            want = np.isin(m.domain_code, [domains.index(d) for d in picked if d in domains])
+            if picked:
+                assert np.array_equal(mirror_mask(Filters(domains=picked, now=NOW), m, at), (m.alive & want)[sel])
+            assert np.array_equal(mirror_mask(Filters(not_domains=picked, now=NOW), m, at),
+                                  (m.alive & ~want)[sel])
