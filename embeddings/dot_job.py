@@ -69,6 +69,8 @@ class DotJob:
         self.claim_rows = max(1, claim_rows or CLAIM_ROWS)
         self.chunks = -(-codes.shape[0] // self.claim_rows)
         self._claims = itertools.count()  # next() is one C call: each claim goes to one thread
+        self._finished = itertools.count(1)  # claims written, counted as _claims (ready())
+        self._written = 0
         self._stopped = False
         self._helpers: list[Future] = []
         self.started = threading.Event()  # a pool thread has begun claiming
@@ -84,6 +86,12 @@ class DotJob:
         self._stopped = True
         for f in self._helpers:
             f.cancel()
+
+    def ready(self) -> bool:
+        """Whether every claim is written already: :meth:`result` would return at once.
+        (Two threads finishing claims together may leave the count one short: then
+        False, never True too early.)"""
+        return self._written >= self.chunks
 
     def result(self) -> np.ndarray:
         """Every row's product (the caller claims what is left), float32 (n,)."""
@@ -106,6 +114,7 @@ class DotJob:
             s = i * rows
             self.out[s:s + rows] = np.asarray(
                 simd.cdist(qcodes, codes[s:s + rows], metric="dot", out_dtype="float32"))[0]
+            self._written = next(self._finished)
 
 
 # The last prefetch: (query codes' bytes, {id(codes): (codes, job)}), swapped whole.

@@ -144,7 +144,9 @@ class Tombstones:
             return np.empty(0, dtype=np.int64)
         if not np.issubdtype(a.dtype, np.integer):
             raise ValidationError("allowed", f"must be a boolean mask or row numbers, got dtype {a.dtype}")
-        rows = np.unique(a.astype(np.int64))
+        rows = a.astype(np.int64, copy=False)
+        if rows.size > 1 and not (rows[1:] > rows[:-1]).all():  # sorted and distinct already: kept
+            rows = np.unique(rows)
         if rows[0] < 0 or rows[-1] >= row_count:
             raise ValidationError("allowed", f"row numbers must be in 0..{row_count - 1}")
         if self.mask is None or not self._rows:

@@ -18,7 +18,7 @@ from tiervault.errors import ValidationError
 __all__ = ["l2_normalize", "cosine_scores", "top_k", "mask_outside", "quantize_int8", "int8_scores",
            "float16_scores", "int8_codes", "int8_scan", "int8_approx", "int8_error", "QueryCode", "Int8Codes",
            "float16_error_bound", "simd_available", "unit_query", "check_finite",
-           "forget_query", "prefetch_int8", "query_code"]
+           "forget_query", "prefetch_int8", "query_code", "int8_approx_at"]
 
 # Rows per conversion block: 512 x 384 x 4 B = 768 KB stays in L2 with its codes.
 _BLOCK_ROWS = 512
@@ -326,6 +326,30 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
     else:
         scores = np.empty(0, dtype=np.float32)
     scores *= scale
+    scores *= np.float32(b)
+    return scores, QueryCode(l1, b, resid, q.shape[0])
+
+
+def int8_approx_at(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, rows: np.ndarray
+                   ) -> tuple[np.ndarray, QueryCode] | None:
+    """:func:`int8_approx`'s scores at ``rows`` (aligned with them), read off this query's
+    prefetched products over ``codes`` (:func:`prefetch_int8`) when the scan pool has
+    written every one already; else None (the caller scores its rows itself), and a
+    prefetched job not started yet is stopped (no one will ask for it). The same numbers
+    as :func:`int8_approx` of those rows' codes: each product is an exact integer in
+    float32, times the same two float32 factors."""
+    simd = _simsimd()
+    if simd is None or not rows.size:
+        return None
+    qcodes, l1, b, resid = query_code(q)
+    job = dot_job.prefetched(qcodes, codes)
+    if job is None:
+        return None
+    if not job.ready():
+        job.stop()
+        return None
+    scores = job.result()[rows]
+    scores *= scale[rows]
     scores *= np.float32(b)
     return scores, QueryCode(l1, b, resid, q.shape[0])
 
