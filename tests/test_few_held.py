@@ -168,3 +168,23 @@ def test_a_column_adds_its_appended_strings_to_the_few_path():
     n = len(STRINGS)
     assert column.held(["dup", "new", "nope", "caf\u00e9"]) == {0: [3007, 3008, 3010, n + 1], 1: [n],
                                                                3: [STRINGS.index("caf\u00e9"), n + 2]}
+
+
+def test_held_looks_up_only_the_strings_not_remembered(monkeypatch):
+    """A top k's ids are remembered by slot; a look-up of them with a few others (rows
+    written since the base) fingerprints and searches the others only, and answers as a
+    scan of every string does."""
+    for table in (StringTable.build(STRINGS), _checked(StringTable.build(STRINGS))):
+        table.held(STRINGS[:20])  # more than FEW: the NumPy path remembers all 20
+        asked: list[str] = []
+        real = string_table.lookup_fingerprints
+
+        def recorded(strings):
+            asked.extend(strings)
+            return real(strings)
+        monkeypatch.setattr(string_table, "lookup_fingerprints", recorded)
+        for ask in (STRINGS[:20] + ["missing", STRINGS[2500], "dup"] + NEAR[:2],
+                    ["dup", STRINGS[3], "missing2"] + STRINGS[5:15], STRINGS[:20]):
+            assert table.held(ask) == _truth(STRINGS, ask)
+        assert asked and not set(asked) & set(STRINGS[:20])
+        monkeypatch.undo()

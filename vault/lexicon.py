@@ -37,13 +37,14 @@ from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
 from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
+from tiervault.vault.term_parts import TermParts, splits
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats, hits_of
 from tiervault.vault.scoring import top_k, top_k_from_head
 from tiervault.vault.validity_edges import ValidityEdges
 
 __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores", "SlotHits"]
 
-_KEEP = 6  # matches, unions, BM25 scores and masks kept (TF-IDF: at the slots asked only)
+_KEEP = 8  # matches, unions, BM25 parts and scores, masks kept (TF-IDF: at the slots asked only)
 _TERM_SCORES = 1 << 20  # postings whose BM25 is kept per tier (float32: 4 MB)
 _KEEP_MASKS = 4  # dense filter masks kept across queries (the unfiltered view and a few others)
 # every field of Filters but its instant: with the validity bucket, a dense mask's key
@@ -122,6 +123,11 @@ class MirrorLexicon:
     def _version(p: Postings) -> tuple:
         # alive.size: the slot count (len(p.ids), without its three Python calls)
         return (id(p), p.build_id, p.gen, p.alive.size, p.n_alive)
+
+    def _peek(self, key: tuple) -> Any:
+        """The kept value of ``key``, or None (nothing computed)."""
+        with self._lock:
+            return self._cache.get(key)
 
     def _term_scores(self, p: Postings) -> TermScores:
         """Each query term's BM25 at its postings by (stem, idf, avglen), kept across
@@ -249,6 +255,22 @@ class MirrorLexicon:
             return SlotScores(at, _frozen(scores))
         return self._cached(key, compute)
 
+    def _parts(self, p: Postings, terms: Sequence[str], stats: TermStats) -> TermParts:
+        """The query's BM25 as its terms' parts (:class:`TermParts`): its top k and its
+        scores at a few slots without the sum at every slot a common word holds."""
+        def compute() -> TermParts:
+            matches, idf = self._matches(p, terms), stats.idf()
+            return TermParts(matches.slots, matches.terms_bm25(p.doclen, idf, stats.avg_len,
+                                                               self._term_scores(p)),
+                             idf.tolist(), len(p.doclen))
+        return self._cached(("parts", self._version(p), tuple(terms), stats), compute)
+
+    def _bm25_at(self, p: Postings, terms: Sequence[str], stats: TermStats, at: np.ndarray) -> np.ndarray:
+        """The query's BM25 at the distinct slots ``at``: from its scores at every slot
+        when the top k made them, else from its terms' parts (the same numbers)."""
+        every = self._peek(("bm25", self._version(p), tuple(terms), stats))
+        return every.at(at) if every is not None else self._parts(p, terms, stats).at(at)
+
     # -- the contract ------------------------------------------------------------------
     def term_stats(self, terms: Sequence[str]) -> TermStats:
         def compute(p: Postings) -> TermStats:
@@ -270,15 +292,28 @@ class MirrorLexicon:
     def _pick(self, p: Postings, terms: Sequence[str], stats: TermStats, filters: Filters,
               k: int) -> tuple[np.ndarray, np.ndarray]:
         """The top ``k``'s slots and BM25 (best first), as :meth:`lexical_top_k` orders them."""
-        bm25 = self._bm25(p, terms, stats)
-        union = bm25.slots
         # the filters read at the best scores first, when most slots pass them (validity
         # only: Filters.restricts false; a category or tag filter left ~11 of 236 bench
         # top k decided by their head): the same pick as below
         kept = self._kept_mask(p, filters)
-        pick = None if filters.restricts else top_k_from_head(
-            bm25.scores, k, (lambda at: p.mask(filters, union[at])) if kept is None
-            else (lambda at: kept[union[at]]), _head(k))
+        tagged = _tagged(p, filters)
+        if tagged is not None:  # few slots hold the tags asked: BM25 at those passing only
+            passing = tagged[p.mask(filters, tagged)]
+            scores = self._bm25_at(p, terms, stats, passing)
+            # top_k over the same candidates in the same order as over the union below
+            pick = top_k(scores, k, scores > 0)
+            return passing[pick], scores[pick]
+        if not filters.restricts and splits(self._matches(p, terms).slots, stats.idf().tolist(), len(p.doclen)):
+            # without the scores of every slot a common word holds
+            got = self._parts(p, terms, stats).top_k(
+                k, _head(k), (lambda at: p.mask(filters, at)) if kept is None else (lambda at: kept[at]))
+            if got is not None:
+                return got
+        bm25 = self._bm25(p, terms, stats)
+        union = bm25.slots
+        pick = top_k_from_head(bm25.scores, k, (lambda at: p.mask(filters, union[at])) if kept is None
+                               else (lambda at: kept[union[at]]),
+                               _head(k)) if not filters.restricts else None
         if pick is None:
             # named as the slots scored are (the union, or its slots scoring > 0: by
             # terms and statistics), not as the union
@@ -317,7 +352,7 @@ class MirrorLexicon:
             return []
         at = np.fromiter(slots, dtype=np.int64, count=len(slots))
         n = at.size
-        bm25 = self._bm25(p, terms, stats).at(at).tolist() if terms else [0.0] * n
+        bm25 = self._bm25_at(p, terms, stats, at).tolist() if terms else [0.0] * n
         tfidf = p.tfidf_at(words, at).tolist() if words else [0.0] * n
         kept = None if filters is None else self._kept_mask(p, filters)
         passes = ([True] * n if filters is None else
@@ -416,6 +451,25 @@ def _hits_at(p: Postings, words: Sequence[str], slots: np.ndarray, best: list[fl
     # the ids remembered by slot: LSA and the pool look the same ids up next
     ids, hashes = p.ids.take_distinct(slots), p.hashes.take(slots)
     return hits_of(ids, hashes, best, tfidf, repeat(True, slots.size))
+
+
+def _tagged(p: Postings, filters: Filters) -> np.ndarray | None:
+    """The sorted distinct slots holding any tag ``filters`` asks for (every slot passing
+    them holds one), when they are under 1/:data:`SPARSE_SHARE` of the tier's slots; else
+    None. (A bench query's tag is in 1-3 % of the slots; a top k under it scored every
+    slot holding a query term, then masked them: issue 16, session 20.)"""
+    if not filters.tags:
+        return None
+    held = [p.tags.get(tag) for tag in filters.tags]
+    held = [h for h in held if h is not None and h.size]
+    if not held:
+        return _NO_SLOTS
+    if sum(map(len, held)) * SPARSE_SHARE >= len(p.doclen):
+        return None
+    if len(held) > 1:
+        return np.unique(np.concatenate(held))
+    slots = held[0]  # ascending, a slot repeated as often as its row repeats the tag
+    return slots[np.concatenate(([True], slots[1:] != slots[:-1]))] if slots.size > 1 else slots
 
 
 def _head(k: int) -> int:

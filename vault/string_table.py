@@ -29,7 +29,7 @@ import numpy as np
 from tiervault.vault.checked_array import CheckedArray
 from tiervault.vault.few_keys import FEW, Probe, candidate_slots, held_few
 from tiervault.vault.key_filter import KeyFilter, present
-from tiervault.vault.string_memo import MEMO_MAX, held_remembered, held_through, memo_find
+from tiervault.vault.string_memo import MEMO_MAX, held_through, memo_find
 
 if TYPE_CHECKING:
     from tiervault.vault.hash_table import HashTable
@@ -284,8 +284,22 @@ class StringTable:
         11); the others as :meth:`find`. At most ``FEW``: Python only (session 12)."""
         if not strings or not self._n:
             return {}
-        if (known := held_remembered(self._memo, strings)) is not None:
-            return known
+        got = list(map(self._memo.get, strings))
+        if None not in got:  # every one remembered (held or not): held_remembered's answer
+            return {i: k for i, k in enumerate(got) if k}
+        fresh = [i for i, k in enumerate(got) if k is None]
+        if len(fresh) < len(strings):
+            # some remembered (a top k's ids read by slot; the few others, rows written
+            # since the base, are new): only the others looked up (issue 16, session 20:
+            # ~120 us a call through the fingerprints of all ~20, in a scan's LSA)
+            found = self._held([strings[i] for i in fresh])
+            for j, slots in found.items():
+                got[fresh[j]] = slots
+            return {i: k for i, k in enumerate(got) if k}
+        return self._held(strings)
+
+    def _held(self, strings: Sequence[str]) -> dict[int, list[int]]:
+        """:meth:`held` through the key filter and the keys (none remembered, or not all)."""
         keys = self.keys.all()
         if self._filter is None:  # benign race: two threads may both build one
             self._filter = KeyFilter(keys)

@@ -23,7 +23,7 @@ from tiervault.vault.lazy_sparse import sp
 from tiervault.vault.scoring import bm25_term
 from tiervault.vault.sparse_columns import Columns
 
-__all__ = ["TermMatches", "TermScores", "SPARSE_SHARE", "scored_sparse", "term_postings"]
+__all__ = ["TermMatches", "TermScores", "SPARSE_SHARE", "scored_sparse", "summed", "term_postings"]
 
 #: A term's weights at its live slots, or a function reading them when first needed
 Weights = np.ndarray | Callable[[], np.ndarray]
@@ -104,7 +104,7 @@ class TermMatches:
              memo: TermScores | None = None) -> np.ndarray:
         """Dense BM25 score per slot of a tier whose slots' lengths are ``doclen``
         (0 where no query term occurs); ``memo``: :meth:`terms_bm25`'s."""
-        return _summed(self.slots, self.terms_bm25(doclen, idf, avglen, memo), len(doclen))
+        return summed(self.slots, self.terms_bm25(doclen, idf, avglen, memo), len(doclen))
 
     def union(self, n_slots: int) -> np.ndarray:
         """Sorted distinct slots holding any of the query's terms (the only slots
@@ -155,10 +155,10 @@ class TermMatches:
             return self.bm25(doclen, idf, avglen, memo)[at]
         parts = self.terms_bm25(doclen, idf, avglen, memo)
         where = [np.searchsorted(at, s.astype(at.dtype, copy=False)) for s in self.slots]
-        return _summed(where, parts, at.size)
+        return summed(where, parts, at.size)
 
 
-def _summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndarray:
+def summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndarray:
     """``out[where[t]] += parts[t]`` for each term t in order over ``out = zeros(n)``
     (float64; each ``where[t]`` distinct). One ``np.bincount`` over the terms' postings
     in term order: it adds its weights one by one in input order into zeros, so each
@@ -177,7 +177,7 @@ def _summed(where: list[np.ndarray], parts: list[np.ndarray], n: int) -> np.ndar
 
 
 def scored_sparse(where: list[np.ndarray], parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(the slots scoring > 0, sorted, int64; their sums) of ``_summed(where, parts, n)``
+    """(the slots scoring > 0, sorted, int64; their sums) of ``summed(where, parts, n)``
     without its dense array of every slot, for postings under 1/SPARSE_SHARE of a
     tier's slots (issue 16 session 13: most queries' postings are ~2K of a 20-49K-slot
     tier; the dense sum zeroes, compares and scans every slot). The slots are the
