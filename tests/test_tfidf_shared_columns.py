@@ -118,3 +118,43 @@ def test_a_mirror_with_a_delta_answers_base_mixed_and_delta_slots_alike(tmp_path
             in_base = slots < m.base_rows
             np.testing.assert_array_equal(got[in_base], _term_by_term(m, words, slots[in_base]))
     store.close()
+
+
+def test_a_few_slots_tfidf_in_python_floats_equals_the_numpy_path_bit_for_bit(tmp_path, monkeypatch):
+    """At most FEW_PRODUCTS (slot, term) pairs (a graph neighbour's ids) are summed in
+    Python floats: every bit as the NumPy path (the same weights, rounded to float32, the
+    same sums in the query's order), repeated and unknown words, slots holding no query
+    word, rows of stop words only; slots in the delta take the NumPy path."""
+    from tiervault.vault import tfidf_query
+
+    calls: list[int] = []
+    real = tfidf_query._few_scores
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(tfidf_query, "_few_scores", counted)
+    rng = np.random.default_rng(12)
+    store = TierStore(tmp_path / "f.db")
+    store.capture_many(random_entries(900, seed=7) + [Entry.create(id="s0", title="the of and", description="a")])
+    m = store.postings()
+    store.capture(Entry.create(id="n1", title="cache retry", description="lock newword"))
+    m = store.postings()
+    checked = 0
+    for _ in range(300):
+        words = list(rng.choice(WORDS + ["the", "zyzzyvaq"], size=int(rng.integers(1, 5))))
+        q = m.query_tfidf(words)
+        if q is None:
+            continue
+        n = int(rng.integers(1, max(2, tfidf_query.FEW_PRODUCTS // q[0].size + 1)))
+        slots = rng.choice(len(m.ids), size=n, replace=False).astype(np.int64)
+        before = len(calls)
+        got = m.tfidf_at(words, slots)
+        monkeypatch.setattr(tfidf_query, "FEW_PRODUCTS", 0)
+        want = m.tfidf_at(words, slots)
+        monkeypatch.setattr(tfidf_query, "FEW_PRODUCTS", 28)
+        assert got.tobytes() == want.tobytes(), (words, slots)
+        assert got.tobytes() == _term_by_term(m, words, slots).tobytes() or slots.max() >= m.base_rows
+        checked += len(calls) > before
+    assert checked > 150
+    store.close()

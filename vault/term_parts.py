@@ -21,6 +21,7 @@ word's bound not below ``v``: the caller computes every slot's score then).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Callable
 
 import numpy as np
@@ -35,6 +36,10 @@ __all__ = ["TermParts", "splits"]
 #: session 20): a margin far above both, far below any score difference that matters
 #: (it only widens the set scored exactly).
 _SLACK = 1e-6
+
+#: :meth:`TermParts.at` of at most this many (slot, term) pairs (a graph neighbour's
+#: few ids) in Python: ~6 NumPy calls a term cost ~50 us a call in a scan (session 20)
+_FEW_PAIRS = 32
 
 #: A term in many slots counts as common when its idf is at most this (FTS5 floors the
 #: idf of a term in half the rows or more at 1e-6): its part of any score is then
@@ -56,9 +61,9 @@ class TermParts:
         """The query's BM25 at the distinct slots ``at`` (any order; 0.0 where no term
         occurs): each term's part added in the query's order from 0.0, as the dense
         sum adds them, so the same float64 bits."""
+        if at.size * len(self.slots) <= _FEW_PAIRS:
+            return self._few_at(at.tolist())
         out = np.zeros(at.size, dtype=np.float64)
-        if not at.size:
-            return out
         for slots, part in zip(self.slots, self.parts):
             if not slots.size:
                 continue
@@ -68,6 +73,22 @@ class TermParts:
             found = slots[pos] == x
             out[found] += part[pos[found]]  # float32 -> float64, then one addition
         return out
+
+    def _few_at(self, at: list[int]) -> np.ndarray:
+        """:meth:`at` of a few slots in Python floats: each term's part found by a binary
+        search of its slots and added from 0.0 in the query's order (the same float64
+        additions as the NumPy path, so the same bits)."""
+        out = [0.0] * len(at)
+        for slots, part in zip(self.slots, self.parts):
+            n = slots.size
+            if not n:
+                continue
+            view = memoryview(np.ascontiguousarray(slots))
+            for j, slot in enumerate(at):
+                i = bisect_left(view, slot)
+                if i < n and view[i] == slot:
+                    out[j] += float(part[i])
+        return np.array(out, dtype=np.float64)
 
     def top_k(self, k: int, head: int,
               passes: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:

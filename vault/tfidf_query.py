@@ -13,6 +13,7 @@ TF-IDF rows (CSR). The numbers are those of the matrix products, bit for bit.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -23,7 +24,13 @@ from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tfidf_rows import TfidfRows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
-__all__ = ["QueryWeights", "query_weights", "query_row", "dense_scores", "scores_at"]
+__all__ = ["FEW_PRODUCTS", "QueryWeights", "query_weights", "query_row", "dense_scores", "scores_at"]
+
+#: :func:`scores_at` of at most this many (slot, query term) pairs -- a graph neighbour's
+#: or a pool's few ids -- in plain Python floats (:func:`_few_scores`): ~25 NumPy calls
+#: on tiny arrays cost ~40 us in a scan where a binary search a pair costs ~1 us
+#: (issue 16, session 20)
+FEW_PRODUCTS = 28
 
 
 class QueryWeights(NamedTuple):
@@ -102,6 +109,9 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
     with the matrix's rows. ``columns`` caches ``W.column_counts`` by term id (the
     caller keeps it for one query's words: a query asks twice); ``read(t)`` reads a
     column missing there (default ``W.column_counts``: the caller may hold its slots)."""
+    if slots.size * q[0].size <= FEW_PRODUCTS and W.counts is not None and slots.size and (
+            delta_rows is None or int(slots.max()) < base_rows):
+        return _few_scores(q, slots.tolist(), W, T, columns, read)
     out = None
     d_pos = d_tid = d_val = None
     base = None if delta_rows is None else slots < base_rows
@@ -162,3 +172,37 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
             if hit.any():
                 out[d_pos[hit]] += weight * d_val[hit]
     return out
+
+
+def _few_scores(q: QueryWeights, slots: list[int], W: Columns, T: TfidfRows,
+                columns: dict[int, tuple[np.ndarray, np.ndarray]],
+                read: Callable[[int], tuple[np.ndarray, np.ndarray]] | None) -> np.ndarray:
+    """:func:`scores_at` at a few base slots, each (slot, term) in Python: the count by a
+    binary search of the term's column, the weight ``float32(float32(count) * idf32) /
+    norm`` rounded to float32 as :meth:`TfidfRows.weights` does, times the query's
+    weight in float64, each slot's sum run term by term in the query's order from 0.0
+    (every weight is >= +0.0: a term that is absent adds +0.0, which changes no bit).
+    The same IEEE operations in the same order as the NumPy path: the same bits (tested)."""
+    norms = T.norms.at(np.asarray(slots, dtype=np.int64)).tolist()
+    out = [0.0] * len(slots)
+    idf32 = T.idf32
+    for t, weight in zip(q[0].tolist(), q[1].tolist()):
+        if t >= W.n_cols:
+            continue
+        got = columns.get(t)
+        if got is None:
+            got = columns[t] = W.column_counts(t) if read is None else read(t)
+        col, counts = got
+        n = col.size
+        if not n:
+            continue
+        col_v = memoryview(np.ascontiguousarray(col))
+        for j, slot in enumerate(slots):
+            i = bisect_left(col_v, slot)
+            if i < n and col_v[i] == slot:
+                c = int(counts[i])
+                if c:
+                    norm = norms[j]
+                    w32 = np.float32(float(np.float32(c) * idf32[t]) / (norm if norm > 0.0 else 1.0))
+                    out[j] += weight * float(w32)
+    return np.array(out, dtype=np.float64)
