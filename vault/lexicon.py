@@ -470,14 +470,11 @@ def _tagged(p: Postings, filters: Filters) -> np.ndarray | None:
     slot holding a query term, then masked them: issue 16, session 20.)"""
     if not filters.tags:
         return None
-    held = [p.tags.get(tag) for tag in filters.tags]
-    held = [h for h in held if h is not None and h.size]
-    if not held:
-        return _NO_SLOTS
+    held = [h for h in map(p.tags.get, filters.tags) if h is not None and h.size]
     if sum(map(len, held)) * SPARSE_SHARE >= len(p.doclen):
         return None
-    if len(held) > 1:
-        return np.unique(np.concatenate(held))
+    if len(held) != 1:  # none held (no slot passes), or several tags: their union
+        return np.unique(np.concatenate(held)) if held else _NO_SLOTS
     slots = held[0]  # ascending, a slot repeated as often as its row repeats the tag
     return slots[np.concatenate(([True], slots[1:] != slots[:-1]))] if slots.size > 1 else slots
 
