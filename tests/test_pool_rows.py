@@ -27,6 +27,7 @@ from tiervault.brain import Brain, stages
 from tiervault.brain.pool import Pool
 from tiervault.brain.vectors import VectorMatch
 from tiervault.embeddings.providers.hash import HashEmbedder
+from tiervault.vault import light_feed
 from tiervault.vault.manager import VaultManager
 
 from brain_vault import NOW, at_a_day_old as E, filler, fixed_brain
@@ -77,10 +78,21 @@ def built(tmp_path_factory) -> Path:
     return folder
 
 
-def _open(built: Path, to: Path) -> VaultManager:
-    """A manager over a fresh copy of the built tiers (each test writes its own)."""
+def _open(built: Path, to: Path, records: bool = False) -> VaultManager:
+    """A manager over a fresh copy of the built tiers (each test writes its own); without
+    ``records`` the mirrors keep no light records (vault/light_records.py): every light
+    row is read from SQL, the pool's statements are the ones counted here."""
     shutil.copytree(built, to)
+    if not records:
+        for cache in to.glob("*.postings.mirror"):
+            cache.unlink()
     return VaultManager.at({t: str(to / f"{t}.db") for t in TIERS})
+
+
+@pytest.fixture(autouse=True)
+def _no_records(monkeypatch):
+    """Mirrors built without light records unless a test says otherwise."""
+    monkeypatch.setattr(light_feed, "RECORDS_MAX_ROWS", -1)
 
 
 def _light_reads(manager: VaultManager) -> Counter[str]:
@@ -131,6 +143,25 @@ def test_a_scan_reads_each_tiers_light_rows_once_with_its_graph_neighbours(built
         assert reads and max(reads.values()) == 1, reads  # before: 2 in a tier with neighbours
     finally:
         manager.close()
+
+
+def test_with_light_records_a_scan_reads_no_light_row_from_sql(built, tmp_path, monkeypatch):
+    # issue 16 session 20: the mirrors' light records answer every base row
+    monkeypatch.setattr(light_feed, "RECORDS_MAX_ROWS", 150_000)
+    with_records, without = _open(built, tmp_path / "r", records=True), _open(built, tmp_path / "s")
+    try:
+        answers = []
+        for manager in (with_records, without):
+            b = fixed_brain(manager)
+            b.search_intelligent("kafka consumer lag")  # mirrors (with records or not) built
+            monkeypatch.setattr(light_feed, "RECORDS_MAX_ROWS", -1)
+            reads = _light_reads(manager)
+            answers.append((_answers(b), sum(reads.values())))
+        assert answers[0][0] == answers[1][0]
+        assert answers[0][1] == 0 and answers[1][1] > 0
+    finally:
+        with_records.close()
+        without.close()
 
 
 def test_every_answer_equals_the_read_of_before(built, tmp_path, monkeypatch):
@@ -196,6 +227,40 @@ def test_a_candidate_gone_between_the_search_and_the_read_leaves_as_before(
     assert new == old
     gone = "lag" if write == "deleted" else "retention"
     assert gone not in {r["id"] for r in new} and len(new) > 3
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_with_light_records_a_search_answers_its_generation_and_the_next_sees_the_write(
+        built, tmp_path, monkeypatch, write):
+    """The light records answer from the mirror the search caught up (its read scope,
+    vault/read_scope.py), as the search's other reads of it: a write another process
+    commits mid-search is seen by the next search, whose rows come from SQL for it."""
+    monkeypatch.setattr(light_feed, "RECORDS_MAX_ROWS", 150_000)
+    tier, code = WRITES[write]
+    gone = "lag" if write == "deleted" else "retention"
+    quiet, manager = _open(built, tmp_path / "quiet", True), _open(built, tmp_path / "w", True)
+    try:
+        expected = fixed_brain(quiet).search_intelligent("kafka consumer lag retention", explain=True)
+        b = fixed_brain(manager)
+        search, done = manager.search, []
+
+        def search_then_write(*a, **kw):
+            out = search(*a, **kw)
+            if not done:
+                done.append(True)
+                _other_process(tmp_path / "w" / f"{tier}.db", code)
+            return out
+
+        monkeypatch.setattr(manager, "search", search_then_write)
+        got = b.search_intelligent("kafka consumer lag retention", explain=True)
+        assert gone in {r["id"] for r in expected} and len(got) > 3
+        if write == "refused":  # the row of the generation ranked (a delete's cascade of
+            assert got == expected  # links may be read by the graph hops after it)
+        after = b.search_intelligent("kafka consumer lag retention", explain=True)
+        assert gone not in {r["id"] for r in after} and len(after) > 3
+    finally:
+        quiet.close()
+        manager.close()
 
 
 def test_a_neighbour_deleted_in_a_higher_tier_comes_from_the_next(built, tmp_path, monkeypatch):

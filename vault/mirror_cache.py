@@ -44,6 +44,7 @@ from tiervault.vault.mirror_validation import validate_mirror
 from tiervault.vault.sparse_columns import Columns
 from tiervault.vault.tfidf_rows import TfidfRows
 from tiervault.vault.hash_table import HashTable, table_of
+from tiervault.vault.light_records import INDEX_DTYPE, SNIPPET_CHARS, LightRecords
 from tiervault.vault.string_table import StringColumn, StringTable
 from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tokenizer import STOP_WORDS
@@ -51,7 +52,7 @@ from tiervault.vault.tokenizer import STOP_WORDS
 if TYPE_CHECKING:
     from tiervault.vault.postings import Postings
 
-__all__ = ["CACHE_VERSION", "StoreFailure", "cache_path", "fits", "load", "save", "tier_epoch"]
+__all__ = ["CACHE_VERSION", "StoreFailure", "cache_path", "fits", "load", "save", "tier_epoch", "verify_all"]
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,8 @@ log = logging.getLogger(__name__)
 # 7: T as counts + row norms (vault/tfidf_rows.py), W_counts (TF-IDF counts by posting),
 #    content hashes as raw bytes (vault/hash_table.py), latent V_k (vault/latent.py)
 # 8: V_k checked per block and read by row; the base rows' latent vectors (latent_rows)
-CACHE_VERSION = 8
+# 9: the base's light rows (vault/light_records.py: light_index, light_blob)
+CACHE_VERSION = 9
 _ROW_ARRAYS = ("rowids", "rowid_order", "alive", "doclen", "type_code", "severity_code",
                "origin_code", "domain_code", "valid_from", "valid_until", "updated_at")
 _TABLES = ("ids", "hashes", "terms")
@@ -131,6 +133,9 @@ def save(m: "Postings", store: Any) -> None:
         if m.latent_rows is not None:
             arrays["latent_rows"] = _dense(m.latent_rows)
             lazy.add("latent_rows")
+    if m.records is not None and m.records.n == m.base_rows:
+        arrays.update(m.records.arrays())  # read a row at a time, checked per block
+        lazy |= {"light_index", "light_blob"}
     for name, a in m.W.arrays().items():
         arrays[f"W_{name}"] = a
     for name, a in m.T.arrays().items():
@@ -143,7 +148,8 @@ def save(m: "Postings", store: Any) -> None:
     meta = {"version": CACHE_VERSION, "gen": m.gen, "base_rows": m.base_rows,
             "tfidf_terms": m.tfidf_terms, "T_terms": m.T.n_rows,
             "tier_uid": store.uid(), "epoch": m.epoch or "",
-            "domains": m.domains, "tags": tags, "stop_words": sorted(STOP_WORDS.get())}
+            "domains": m.domains, "tags": tags, "stop_words": sorted(STOP_WORDS.get()),
+            "light_snippet": SNIPPET_CHARS}
     try:
         array_file.write(path, meta, arrays, lazy, mode=0o600)
         pin = getattr(store, "pin_epoch", None)
@@ -258,6 +264,34 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
             if rows.a.dtype != np.float32 or len(rows) != base_rows * k:
                 raise ValueError(f"{len(rows)} latent row values for {base_rows} rows of {k}")
             m.latent_rows = latent.MatrixRows(rows, k)
+    if "light_index" in f.names() and meta.get("light_snippet") == SNIPPET_CHARS:
+        index = f.checked("light_index", read=read)
+        if index.a.dtype != np.uint8 or len(index) != INDEX_DTYPE.itemsize * base_rows:
+            raise ValueError(f"light-row index of {len(index)} values for {base_rows} rows")
+        blob = f.checked("light_blob", read=read)
+        if blob.a.dtype != np.uint8:
+            raise ValueError("light-row records are not bytes")
+        m.records = LightRecords(index, blob, read=read)
     STOP_WORDS.prime(str(w) for w in meta["stop_words"])
     m.total_len = float(m.doclen[m.alive].sum())
     return m
+
+
+def verify_all(m: "Postings") -> None:
+    """Check every block of a mirror loaded from its cache file now (``tiervault
+    check``); raises ``CacheDamaged`` at the first that fails."""
+    for table in (m.ids.base, m.hashes.base, m.vocab.base):
+        for name in table.ARRAYS:
+            getattr(table, name).all()
+    m.W.indices.all()
+    m.W.data.all()
+    if m.W.counts is not None:
+        m.W.counts.all()
+    for name in ("indices", "counts", "norms"):
+        getattr(m.T, name).all()
+    for rows in (m.latent_V, m.latent_rows):
+        if isinstance(rows, latent.MatrixRows):
+            rows.verify()
+    if m.records is not None:
+        m.records.index.all()
+        m.records.blob.all()

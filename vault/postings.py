@@ -47,6 +47,8 @@ from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.filters import Filters
 from tiervault.vault.lazy_sparse import sp
+from tiervault.vault.light_feed import rows_with_records
+from tiervault.vault.light_records import LightRecords
 from tiervault.vault.rows import MirrorRowColumns, MirrorRow
 from tiervault.vault.scoring import tfidf_rows
 from tiervault.vault.mirror_analysis import Analysed, analyse_rows, assemble
@@ -104,6 +106,7 @@ class Postings:
         self._delta_slot_of: dict[int, int] = {}  # rowid -> slot, rows after the base
         self.total_len = 0.0
         self.damaged: Exception | None = None  # set when a cache block failed its check
+        self.records: LightRecords | None = None  # the base's light rows (light_records.py)
         self.latent_V: "np.ndarray | latent.MatrixRows | None" = None  # V_k of the base (latent.py)
         # the base rows' unit latent vectors, saved with a large base (latent.saved_rows)
         self.latent_rows: "np.ndarray | latent.MatrixRows | None" = None
@@ -156,10 +159,9 @@ class Postings:
             self._rebuild_now(store)
 
     def _rebuild_now(self, store: Any) -> None:
-        fresh = Postings()
-        in_chunks = getattr(store, "rows_in_chunks", None)  # SQLite tiers: read as analysed
-        if in_chunks is not None:
-            with in_chunks(_CHUNK) as (gen, chunks):
+        fresh, records = Postings(), None
+        if getattr(store, "rows_in_chunks", None) is not None:  # SQLite: read as analysed, light records
+            with rows_with_records(store, _CHUNK) as (gen, chunks, records):
                 parts = fresh._analyse(chunks, delta=False)
         else:
             changes = store.changes_since(-1)  # -1: every row, including pre-v2 ones (gen 0)
@@ -170,6 +172,8 @@ class Postings:
         fresh.gen = gen
         fresh.epoch = mirror_cache.tier_epoch(store, gen)
         fresh._freeze()
+        if records is not None:  # the light rows (light_records.py), with the base's columns
+            fresh.records = records.finish(fresh)
         k = latent.DEFAULT_COMPONENTS
         if fresh.tfidf_terms and min(fresh.T.shape) > k:
             # Fitted here, once per base, and cached with the mirror: fitted lazily, every
@@ -263,19 +267,8 @@ class Postings:
 
     def verify_all(self) -> None:
         """Check every block of a mirror loaded from its cache file now (``tiervault
-        check``); raises ``CacheDamaged`` at the first that fails."""
-        for table in (self.ids.base, self.hashes.base, self.vocab.base):
-            for name in table.ARRAYS:
-                getattr(table, name).all()
-        self.W.indices.all()
-        self.W.data.all()
-        if self.W.counts is not None:
-            self.W.counts.all()
-        for name in ("indices", "counts", "norms"):
-            getattr(self.T, name).all()
-        for rows in (self.latent_V, self.latent_rows):
-            if isinstance(rows, latent.MatrixRows):
-                rows.verify()
+        check``): :func:`mirror_cache.verify_all`."""
+        mirror_cache.verify_all(self)
 
     def mark_damaged(self, exc: Exception) -> None:
         """A block of the cache file failed its check during a query: the next

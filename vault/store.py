@@ -28,6 +28,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.feedback_memo import FeedbackMemo
 from tiervault.vault.journal import Journal
 from tiervault.vault.lexicon import MirrorLexicon
+from tiervault.vault.light_records import SNIPPET_CHARS, mirror_light_rows
 from tiervault.vault.link_graph import LinkGraphCache
 from tiervault.vault.maintenance import Maintenance, RepairReport
 from tiervault.vault.mirror_search import MirrorSearch
@@ -223,8 +224,18 @@ class TierStore(MirrorSearch):
 
     def light_rows(self, ids: Sequence[str], snippet_chars: int = 120) -> dict[str, LightRow]:
         """{id: LightRow}: scoring fields, the first ``snippet_chars`` of the description
-        and ``chars`` (length of all text fields), without full entries."""
+        and ``chars`` (length of all text fields), without full entries. While this process
+        holds the tier's mirror, its rows come from the mirror's light records
+        (:mod:`light_records`: no SQL for base rows; the mirror caught up first, once a
+        read scope), the others' from SQL."""
+        if ids and snippet_chars == SNIPPET_CHARS and self._mirror is not None:
+            rows = mirror_light_rows(self.postings(), ids, self._light_sql)
+            if rows is not None:
+                return rows
         return self.light_rows_texts(ids, None, snippet_chars)
+
+    def _light_sql(self, ids: list[str]) -> dict[str, LightRow]:
+        return self.light_rows_texts(ids, None, SNIPPET_CHARS)
 
     def light_rows_texts(self, ids: Sequence[str], texts: dict[str, FieldTexts] | None,
                          snippet_chars: int = 120) -> dict[str, LightRow]:
