@@ -34,6 +34,7 @@ import struct
 import numpy as np
 
 from tiervault.vault.checked_array import CacheDamaged, CheckedArray
+from tiervault.vault.hash_table import DIGEST, HashTable
 from tiervault.vault.entry import ENTRY_TYPES, MAX_TIMESTAMP, MIN_TIMESTAMP, ORIGINS, SEVERITIES
 from tiervault.vault.rows import LightRow, MirrorRowColumns
 
@@ -205,13 +206,11 @@ class LightRecords:
         view = self._index_view
         return [_RECORD.unpack_from(view, s) for s in starts]
 
-    def _texts(self, records: list[tuple]) -> list[list[str]]:
+    def _texts(self, starts: list[int], ends: list[int]) -> list[list[str]]:
         """Each record's [title, snippet, tags, ""]."""
         if self.read:
             get = self.blob.get
-            return [str(memoryview(get(r[0], r[0] + r[1])), "utf-8").split(_SEP) for r in records]
-        starts = [r[0] for r in records]
-        ends = [r[0] + r[1] for r in records]
+            return [str(memoryview(get(a, b)), "utf-8").split(_SEP) for a, b in zip(starts, ends)]
         if not self.blob.trusted:
             self.blob.check_ranges(starts, ends)
         view = self._blob_view
@@ -238,21 +237,30 @@ class LightRecords:
             return {}, ask
         try:
             records = self._records(at)
-            if any(r[2] == ASK for r in records):
-                keep = [i for i, r in enumerate(records) if r[2] != ASK]
-                ask += [mine[i] for i, r in enumerate(records) if r[2] == ASK]
-                mine, at, records = [mine[i] for i in keep], [at[i] for i in keep], [records[i] for i in keep]
-                if not mine:
-                    return {}, ask
             size = len(self.blob)
-            if any(r[0] < 0 or r[1] < 3 or r[0] + r[1] > size for r in records):
-                raise CacheDamaged("light-row records point outside their blob")
-            texts = self._texts(records)
-            hashes = m.hashes.take(at)
+            eids: list[str] = []
+            kept: list[tuple] = []
+            kept_at: list[int] = []
+            starts: list[int] = []
+            ends: list[int] = []
+            for eid, slot, r in zip(mine, at, records):
+                if r[2] == ASK:
+                    ask.append(eid)
+                    continue
+                a = r[0]
+                b = a + r[1]
+                if a < 0 or b > size or r[1] < 3:
+                    raise CacheDamaged("light-row records point outside their blob")
+                eids.append(eid)
+                kept.append(r)
+                kept_at.append(slot)
+                starts.append(a)
+                ends.append(b)
+            if not eids:
+                return {}, ask
             names, out = m.domains, {}
-            for eid, (_, _, chars, created, updated, vf, vu, dom, ty, sev, org), text, h in zip(
-                    mine, records, texts, hashes):
-                title, snippet, tags, end = text
+            for eid, (_, _, chars, created, updated, vf, vu, dom, ty, sev, org), (title, snippet, tags, end), h \
+                    in zip(eids, kept, self._texts(starts, ends), _hashes(m, kept_at)):
                 if end or dom < 0 or ty < 0 or sev < 0 or org < 0:
                     raise CacheDamaged(f"the light-row record of {eid!r} is damaged")
                 out[eid] = tuple.__new__(LightRow, (
@@ -263,6 +271,19 @@ class LightRecords:
                 raise
             raise CacheDamaged(f"a light-row record is damaged ({type(exc).__name__}: {exc})") from exc
         return out, ask
+
+
+def _hashes(m: Any, slots: list[int]) -> list[str]:
+    """The content hashes of base ``slots``: a few raw digests hexed by slice (the
+    table's gathers cost more for a handful), else the table's own ``take``."""
+    table = m.hashes.base
+    if not isinstance(table, HashTable) or len(slots) > 64:
+        return m.hashes.take(slots)
+    raw = table.raw
+    if raw.trusted or raw.blocks_checked == raw.blocks:  # mapped and checked, or built here
+        view = memoryview(raw.a)
+        return [view[s * DIGEST:s * DIGEST + DIGEST].hex() for s in slots]
+    return [raw.get(s * DIGEST, s * DIGEST + DIGEST).tobytes().hex() for s in slots]
 
 
 def mirror_light_rows(m: Any, ids: Sequence[str], sql: Callable[[list[str]], dict[str, LightRow]]
