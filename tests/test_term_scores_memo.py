@@ -53,10 +53,17 @@ def test_a_terms_kept_bm25_is_reused_then_dropped_by_a_write(tmp_path, monkeypat
     computed: list[int] = []
     real = term_matches.bm25_term
 
+    real_of_norm = term_matches.bm25_of_norm
+
     def counted(wtf, doclen, avglen, idf):
         computed.append(wtf.size)
         return real(wtf, doclen, avglen, idf)
+
+    def counted_of_norm(wtf, norm, idf):  # a term computed from the tier's kept norms
+        computed.append(wtf.size)
+        return real_of_norm(wtf, norm, idf)
     monkeypatch.setattr(term_matches, "bm25_term", counted)
+    monkeypatch.setattr(term_matches, "bm25_of_norm", counted_of_norm)
     store = TierStore(tmp_path / "a.db")
     store.capture_many(random_entries(1500))
     assert _check(store, ["retry"], computed=computed)[1] == 1
@@ -181,3 +188,21 @@ def test_tfidf_at_follows_the_delta_and_a_rebuild(tmp_path):
     assert not store.postings().delta_W
     check()
     store.close()
+
+
+def test_bm25_from_the_kept_norms_equals_bm25_term_bit_for_bit():
+    """A term's BM25 from its slots' norms gathered out of every slot's (TermScores.norms,
+    kept for the last lengths and average length) is bm25_term's, bit for bit; new lengths
+    or a new average length make new norms; a tier past NORM_SLOTS keeps none."""
+    rng = np.random.default_rng(21)
+    memo = TermScores(1 << 20)
+    for avglen in (17.25, 17.25, 3.0, 61.3333):
+        doclen = rng.integers(1, 200, 5000).astype(np.float32)
+        norms = memo.norms(doclen, avglen)
+        assert memo.norms(doclen, avglen) is norms  # kept for the same lengths and average
+        for idf in (1e-6, 0.4, 7.25):
+            slots = np.sort(rng.choice(5000, size=300, replace=False))
+            wtf = rng.integers(1, 40, 300).astype(np.float32)
+            got = term_matches.bm25_of_norm(wtf, memo.norms(doclen, avglen)[slots], idf)
+            assert got.tobytes() == term_matches.bm25_term(wtf, doclen[slots], avglen, idf).tobytes()
+    assert memo.norms(np.ones(term_matches.NORM_SLOTS + 1, dtype=np.float32), 2.0) is None

@@ -22,7 +22,8 @@ import numpy as np
 
 from tiervault.vault.lazy_sparse import sp
 
-__all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "fts5_idf_of", "bm25_term", "bm25_upper_bound", "top_k",
+__all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "fts5_idf_of", "bm25_term", "bm25_norm", "bm25_of_norm",
+           "bm25_upper_bound", "top_k",
            "top_k_from_head", "tfidf_rows"]
 
 K1 = 1.2
@@ -60,7 +61,17 @@ def fts5_idf_of(n_rows: int, df: tuple[int, ...]) -> np.ndarray:
 
 def bm25_term(wtf: np.ndarray, doclen: np.ndarray, avglen: float, idf: float) -> np.ndarray:
     """One term's contribution: idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avglen))."""
-    norm = K1 * (1.0 - B + B * doclen / max(avglen, 1e-9))
+    return bm25_of_norm(wtf, bm25_norm(doclen, avglen), idf)
+
+
+def bm25_norm(doclen: np.ndarray, avglen: float) -> np.ndarray:
+    """``k1 * (1 - b + b * len / avglen)`` of each length (float32 lengths: float32, each
+    element the same number whether computed over a tier's every slot or a term's)."""
+    return K1 * (1.0 - B + B * doclen / max(avglen, 1e-9))
+
+
+def bm25_of_norm(wtf: np.ndarray, norm: np.ndarray, idf: float) -> np.ndarray:
+    """:func:`bm25_term` from the slots' :func:`bm25_norm` (the same operations)."""
     return idf * wtf * (K1 + 1.0) / (wtf + norm)
 
 

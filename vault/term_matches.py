@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from tiervault.vault.lazy_sparse import sp
-from tiervault.vault.scoring import bm25_term
+from tiervault.vault.scoring import bm25_norm, bm25_of_norm, bm25_term
 from tiervault.vault.sparse_columns import Columns
 
 __all__ = ["TermMatches", "TermScores", "SPARSE_SHARE", "scored_sparse", "summed", "term_postings"]
@@ -42,6 +42,11 @@ SPARSE_SHARE = 8
 #: bench's 207K-492K-row tiers) the sparse path as measured in round 4 stays.
 DENSE_SLOTS = 1 << 16
 
+#: A tier of at most this many slots keeps every slot's BM25 length norm for the last
+#: average length (:meth:`TermScores.norms`): a term whose BM25 is not kept gathers its
+#: slots' norms (one pass) instead of computing them (five; issue 16, session 20)
+NORM_SLOTS = 1 << 17
+
 
 class TermScores:
     """Terms' BM25 at their postings by (stem, idf, avglen), at most ``limit`` postings
@@ -52,6 +57,18 @@ class TermScores:
         self.limit = limit
         self.held: dict[tuple[str, float, float], np.ndarray] = {}
         self.size = 0
+        self._norms: tuple[float, np.ndarray | None, np.ndarray | None] = (float("nan"), None, None)
+
+    def norms(self, doclen: np.ndarray, avglen: float) -> np.ndarray | None:
+        """:func:`scoring.bm25_norm` of every slot's length ``doclen`` under ``avglen`` (the
+        last ones kept), for a tier of at most :data:`NORM_SLOTS` slots; None above (a new
+        average length, after each write, would cost a pass over every slot)."""
+        if len(doclen) > NORM_SLOTS:
+            return None
+        kept = self._norms
+        if kept[0] != avglen or kept[1] is not doclen:  # the lengths held: their id is not reused
+            kept = self._norms = (avglen, doclen, bm25_norm(doclen, avglen))  # replaced whole
+        return kept[2]
 
     def get(self, key: tuple[str, float, float]) -> np.ndarray | None:
         return self.held.get(key)
@@ -87,6 +104,7 @@ class TermMatches:
         are the costly ones (a pass per operation over its postings); the caller
         keeps ``memo`` for one state of the mirror (its postings unchanged)."""
         out = []
+        norms = None
         for t, (stem, slots, wtf, term_idf) in enumerate(zip(self.stems, self.slots, self.wtf,
                                                              idf.tolist())):
             key = (stem, term_idf, avglen)
@@ -94,7 +112,11 @@ class TermMatches:
             if got is None:
                 if callable(wtf):
                     wtf = self.wtf[t] = wtf()
-                got = bm25_term(wtf, doclen[slots], avglen, term_idf)
+                if norms is None and memo is not None:
+                    norms = memo.norms(doclen, avglen)
+                # the slots' norms read from the tier's (kept): 4 passes fewer a term
+                got = bm25_term(wtf, doclen[slots], avglen, term_idf) if norms is None else \
+                    bm25_of_norm(wtf, norms[slots], term_idf)
                 if memo is not None and slots.size:
                     memo.put(key, got)
             out.append(got)
