@@ -12,7 +12,8 @@ its BM25 (``_bm25``), the hits made (``SlotHits.hits``: TF-IDF ``Postings.tfidf_
 ``kept_of_tops``, its look-ups ``holders`` and ``_walk``), ``_with_tfidf`` and
 ``candidates_of``; us a scan (nested parts are inside their callers' figures). Each
 wrapper adds ~0.3-1 us a call: compare checkouts (run it with each one's venv) or parts,
-not absolutes. Issue 16, session 19.
+not absolutes. Issue 16, session 19. ``--part MODULE:OWNER.ATTR`` (repeatable): those
+functions instead, any module (session 20: the lexical parts, ``bench/README.md``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--queries", type=int, default=600)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--part", action="append", default=[], metavar="MODULE:OWNER.ATTR",
+                    help="time these instead (e.g. tiervault.vault.term_parts:TermParts.top_k; "
+                         "a module function: MODULE:ATTR); session 20")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import importlib
@@ -67,11 +71,17 @@ def main(argv: list[str] | None = None) -> int:
                 calls[name] += 1
         return wrapper
 
-    for module_name, owner_name, attr in PARTS:
-        module = importlib.import_module(f"tiervault.vault.{module_name}")
+    parts = [(f"tiervault.vault.{m}", o, a) for m, o, a in PARTS]
+    if args.part:
+        parts = [(spec.partition(":")[0], *spec.partition(":")[2].rpartition(".")[::2]) for spec in args.part]
+    for module_name, owner_name, attr in parts:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # a module this checkout does not have
+            continue
         owner = getattr(module, owner_name, None) if owner_name else module
         if owner is not None and hasattr(owner, attr):
-            name = f"{owner_name or module_name}.{attr}"
+            name = f"{owner_name or module_name.rpartition('.')[2]}.{attr}"
             setattr(owner, attr, timed(name, getattr(owner, attr)))
     brain = Brain.open(write_config(args.workdir))
     for q in queries(50, 8):
@@ -89,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
           "queries": n, "load_before": load_before, "load_after": load_avg(),
           "scan_wall_ms_p50": round(statistics.median(wall) / 1e6, 4),
           "parts_us_a_scan": {k: round(v / n / 1e3, 1) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])},
-          "calls_a_scan": {k: round(v / n, 2) for k, v in sorted(calls.items(), key=lambda kv: -kv[1])}},
+          "calls_a_scan": {k: round(v / n, 2) for k, v in sorted(calls.items(), key=lambda kv: -kv[1])},
+          "us_a_call": {k: round(v / calls[k] / 1e3, 1) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}},
          args.json)
     return 0
 

@@ -24,7 +24,7 @@ from tiervault.vault.lazy_sparse import sp
 
 __all__ = ["K1", "B", "FTS_COLUMNS", "FTS_WEIGHTS", "fts5_idf", "fts5_idf_of", "bm25_term", "bm25_norm", "bm25_of_norm",
            "bm25_upper_bound", "top_k",
-           "top_k_from_head", "tfidf_rows"]
+           "top_k_from_head", "first_passing", "tfidf_rows"]
 
 K1 = 1.2
 B = 0.75
@@ -133,13 +133,22 @@ def top_k_from_head(scores: np.ndarray, k: int, passes: Callable[[np.ndarray], n
     if 2 * idx.size >= n:  # ties everywhere: the head is most of the array
         return None
     values = scores[idx]
-    ok = passes(idx)
+    pick = first_passing(idx, values, passes(idx), k)
+    return None if pick is None else idx[pick]
+
+
+def first_passing(idx: np.ndarray, values: np.ndarray, ok: np.ndarray, k: int) -> np.ndarray | None:
+    """The positions of the first ``k`` of ``idx`` (sorted, distinct indices; ``values``
+    aligned) passing ``ok`` with a value > 0 in the order value descending, index
+    ascending -- :func:`top_k`'s answer when ``idx`` is a prefix of that order over every
+    index -- or None when fewer than ``k + 1`` pass or the ``k``-th and ``k+1``-th tie
+    (:func:`top_k` then decides among the tied). ``ok`` is and-ed in place."""
     ok &= values > 0
     order = np.lexsort((idx, -values))
     first = order[ok[order]]
     if first.size <= k or values[first[k - 1]] == values[first[k]]:
         return None
-    return idx[first[:k]]
+    return first[:k]
 
 
 def tfidf_rows(counts: sp.spmatrix, idf: np.ndarray) -> sp.csr_matrix:

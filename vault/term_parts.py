@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from tiervault.vault.scoring import K1
+from tiervault.vault.scoring import K1, first_passing
 from tiervault.vault.term_matches import SPARSE_SHARE, scored_sparse, summed
 
 __all__ = ["TermParts", "splits"]
@@ -118,13 +118,8 @@ class TermParts:
         scores = self.at(near)
         prefix = scores >= v
         idx, values = near[prefix], scores[prefix]
-        ok = passes(idx)
-        ok &= values > 0
-        order = np.lexsort((idx, -values))
-        first = order[ok[order]]
-        if first.size <= k or values[first[k - 1]] == values[first[k]]:
-            return None
-        return idx[first[:k]], values[first[:k]]
+        pick = first_passing(idx, values, passes(idx), k)
+        return None if pick is None else (idx[pick], values[pick])
 
 
 def _common(slots: list[np.ndarray], idf: list[float], n: int) -> list[bool]:

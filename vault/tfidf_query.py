@@ -139,10 +139,7 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
         for k, t in enumerate(q[0].tolist()):
             if t >= W.n_cols:
                 continue
-            got = columns.get(t)
-            if got is None:
-                got = columns[t] = W.column_counts(t) if read is None else read(t)
-            col, counts = got
+            col, counts = _column(t, W, columns, read)
             if not col.size:
                 continue
             i = col.searchsorted(b_slots)
@@ -189,10 +186,7 @@ def _few_scores(q: QueryWeights, slots: list[int], W: Columns, T: TfidfRows,
     for t, weight in zip(q[0].tolist(), q[1].tolist()):
         if t >= W.n_cols:
             continue
-        got = columns.get(t)
-        if got is None:
-            got = columns[t] = W.column_counts(t) if read is None else read(t)
-        col, counts = got
+        col, counts = _column(t, W, columns, read)
         n = col.size
         if not n:
             continue
@@ -206,3 +200,12 @@ def _few_scores(q: QueryWeights, slots: list[int], W: Columns, T: TfidfRows,
                     w32 = np.float32(float(np.float32(c) * idf32[t]) / (norm if norm > 0.0 else 1.0))
                     out[j] += weight * float(w32)
     return np.array(out, dtype=np.float64)
+
+
+def _column(t: int, W: Columns, columns: dict[int, tuple[np.ndarray, np.ndarray]],
+            read: Callable[[int], tuple[np.ndarray, np.ndarray]] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Term ``t``'s (sorted slots, TF-IDF counts): kept in ``columns`` for the query, else read."""
+    got = columns.get(t)
+    if got is None:
+        got = columns[t] = W.column_counts(t) if read is None else read(t)
+    return got
