@@ -283,6 +283,9 @@ KNOWN_TOOL_REACH = {
     "bench/s16_sums_ab.py": ("ma._sums", "old._sums", "ma._learn"),
     "bench/s16_split_steps.py": ("wc._KEEP", "wc._TABLE", "wc._BIG_U8", "wc._joined"),
     "bench/s16_fts5_words.py": ("STEMMER._fts5", "STEMMER._cache"),
+    # A probe of issue 16 session 20 (bench/README.md, the lexical fixed costs): it times each
+    # tier's top k (the lexicon's private pick, which has no public name) by kind of query.
+    "bench/s20_lex_kinds.py": ("lexicon.MirrorLexicon._pick",),
     # Runs the worker's own command line (vault/mirror_workers.py) in a subprocess.
     "tests/test_mirror_workers.py": ("mirror_workers._WORKER_CODE",),
     # White-box checks of embeddings/slot_map.py's maps as recall keeps them per tier.

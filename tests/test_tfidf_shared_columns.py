@@ -128,12 +128,12 @@ def test_a_few_slots_tfidf_in_python_floats_equals_the_numpy_path_bit_for_bit(tm
     from tiervault.vault import tfidf_query
 
     calls: list[int] = []
-    real = tfidf_query._few_scores
+    real = tfidf_query.few_scores
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
-    monkeypatch.setattr(tfidf_query, "_few_scores", counted)
+    monkeypatch.setattr(tfidf_query, "few_scores", counted)
     rng = np.random.default_rng(12)
     store = TierStore(tmp_path / "f.db")
     store.capture_many(random_entries(900, seed=7) + [Entry.create(id="s0", title="the of and", description="a")])

@@ -24,10 +24,10 @@ from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tfidf_rows import TfidfRows
 from tiervault.vault.tokenizer import STEMMER, STOP_WORDS
 
-__all__ = ["FEW_PRODUCTS", "QueryWeights", "query_weights", "query_row", "dense_scores", "scores_at"]
+__all__ = ["FEW_PRODUCTS", "QueryWeights", "query_weights", "query_row", "dense_scores", "scores_at", "few_scores"]
 
 #: :func:`scores_at` of at most this many (slot, query term) pairs -- a graph neighbour's
-#: or a pool's few ids -- in plain Python floats (:func:`_few_scores`): ~25 NumPy calls
+#: or a pool's few ids -- in plain Python floats (:func:`few_scores`): ~25 NumPy calls
 #: on tiny arrays cost ~40 us in a scan where a binary search a pair costs ~1 us
 #: (issue 16, session 20)
 FEW_PRODUCTS = 28
@@ -111,7 +111,7 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
     column missing there (default ``W.column_counts``: the caller may hold its slots)."""
     if slots.size * q[0].size <= FEW_PRODUCTS and W.counts is not None and slots.size and (
             delta_rows is None or int(slots.max()) < base_rows):
-        return _few_scores(q, slots.tolist(), W, T, columns, read)
+        return few_scores(q, slots.tolist(), W, T, columns, read)
     out = None
     d_pos = d_tid = d_val = None
     base = None if delta_rows is None else slots < base_rows
@@ -171,7 +171,7 @@ def scores_at(q: QueryWeights, slots: np.ndarray, W: Columns, T: TfidfRows, base
     return out
 
 
-def _few_scores(q: QueryWeights, slots: list[int], W: Columns, T: TfidfRows,
+def few_scores(q: QueryWeights, slots: list[int], W: Columns, T: TfidfRows,
                 columns: dict[int, tuple[np.ndarray, np.ndarray]],
                 read: Callable[[int], tuple[np.ndarray, np.ndarray]] | None) -> np.ndarray:
     """:func:`scores_at` at a few base slots, each (slot, term) in Python: the count by a
