@@ -203,3 +203,20 @@ def test_another_snippet_length_is_read_from_sql(built, tmp_path):
         got = st.light_rows(["e-8", "unicode"], 50)
         assert len(seen) == 1 and got == _sql(st, ["e-8", "unicode"], 50)
         assert got["unicode"].snippet == "é" * 50
+
+
+def test_the_records_feed_is_one_snapshot_of_the_rows_it_yields(built, tmp_path):
+    db = _copy(built, tmp_path / "v")
+    with TierStore(db, name="t") as st, TierStore(db, name="t") as other:
+        gen_before = st.generation()
+        with light_feed.rows_with_records(st, 20) as (gen, chunks, records):
+            first = next(chunks)
+            other.capture(Entry.create(id="between", title="written between two chunks",
+                                       description="a row the snapshot does not hold"))
+            rest = list(chunks)
+        assert gen == gen_before < st.generation() and records is not None
+        rows = [i for c in [first, *rest] for i in c.id]
+        assert len(first) == 20 and "between" not in rows and len(rows) == len(built[1])
+        assert rows == [r.id for r in st.changes_since(-1).rows if r.id != "between"]
+        # one record a row read, in the rows' order (the mirror's slots)
+        assert records.finish(st.postings()).n == len(rows)

@@ -7,8 +7,8 @@ describe the same rows at the same generation: ``created_at`` and the summed SQL
 ``length`` of the three text fields the mirror does not index (example, counter
 example, why; SQL's own count, exact whatever they hold).
 
-Records cost a build ~0.9 us a row (this statement's two values ~0.3, the records'
-texts and checks ~0.6: 100K bench team tier, 49,191 rows, issue 16 session 20), which
+Records cost a build ~0.7-1.1 us a row (this statement's two values ~0.3, the records'
+texts and checks the rest: 100K bench team tier, 49,191 rows, issue 16 session 20), which
 the 1M bench tiers' first build (210K-490K rows a tier, 14.89 s of its 15 s budget in
 session 19) cannot afford: a tier of more than :data:`RECORDS_MAX_ROWS` rows (its
 largest rowid: one index probe) is read without them, its light rows from SQL.
