@@ -220,3 +220,27 @@ def test_the_records_feed_is_one_snapshot_of_the_rows_it_yields(built, tmp_path)
         assert rows == [r.id for r in st.changes_since(-1).rows if r.id != "between"]
         # one record a row read, in the rows' order (the mirror's slots)
         assert records.finish(st.postings()).n == len(rows)
+
+
+def test_a_tier_grown_past_the_limit_is_rebuilt_without_records(built, tmp_path, monkeypatch):
+    """A tier with records that grows past ``RECORDS_MAX_ROWS`` (its next rebuild: a
+    small tier's at every write, a large one's past 5% of delta) behaves as one built
+    large: no records, every light row from SQL, none in its cache file."""
+    monkeypatch.setattr(light_feed, "RECORDS_MAX_ROWS", len(built[1]) + 5)
+    db = _copy(built, tmp_path / "v")
+    with TierStore(db, name="t") as st:
+        assert st.postings().records is not None
+        st.capture_many([Entry.create(id=f"more-{i}", title=f"grown {i}", description="past the limit")
+                         for i in range(10)])
+        m = st.postings()
+        assert m.records is None and m.base_rows == len(built[1]) + 10  # rebuilt, grown past it
+        ids = built[1] + ["more-3"]
+        seen = _light_reads(st)
+        with read_scope():
+            got = st.light_rows(ids)
+        assert len(seen) == 1 and got == _sql(st, ids)
+    assert "light_blob" not in array_file.read(Path(f"{db}.postings.mirror")).names()
+    monkeypatch.setenv("TIERVAULT_LIGHT_RECORDS_MAX_ROWS", "1000")  # the override: records again
+    Path(f"{db}.postings.mirror").unlink()
+    with TierStore(db, name="t") as st:
+        assert st.postings().records is not None
