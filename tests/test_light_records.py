@@ -244,3 +244,13 @@ def test_a_tier_grown_past_the_limit_is_rebuilt_without_records(built, tmp_path,
     Path(f"{db}.postings.mirror").unlink()
     with TierStore(db, name="t") as st:
         assert st.postings().records is not None
+
+
+@pytest.mark.parametrize("value, expected", [("", 150_000), ("2000", 2000), ("0", 0), ("lots", 150_000)])
+def test_the_row_limit_from_the_environment(monkeypatch, caplog, value, expected):
+    monkeypatch.setenv("TIERVAULT_LIGHT_RECORDS_MAX_ROWS", value)
+    with caplog.at_level(logging.WARNING):
+        assert light_feed.records_max_rows() == expected
+    warned = [r.message for r in caplog.records if "TIERVAULT_LIGHT_RECORDS_MAX_ROWS" in r.message]
+    assert warned == (["TIERVAULT_LIGHT_RECORDS_MAX_ROWS='lots' is not a whole number; light records for "
+                       "tiers of up to 150000 rows"] if value == "lots" else [])

@@ -16,6 +16,7 @@ largest rowid: one index probe) is read without them, its light rows from SQL.
 
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import contextmanager
 from functools import partial
@@ -26,6 +27,8 @@ from tiervault.vault.rows import MirrorRow, MirrorRowColumns
 
 __all__ = ["RECORDS_MAX_ROWS", "records_max_rows", "rows_with_records"]
 
+log = logging.getLogger(__name__)
+
 #: Tiers up to this many rows (largest rowid) get light records at a build (module docstring);
 #: ``TIERVAULT_LIGHT_RECORDS_MAX_ROWS`` overrides it (e.g. to time a 1M build with them).
 RECORDS_MAX_ROWS = 150_000
@@ -33,11 +36,16 @@ _ENV = "TIERVAULT_LIGHT_RECORDS_MAX_ROWS"
 
 
 def records_max_rows() -> int:
-    """:data:`RECORDS_MAX_ROWS`, or the environment's whole number (a bad value: ignored)."""
+    """:data:`RECORDS_MAX_ROWS`, or ``TIERVAULT_LIGHT_RECORDS_MAX_ROWS`` if set (a value
+    that is not a whole number: one warning naming it, then the default)."""
     raw = os.environ.get(_ENV, "").strip()
+    if not raw:
+        return RECORDS_MAX_ROWS
     try:
-        return int(raw) if raw else RECORDS_MAX_ROWS
+        return int(raw)
     except ValueError:
+        log.warning("%s=%r is not a whole number; light records for tiers of up to %d rows",
+                    _ENV, raw, RECORDS_MAX_ROWS)
         return RECORDS_MAX_ROWS
 
 _N = len(MirrorRow._fields)
