@@ -1,7 +1,8 @@
 """The wall clock of a hybrid scan's parts, queries with filters apart from the others
 (issue 16, session 20: the filtered queries' vector leg).
 
-    python bench/s20_hyb_parts.py --workdir W [--queries 300] [--filtered] [--seed 11] [--json out.json]
+    python bench/s20_hyb_parts.py --workdir W [--queries 300] [--filtered] [--seed 11] \
+        [--part MODULE:ATTR ...] [--json out.json]
 
 ``W``: a ``bench/run.py`` work directory (its ``agent-hybrid.yaml``: hash embedder).
 After 50 warm-up scans, ``--queries`` bench scans (``search_intelligent(mode="scan")``;
@@ -53,7 +54,9 @@ def _wrap(module: str, attr: str, spent: dict[str, list[float]]) -> None:
     *path, name = attr.split(".")
     for part in path:
         owner = getattr(owner, part)
-    fn = getattr(owner, name)
+    fn = getattr(owner, name, None)
+    if fn is None:  # a part the timed checkout does not have (another version's): 0 calls
+        return
 
     @functools.wraps(fn)
     def timed(*a: Any, **kw: Any) -> Any:
@@ -73,10 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--filtered", action="store_true", help="only bench queries with filters")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--part", action="append", default=[], metavar="MODULE:ATTR",
+                    help="time this function too (e.g. tiervault.brain.evidence:cosines); repeatable")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     spent: dict[str, list[float]] = {}
-    for module, attr in PARTS:
+    parts = PARTS + tuple(tuple(p.split(":", 1)) for p in args.part)
+    for module, attr in parts:
         _wrap(module, attr, spent)
     brain = open_hybrid_brain(args.workdir, 384)
     for q in queries(50, 8):
@@ -100,14 +106,14 @@ def main(argv: list[str] | None = None) -> int:
         if not rows:
             continue
         scans = [dt * 1e3 for dt, _ in rows]
-        parts = {}
-        for _, attr in PARTS:
+        timed = {}
+        for _, attr in parts:
             us = [p.get(attr, [0.0, 0])[0] * 1e6 for _, p in rows]
             calls = [p.get(attr, [0.0, 0])[1] for _, p in rows]
-            parts[attr] = {"mean_us": round(statistics.fmean(us), 1), "p50_us": round(statistics.median(us), 1),
+            timed[attr] = {"mean_us": round(statistics.fmean(us), 1), "p50_us": round(statistics.median(us), 1),
                            "calls": round(statistics.fmean(calls), 2)}
         out[kind] = {"n": len(rows), "scan_p50_ms": round(statistics.median(scans), 3),
-                     "scan_mean_ms": round(statistics.fmean(scans), 3), "parts": parts}
+                     "scan_mean_ms": round(statistics.fmean(scans), 3), "parts": timed}
     out["load_after"] = load_avg()
     emit(out, args.json)
     return 0

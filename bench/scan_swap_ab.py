@@ -3,7 +3,7 @@
     python bench/scan_swap_ab.py --old /path/to/old/checkout --workdir DIR \
         --swap vault/dedup.py:keep --swap vault/string_table.py:StringTable._find ... \
         [--caller tiervault.vault.postings] [--time tiervault.vault.manager:VaultManager._search] \
-        [--queries 800] [--hybrid] [--cold] [--per-call] [--filtered] [--json out.json]
+        [--queries 800] [--hybrid] [--cold] [--per-call] [--filtered] [--drop MODULE:Class.attr] [--json out.json]
 
 Fresh processes on this shared 2-core machine differ by +-10-25 % in scan CPU (other
 jobs beside the bench lock), more than a 0.1-0.3 ms change. Here one process (this
@@ -14,8 +14,8 @@ module, its function or class attribute set in place of this checkout's) on even
 queries, from this checkout on odd ones, pairs in alternating order (``--flip``: the
 other way round; run both: each query is then timed under both variants, in two
 processes): both variants see the same load, the same warm caches and the same kind
-of queries. Process CPU (and wall clock) per
-query; ``old`` / ``new`` medians and means, and ``new / old``. The swapped functions
+of queries. Process CPU (and wall clock, and the calling thread's own CPU: a hybrid
+scan's pool thread apart) per query; ``old`` / ``new`` medians and means, and ``new / old``. The swapped functions
 must be drop-in replacements (rankings are compared by ``bench/rank_compare.py``).
 ``--shared FILE:NAME``: the old modules loaded from ``FILE`` use this checkout's
 ``NAME`` (e.g. ``vault/string_table.py:lookup_fingerprints``: one fingerprint memo for
@@ -94,6 +94,25 @@ class Swap:
                 setattr(mod, self.name, value)
 
 
+class Drop:
+    """``MODULE:Class.attr`` (``--drop``): removed from its class on the old side, put back on the new."""
+
+    def __init__(self, spec: str) -> None:
+        module_name, attr = spec.split(":")
+        owner_name, self.name = attr.rsplit(".", 1)
+        self.owner: Any = importlib.import_module(module_name)
+        for part in owner_name.split("."):
+            self.owner = getattr(self.owner, part)
+        self.value = self.owner.__dict__[self.name]
+
+    def use(self, old: bool) -> None:
+        if old:
+            if self.name in self.owner.__dict__:
+                delattr(self.owner, self.name)
+        else:
+            setattr(self.owner, self.name, self.value)
+
+
 def _timed(spec: str, spent: dict[str, float], calls: list[tuple[float, int]] | None = None) -> None:
     """Wrap ``MODULE:ATTR`` (``tiervault.vault.lexicon:MirrorLexicon.lexical_top_k``) so
     its wall time (perf_counter) is added to ``spent[spec]`` on every call; with ``calls``,
@@ -146,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                          "float32 rows, as its paired pass (caches evicted)")
     ap.add_argument("--hybrid", action="store_true",
                     help="hybrid scans: DIR's vectors with the hash embedder (bench/run.py's build)")
+    ap.add_argument("--drop", action="append", default=[], metavar="MODULE:Class.attr",
+                    help="an optional method looked up by name, absent on the old side's queries "
+                         "(this checkout's code without it: its fallback)")
     ap.add_argument("--shared", action="append", default=[],
                     help="FILE:NAME: the old modules of FILE use this checkout's NAME (a shared memo)")
     ap.add_argument("--per-call", action="store_true", help="each --time function's calls timed one by one too")
@@ -158,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.brain.brain import Brain
     from tiervault.vault import manager
 
-    swaps = [Swap(args.old, s, i) for i, s in enumerate(args.swap or DEFAULT_SWAPS)]
+    swaps = [Swap(args.old, s, i) for i, s in enumerate(args.swap or ([] if args.drop else DEFAULT_SWAPS))]
+    drops = [Drop(spec) for spec in args.drop]
     callers = [manager, stages, *(importlib.import_module(m) for m in args.caller), *OLD_MODULES]
     for spec in args.shared:
         path, name = spec.split(":")
@@ -178,12 +201,14 @@ def main(argv: list[str] | None = None) -> int:
 
     for q in queries(30, 8):
         scan(q)
-    out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps], "shared": args.shared,
+    out: dict[str, Any] = {"old_checkout": str(args.old), "swaps": [s.spec for s in swaps], "drops": args.drop,
+                           "shared": args.shared,
                            "queries": args.queries, "flip": args.flip, "hybrid": args.hybrid,
                            "cold": args.cold, "filtered": args.filtered,
                            "load_before": load_avg()}
     cpu: dict[str, list[float]] = {"old": [], "new": []}
     wall: dict[str, list[float]] = {"old": [], "new": []}  # a hybrid scan's second thread: CPU != wall
+    caller: dict[str, list[float]] = {"old": [], "new": []}  # the calling thread's CPU only (no scan pool)
     parts: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     qs = queries(args.queries * (5 if args.filtered else 1), args.seed)
     if args.filtered:  # the same set of queries, those with filters, as many as asked
@@ -194,14 +219,17 @@ def main(argv: list[str] | None = None) -> int:
         old = ((i % 2 == 0) != ((i // 2) % 2 == 1)) != args.flip
         for s in swaps:
             s.use(old, callers)
+        for d in drops:
+            d.use(old)
         spent.clear()
         for xs in per_call.values():
             xs.clear()
         if evict is not None:
             evict(q)
-        c0, w0 = time.process_time(), time.perf_counter()
+        c0, w0, t0 = time.process_time(), time.perf_counter(), time.thread_time()
         scan(q)
         side = "old" if old else "new"
+        caller[side].append((time.thread_time() - t0) * 1e3)
         cpu[side].append((time.process_time() - c0) * 1e3)
         wall[side].append((time.perf_counter() - w0) * 1e3)
         for spec in args.time:
@@ -209,11 +237,15 @@ def main(argv: list[str] | None = None) -> int:
             sides[side].setdefault(spec, []).extend(per_call[spec])
     for s in swaps:
         s.use(False, callers)
+    for d in drops:
+        d.use(False)
     for name, xs in cpu.items():
         xs.sort()
         out[name] = {"cpu_p50_ms": round(statistics.median(xs), 3),
                      "cpu_mean_ms": round(statistics.fmean(xs), 3),
                      "cpu_p95_ms": round(xs[int(0.95 * len(xs))], 3), "n": len(xs),
+                     "caller_cpu_p50_ms": round(statistics.median(caller[name]), 3),
+                     "caller_cpu_mean_ms": round(statistics.fmean(caller[name]), 3),
                      "wall_p50_ms": round(statistics.median(wall[name]), 3),
                      "wall_mean_ms": round(statistics.fmean(wall[name]), 3),
                      "timed_ms": {spec: {"p50": round(statistics.median(ys), 4),
@@ -226,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     out["new_over_old_p50"] = round(out["new"]["cpu_p50_ms"] / out["old"]["cpu_p50_ms"], 3)
     out["new_over_old_mean"] = round(out["new"]["cpu_mean_ms"] / out["old"]["cpu_mean_ms"], 3)
     out["new_over_old_wall_p50"] = round(out["new"]["wall_p50_ms"] / out["old"]["wall_p50_ms"], 3)
+    out["new_over_old_caller_cpu_p50"] = round(out["new"]["caller_cpu_p50_ms"] / out["old"]["caller_cpu_p50_ms"], 3)
     out["load_after"] = load_avg()
     emit(out, args.json)
     return 0
