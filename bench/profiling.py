@@ -3,6 +3,8 @@
 * :func:`profile_calls` runs a callable over items under ``cProfile`` and returns
   the top functions by their own time (``tottime``) — the ``profile`` key of the
   bench JSON (one list per phase).
+* :class:`CallTimers` wraps named functions in wall-clock timers (nanoseconds and
+  calls by name) for the probes that split a scan into its parts.
 * :func:`growth` fits ``time ~ N^k`` between consecutive corpus sizes for every
   figure of the bench JSON — its ``growth`` key. ``k`` near 1 is linear; a
   latency with ``k`` well above 1 is a defect to explain or fix.
@@ -18,7 +20,38 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-__all__ = ["profile_calls", "growth", "GROWTH_FIGURES"]
+__all__ = ["profile_calls", "growth", "GROWTH_FIGURES", "CallTimers"]
+
+
+class CallTimers:
+    """Wall time (``spent``, ns) and ``calls`` of wrapped functions, by name."""
+
+    def __init__(self) -> None:
+        from collections import defaultdict
+
+        self.spent: dict[str, int] = defaultdict(int)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def wrap(self, fn: Callable[..., Any], name: str | Callable[..., str]) -> Callable[..., Any]:
+        """``fn`` timed under ``name``, or under ``name(*args, **kwargs)`` when it is a
+        callable (one kind of call or another: the same function split by its arguments)."""
+        import time
+
+        spent, calls = self.spent, self.calls
+
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            key = name(*a, **kw) if callable(name) else name
+            t0 = time.perf_counter_ns()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[key] += time.perf_counter_ns() - t0
+                calls[key] += 1
+        return wrapper
+
+    def clear(self) -> None:
+        self.spent.clear()
+        self.calls.clear()
 
 
 def profile_calls(fn: Callable[[Any], Any], items: Iterable[Any], top: int = 15) -> list[dict[str, Any]]:

@@ -22,9 +22,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: a checkout's own tiervault
 
@@ -32,6 +30,7 @@ from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs, write_config  # noqa: E402
+from bench.profiling import CallTimers  # noqa: E402
 
 #: (module, owner in it or "", attribute): the parts timed, where the checkout has them
 PARTS = (("manager", "VaultManager", "search"), ("manager", "VaultManager", "lexical_query"),
@@ -58,18 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     import tiervault.vault
     from tiervault.brain.brain import Brain
 
-    spent: dict[str, int] = defaultdict(int)
-    calls: dict[str, int] = defaultdict(int)
-
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*a: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter_ns()
-            try:
-                return fn(*a, **kw)
-            finally:
-                spent[name] += time.perf_counter_ns() - t0
-                calls[name] += 1
-        return wrapper
+    timers = CallTimers()
+    spent, calls = timers.spent, timers.calls
 
     parts = [(f"tiervault.vault.{m}", o, a) for m, o, a in PARTS]
     if args.part:
@@ -82,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         owner = getattr(module, owner_name, None) if owner_name else module
         if owner is not None and hasattr(owner, attr):
             name = f"{owner_name or module_name.rpartition('.')[2]}.{attr}"
-            setattr(owner, attr, timed(name, getattr(owner, attr)))
+            setattr(owner, attr, timers.wrap(getattr(owner, attr), name))
     brain = Brain.open(write_config(args.workdir))
     for q in queries(50, 8):
         brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
-    spent.clear()
-    calls.clear()
+    timers.clear()
+
     load_before = load_avg()
     wall = []
     for q in queries(args.queries, args.seed):

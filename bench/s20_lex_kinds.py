@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: a checkout's own tiervault
 
@@ -33,6 +31,7 @@ from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
 from bench.phases import query_kwargs, write_config  # noqa: E402
+from bench.profiling import CallTimers  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,19 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.brain.brain import Brain
     from tiervault.vault import lexicon, postings, string_table
 
-    spent: dict[str, int] = defaultdict(int)
-    calls: dict[str, int] = defaultdict(int)
-
-    def timed(fn: Any, kind: Callable[..., str]) -> Any:
-        def wrapper(*a: Any, **kw: Any) -> Any:
-            name = kind(*a, **kw)
-            t0 = time.perf_counter_ns()
-            try:
-                return fn(*a, **kw)
-            finally:
-                spent[name] += time.perf_counter_ns() - t0
-                calls[name] += 1
-        return wrapper
+    timers = CallTimers()
+    spent, calls, timed = timers.spent, timers.calls, timers.wrap
 
     def pick_kind(self: Any, p: Any, terms: Any, stats: Any, filters: Any, k: int) -> str:
         slots, n, idf = p.matches(terms).slots, len(p.doclen), stats.idf().tolist()
@@ -81,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     brain = Brain.open(write_config(args.workdir))
     for q in queries(30, 8):
         brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
-    spent.clear()
-    calls.clear()
+    timers.clear()
+
     load_before = load_avg()
     for q in queries(args.queries, 7):
         brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
