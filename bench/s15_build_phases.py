@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     @contextlib.contextmanager
     def timed_chunks(self, size):
-        with real_chunks(self, size) as (gen, chunks):
-            yield gen, fetched(chunks)
+        with real_chunks(self, size) as (gen, chunks, records):  # records: light_feed.py
+            yield gen, fetched(chunks), records
 
     store_mod.TierStore.rows_in_chunks = timed_chunks
     wrap(postings, "analyse_rows", "row analysis (words -> codes, sums)")

@@ -20,7 +20,7 @@ real = STEMMER._fts5
 def spy(missing):
     t = time.process_time(); out = real(missing); calls.append((len(missing), time.process_time() - t, sum(map(len, missing)) / max(1, len(missing)))); return out
 STEMMER._fts5 = spy
-with store.rows_in_chunks(20000) as (gen, chunks):
+with store.rows_in_chunks(20000) as (gen, chunks, _records):
     for ch in chunks:
         analyse_rows(ch, vocab, words)
 print(len(vocab), STEMMER.fts5_words, len(STEMMER._cache), len(words.codes_of))

@@ -39,13 +39,13 @@ def test_a_build_from_chunks_equals_one_from_the_whole_list(tmp_path, monkeypatc
     shutil.copy(tmp_path / "a.db", tmp_path / "b.db")
     monkeypatch.setattr(postings, "_CHUNK", 7)  # many chunks, the last one short
     seen = []
-    real = postings.rows_with_records  # the chunks, with the light records (vault/light_feed.py)
+    real = TierStore.rows_in_chunks  # the chunks, with the light records (vault/light_feed.py)
 
     def counted(store, size):
         seen.append(size)
         return real(store, size)
 
-    monkeypatch.setattr(postings, "rows_with_records", counted)
+    monkeypatch.setattr(TierStore, "rows_in_chunks", counted)
     with TierStore(tmp_path / "a.db", name="t") as st:
         assert st.postings().base_rows == 300
     assert seen == [7]
@@ -64,7 +64,7 @@ def test_the_chunks_are_one_snapshot(tmp_path):
     _tier(tmp_path / "a.db", 50)
     with TierStore(tmp_path / "a.db", name="t") as st, TierStore(tmp_path / "a.db", name="t") as other:
         gen_before = st.generation()
-        with st.rows_in_chunks(20) as (gen, chunks):
+        with st.rows_in_chunks(20) as (gen, chunks, _records):
             first = next(chunks)
             other.capture_many([Entry.create(id="late", title="written between two chunks",
                                               description="a row the snapshot does not hold")])

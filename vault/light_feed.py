@@ -1,7 +1,7 @@
 """A first mirror build's rows with what the light-row records need (:mod:`light_records`).
 
 The build reads every row of an SQLite tier once, in one snapshot, a chunk at a time
-(the :class:`~tiervault.vault.rows.MirrorRow` fields, as ``TierStore.rows_in_chunks``).
+(the :class:`~tiervault.vault.rows.MirrorRow` fields: ``TierStore.rows_in_chunks`` is this feed).
 The records need two values more per row, read by the same statement so that they
 describe the same rows at the same generation: ``created_at`` and the summed SQL
 ``length`` of the three text fields the mirror does not index (example, counter

@@ -47,7 +47,6 @@ from tiervault.vault.filter_compile import mirror_mask
 from tiervault.vault.gc_pause import gc_paused
 from tiervault.vault.filters import Filters
 from tiervault.vault.lazy_sparse import sp
-from tiervault.vault.light_feed import rows_with_records
 from tiervault.vault.light_records import LightRecords
 from tiervault.vault.rows import MirrorRowColumns, MirrorRow
 from tiervault.vault.scoring import tfidf_rows
@@ -161,7 +160,7 @@ class Postings:
     def _rebuild_now(self, store: Any) -> None:
         fresh, records = Postings(), None
         if getattr(store, "rows_in_chunks", None) is not None:  # SQLite: read as analysed, light records
-            with rows_with_records(store, _CHUNK) as (gen, chunks, records):
+            with store.rows_in_chunks(_CHUNK) as (gen, chunks, records):
                 parts = fresh._analyse(chunks, delta=False)
         else:
             changes = store.changes_since(-1)  # -1: every row, including pre-v2 ones (gen 0)
