@@ -344,7 +344,8 @@ class TierStore(MirrorSearch):
         generation and the light records' builder (:func:`light_feed.rows_with_records`:
         one snapshot held while the caller reads): a first mirror build drops each chunk
         once analysed (1M team tier: ~520 MB less held, 0.3-0.5 s less system CPU) and
-        keeps each row's light row beside the mirror. Optional (docs/backend.md)."""
+        keeps each row's light row beside the mirror. An optional capability (docs/backend.md,
+        "Generations")."""
         return rows_with_records(self, size)
 
     # -- lexical search -----------------------------------------------------------------
