@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from tiervault.vault.light_records import RecordsBuilder
 from tiervault.vault.rows import MirrorRow, MirrorRowColumns
+from tiervault.vault.sqlite_sql import MIRROR_COLUMNS, READ_GEN
 
 __all__ = ["RECORDS_MAX_ROWS", "records_max_rows", "rows_with_records"]
 
@@ -49,9 +50,7 @@ def records_max_rows() -> int:
         return RECORDS_MAX_ROWS
 
 _N = len(MirrorRow._fields)
-_COLUMNS = ", ".join("rowid" if f == "key" else f for f in MirrorRow._fields)
 _EXTRA = ", created_at, length(example) + length(counter_example) + length(why)"
-_GEN = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'"
 
 
 @contextmanager
@@ -64,14 +63,14 @@ def rows_with_records(store: Any, size: int
         if conn is None:
             yield 0, iter(()), None
             return
-        gen = conn.execute(_GEN).fetchone()[0]
+        gen = conn.execute(READ_GEN).fetchone()[0]
         top = conn.execute("SELECT max(rowid) FROM entries").fetchone()[0] or 0
         if top > records_max_rows():
-            cur = conn.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY rowid")
+            cur = conn.execute(f"SELECT {MIRROR_COLUMNS} FROM entries ORDER BY rowid")
             yield gen, map(MirrorRowColumns.of, iter(partial(cur.fetchmany, size), [])), None
             return
         records = RecordsBuilder()
-        cur = conn.execute(f"SELECT {_COLUMNS}{_EXTRA} FROM entries ORDER BY rowid")
+        cur = conn.execute(f"SELECT {MIRROR_COLUMNS}{_EXTRA} FROM entries ORDER BY rowid")
         yield gen, (_chunk(rows, records) for rows in iter(partial(cur.fetchmany, size), [])), records
 
 

@@ -12,9 +12,10 @@ from typing import Any
 from tiervault.vault.entry_rows import ENTRY_COLUMNS, SANE_TIMES
 from tiervault.vault.filter_compile import to_sqlite
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import LightRow
+from tiervault.vault.rows import LightRow, MirrorRow
 
-__all__ = ["UPSERT_ENTRY", "INSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "FTS_AUTOMERGE", "FTS_SET_AUTOMERGE",
+__all__ = ["MIRROR_COLUMNS", "READ_GEN", "UPSERT_ENTRY", "INSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "FTS_AUTOMERGE",
+           "FTS_SET_AUTOMERGE",
            "filter_sql", "SANE_TIMES", "SELECT_LIGHT", "LIGHT_BOUND_IDS", "LIGHT_TEXTS", "LIGHT_N", "TEXTS_OF",
            "light_rows_sql"]
 
@@ -64,6 +65,12 @@ TEXTS_OF = itemgetter(LightRow._fields.index("id"), LightRow._fields.index("titl
                       LightRow._fields.index("tags"))
 
 _LIGHT_SQL: dict[tuple[int, bool], str] = {}
+
+#: The columns of a :class:`MirrorRow`, in its order (``key``: the rowid): the mirror's feed
+#: (``TierStore.changes_since``, ``light_feed.rows_with_records``).
+MIRROR_COLUMNS = ", ".join("rowid" if f == "key" else f for f in MirrorRow._fields)
+#: The tier's generation (``meta.gen``), read inside a feed's snapshot.
+READ_GEN = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'"
 
 
 def light_rows_sql(n: int, texts: bool = False) -> str:

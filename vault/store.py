@@ -50,15 +50,13 @@ from tiervault.vault.sqlite_links import TierLinks
 from tiervault.vault.sqlite_listing import TierListing
 from tiervault.vault.sqlite_writer import BULK_ROWS, EntryWriter  # noqa: F401  (BULK_ROWS: tests)
 from tiervault.vault.entry_rows import SELECT_ENTRY, rows_to_entries
-from tiervault.vault.sqlite_sql import (LIGHT_BOUND_IDS, LIGHT_N, SELECT_FIELD_TEXTS, TEXTS_OF,
-                                        filter_sql, light_rows_sql)
+from tiervault.vault.sqlite_sql import (LIGHT_BOUND_IDS, LIGHT_N, MIRROR_COLUMNS, READ_GEN, SELECT_FIELD_TEXTS,
+                                        TEXTS_OF, filter_sql, light_rows_sql)
 from tiervault.vault.vectors import TierVectors
 from tiervault.vault.write_pipeline import write_pipelined
 
 __all__ = ["TierStore", "TierHits", "Link", "MemoryHit"]
 
-_MIRROR_COLUMNS = ("rowid, id, content_hash, type, domain, severity, origin, valid_from, "
-                   "valid_until, updated_at, title, description, context, tags")
 
 
 class TierStore(MirrorSearch):
@@ -324,14 +322,14 @@ class TierStore(MirrorSearch):
         with self.db.snapshot("read changes") as conn:
             if conn is None:
                 return Changes(0, [], [])
-            gen = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'gen'").fetchone()[0]
+            gen = conn.execute(READ_GEN).fetchone()[0]
             if since < 0:
-                rows = conn.execute(f"SELECT {_MIRROR_COLUMNS} FROM entries ORDER BY rowid").fetchall()
+                rows = conn.execute(f"SELECT {MIRROR_COLUMNS} FROM entries ORDER BY rowid").fetchall()
             else:
                 # Through the gen index: a catch-up reads only what changed (ORDER BY rowid
                 # would make SQLite walk the whole table instead).
                 rows = sorted(conn.execute(
-                    f"SELECT {_MIRROR_COLUMNS} FROM entries INDEXED BY entries_gen WHERE gen > ?",
+                    f"SELECT {MIRROR_COLUMNS} FROM entries INDEXED BY entries_gen WHERE gen > ?",
                     (since,)).fetchall())
             dead = [r[0] for r in conn.execute(
                 "SELECT row FROM tombstones WHERE gen > ?", (since,))] if since >= 0 else []
