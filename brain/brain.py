@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import compress
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -258,11 +259,14 @@ class Brain:
                 out[f"{tier}\0{eid}"] = entry
         return out
 
-    def field_texts(self, pool: Pool, idx: list[int]) -> dict[str, Any]:
+    def field_texts(self, pool: Pool, idx: list[int],
+                    pairs: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
         """The FTS5 fields (``id``, ``title``, ``description``, ``context``, ``tags``) of
         pool candidates ``idx``, keyed ``tier\0id``: those the pool kept with their light
         rows (``Pool.keep_texts``), else a backend's optional ``field_texts`` (SQLite: five
-        columns, no Entry built), else its full entries."""
+        columns, no Entry built), else its full entries. With ``pairs`` (term proximity's),
+        a row its tier proves to hold no pair's two stems (the optional ``may_hold_pairs``:
+        vault/stem_presence.py) is left out: its proximity is 0 unread."""
         by_tier: dict[str, list[str]] = {}
         out: dict[str, Any] = {}
         kept = pool.texts
@@ -275,6 +279,11 @@ class Brain:
                 out[f"{tier}\0{eid}"] = row
         for tier, ids in by_tier.items():
             store = self.manager.store(tier)
+            may = getattr(store, "may_hold_pairs", None) if pairs else None
+            if may is not None:
+                ids = list(compress(ids, may(ids, pairs)))
+                if not ids:
+                    continue
             read = getattr(store, "field_texts", None) or store.get_many
             for eid, row in read(ids).items():
                 out[f"{tier}\0{eid}"] = row

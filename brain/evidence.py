@@ -91,7 +91,7 @@ def proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
         best = start + np.argsort(-lex[start:], kind="stable")[:depth]
         idx = sorted(int(i) for i in best if lex[i] > 0)
     if idx:
-        texts = brain.field_texts(pool, idx)
+        texts = brain.field_texts(pool, idx, ctx.pairs)  # rows holding no pair: not read
         docs = [texts.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
         out[idx] = proximities(docs, ctx.pairs, ctx.config.proximity_window)
     return out

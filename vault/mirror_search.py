@@ -13,6 +13,10 @@ hashes and TF-IDF made only when the federated dedup asks for them
 (:class:`~tiervault.vault.lexicon.SlotHits`). Only a tier whose mirror lives in the
 searching process can answer so; ``VaultManager`` asks for it where a tier has it
 and for ``lexical_top_k`` elsewhere.
+
+Optional capability ``may_hold_pairs`` -- for each of some ids, False when the mirror
+proves the row holds, for every given pair of query stems, at most one of its two
+(:mod:`~tiervault.vault.stem_presence`): term proximity then reads no text of that row.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from tiervault.vault.filters import Filters
+from tiervault.vault.stem_presence import may_hold_pairs
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats
 
 if TYPE_CHECKING:
@@ -46,6 +51,11 @@ class MirrorSearch:
         """:meth:`lexical_top_k` as slots and BM25, the hits made when asked (the module
         docstring). An optional capability."""
         return self.lexicon.lexical_top_k_slots(terms, stats, filters, k, words=words)
+
+    def may_hold_pairs(self, ids: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[bool]:
+        """Per id: may its row hold both stems of one of ``pairs`` (False: proven not,
+        by the mirror the search reads; the module docstring). An optional capability."""
+        return may_hold_pairs(self.lexicon.mirror(), ids, pairs)
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,

@@ -229,15 +229,25 @@ class TierStore(MirrorSearch):
             rows = mirror_light_rows(self.postings(), ids, self._light_sql)
             if rows is not None:
                 return rows
-        return self.light_rows_texts(ids, None, snippet_chars)
+        return self._light_sql_texts(ids, None, snippet_chars)
 
     def _light_sql(self, ids: list[str]) -> dict[str, LightRow]:
-        return self.light_rows_texts(ids, None, SNIPPET_CHARS)
+        return self._light_sql_texts(ids, None, SNIPPET_CHARS)
 
     def light_rows_texts(self, ids: Sequence[str], texts: dict[str, FieldTexts] | None,
                          snippet_chars: int = 120) -> dict[str, LightRow]:
-        """:meth:`light_rows`, and each row's :class:`FieldTexts` put in ``texts`` (unless
-        None) from the same statement: term proximity's own read spared. Optional."""
+        """:meth:`light_rows`, and the :class:`FieldTexts` of each row read from SQL put in
+        ``texts`` (unless None) from the same statement: term proximity's own read spared.
+        Rows the mirror's light records answer come without texts (no SQL; proximity reads
+        those that may hold a pair, ``may_hold_pairs``). Optional."""
+        if texts is not None and ids and snippet_chars == SNIPPET_CHARS and self._mirror is not None:
+            rows = mirror_light_rows(self.postings(), ids, lambda ask: self._light_sql_texts(ask, texts))
+            if rows is not None:
+                return rows
+        return self._light_sql_texts(ids, texts, snippet_chars)
+
+    def _light_sql_texts(self, ids: Sequence[str], texts: dict[str, FieldTexts] | None,
+                         snippet_chars: int = SNIPPET_CHARS) -> dict[str, LightRow]:
         n = len(ids)
         if not n:
             return {}
