@@ -59,9 +59,11 @@ class Pool:
     # order) and the first row found of each: for the next add_external only
     _asked: set[str] = field(default_factory=set)
     _prefetched: dict[str, tuple[str, float, LightRow]] = field(default_factory=dict)
-    # with keep_texts, each row's FieldTexts by tier and id, read in the light rows' own
-    # statements where the backend can (``light_rows_texts``): term proximity then reads
-    # no entry again (Brain.field_texts; issue 16 session 18)
+    # with keep_texts, the FieldTexts by tier and id of the rows read by SQL, from the light
+    # rows' own statements where the backend can (``light_rows_texts``; issue 16 session 18):
+    # term proximity does not read them again (Brain.field_texts). Rows a mirror's light
+    # records answer come without (session 21: proximity reads only those its tier cannot
+    # prove to hold no pair, ``may_hold_pairs``)
     keep_texts: bool = False
     texts: dict[str, dict[str, FieldTexts]] = field(default_factory=dict)
 

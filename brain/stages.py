@@ -82,8 +82,9 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
             ctx.complete = True
     ctx.pool = Pool.from_candidates(manager, cands, read=False)
     pairs = query_pairs(ctx.query) if evidence.proximity_weight(ctx) > 0 else []
-    # hybrid: the texts term proximity reads come with the light rows (one statement a tier
-    # instead of two); an FTS-only scan reads its proximity before its rows
+    # hybrid: the texts term proximity reads come with the light rows read by SQL (one
+    # statement a tier instead of two; rows from a mirror's records: no texts, no SQL);
+    # an FTS-only scan reads its proximity before its rows
     ctx.pool.keep_texts = ctx.qvec is not None and bool(pairs)
     hits = (brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
                                  ctx.filters) if ctx.qvec is not None else [])
