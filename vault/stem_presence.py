@@ -48,8 +48,7 @@ def may_hold_pairs(p: Any, ids: Sequence[str], pairs: Sequence[tuple[str, str]])
         return [True] * n
     may = slots < 0
     for a, b in pairs:
-        both = held[a] & held[b]
-        may |= both
+        may |= held[a] & held[b]
     return may.tolist()
 
 
@@ -64,26 +63,14 @@ def _held(col: np.ndarray | None, slots: np.ndarray) -> np.ndarray:
     return col[pos] == slots
 
 
-#: the last pairs' base columns of each mirror (a query asks twice: gather, expand)
-_KEPT: dict[int, tuple[Any, Any, int, tuple, dict[str, np.ndarray | None]]] = {}
-
-
 def _columns(p: Any, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray | None]:
-    """Each stem of ``pairs`` -> its sorted base slots in ``p`` (None: no base row holds
-    it), kept while ``p``'s postings and vocabulary are the same objects and size."""
-    W, vocab = p.W, p.vocab
-    key = tuple(pairs)
-    kept = _KEPT.get(id(p))
-    if kept is not None and kept[0] is W and kept[1] is vocab and kept[2] == len(vocab) and kept[3] == key:
-        return kept[4]
+    """Each stem of ``pairs`` -> its sorted base slots in ``p`` (None: no base row holds it)."""
+    W = p.W
     stems = list(dict.fromkeys(st for pair in pairs for st in pair))
     cols: dict[str, np.ndarray | None] = {}
-    for stem, tid in zip(stems, vocab.ids(stems)):
+    for stem, tid in zip(stems, p.vocab.ids(stems)):
         col = None
         if tid is not None and tid < W.n_cols:  # a term of the delta only: no base column
             col = W.indices.get(int(W.indptr[tid]), int(W.indptr[tid + 1]))
         cols[stem] = col if col is not None and col.size else None
-    if len(_KEPT) > 64:  # mirrors replaced (rebuilt, reopened): forget the old ones
-        _KEPT.clear()
-    _KEPT[id(p)] = (W, vocab, len(vocab), key, cols)
     return cols
