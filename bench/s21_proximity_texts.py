@@ -11,7 +11,8 @@ checkout has it). With ``--selectivity`` (a checkout with ``vault/stem_presence.
 it also classifies every entry term proximity considers (the ``max(limit, min_fetch)``
 best lexical matches of each ``evidence.proximity`` call): cleared by the mirror
 (``may_hold_pairs`` False), passing the old joined-text prefix test, holding a pair
-(proximity > 0). Issue 16, session 21.
+(proximity > 0). ``--stages``: instead, the wall time a scan of ``evidence.proximity``, its
+``proximities`` (entry_proximity's Python) and ``Brain.field_texts``. Issue 16, session 21.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from bench.output import emit  # noqa: E402
 from bench.phases import open_hybrid_brain, query_kwargs  # noqa: E402
 
 METHODS = ("light_rows", "light_rows_texts", "field_texts", "may_hold_pairs")
+#: ``--stages``: term proximity's parts (owner module, attribute, label)
+STAGES = (("tiervault.brain.evidence", "proximity", "evidence.proximity (all)"),
+          ("tiervault.brain.evidence", "proximities", "proximities (Python)"),
+          ("tiervault.brain.brain", "Brain.field_texts", "Brain.field_texts (clearing + SQL)"))
 
 
 def _count_calls(calls: Counter, spent: Counter) -> None:
@@ -50,6 +55,25 @@ def _count_calls(calls: Counter, spent: Counter) -> None:
             return out
 
         setattr(TierStore, name, timed)
+
+
+def _time_stages(spent: Counter) -> None:
+    import importlib
+
+    for module, attr, label in STAGES:
+        owner: Any = importlib.import_module(module)
+        *path, name = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        fn = getattr(owner, name)
+
+        def timed(*a: Any, _fn: Any = fn, _label: str = label, **kw: Any) -> Any:
+            t = time.perf_counter()
+            out = _fn(*a, **kw)
+            spent[_label] += time.perf_counter() - t
+            return out
+
+        setattr(owner, name, timed)
 
 
 def _classify(seen: Counter) -> None:
@@ -94,6 +118,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--selectivity", action="store_true")
+    ap.add_argument("--stages", action="store_true", help="wall time of proximity's parts instead")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     brain = open_hybrid_brain(args.workdir, args.dim)
@@ -105,6 +130,8 @@ def main() -> None:
     seen: Counter = Counter()
     if args.selectivity:
         _classify(seen)
+    elif args.stages:
+        _time_stages(spent)
     else:
         _count_calls(calls, spent)
     load = [load_avg()]
