@@ -12,12 +12,14 @@ answered "may hold" (or seen in the next read scope), never a wrong "no".
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import shutil
 import struct
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -139,6 +141,21 @@ def test_rows_written_later_and_another_processs_writes(built, tmp_path):
         assert entry_proximity(texts["e-1"], pairs, WINDOW) == 1.0
         assert entry_proximity(texts["late"], [("zebra", "quagga")], WINDOW) == 1.0
         _check(st, ["e-1", "e-4", "late", "kafka-lag-7", "e-5"], _queries(20))
+
+
+def test_asking_keeps_no_mirror_alive(built, tmp_path):
+    # a memo of the pairs' columns once kept every mirror's postings and vocabulary alive
+    # (a server rebuilding mirrors would hold each old one): nothing outlives the store
+    db = _copy(built, tmp_path / "v")
+    st = TierStore(db, name="t")
+    p = st.postings()
+    refs = [weakref.ref(x) for x in (p, p.W, p.vocab)]
+    with read_scope():
+        assert st.may_hold_pairs(["e-1", "e-2"], query_pairs("kafka consumer lag")) is not None
+    st.close()
+    del st, p
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
 
 
 def _offset(cache: Path, name: str) -> int:
