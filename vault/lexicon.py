@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from bisect import bisect_left
 from collections import OrderedDict
 from itertools import repeat
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -38,7 +37,7 @@ from tiervault.vault.checked_array import CacheDamaged
 from tiervault.vault.filters import Filters
 from tiervault.vault.postings import Postings
 from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
-from tiervault.vault.term_parts import TermParts, splits
+from tiervault.vault.term_parts import SlotScores, TermParts, splits
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats, hits_of
 from tiervault.vault.scoring import top_k, top_k_from_head
 from tiervault.vault.validity_edges import ValidityEdges
@@ -47,37 +46,11 @@ __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores", "SlotHits"]
 
 _KEEP = 8  # matches, unions, BM25 parts and scores, masks kept (TF-IDF: at the slots asked only)
 _TERM_SCORES = 1 << 20  # postings whose BM25 is kept per tier (float32: 4 MB)
-_FEW_AT = 8  # SlotScores.at of up to this many slots in Python (~6 NumPy calls: ~13 us in a scan)
+#: a top k over at most this many scored slots under a kept mask masks them all at once
+_HEADLESS = 4096
 _KEEP_MASKS = 4  # dense filter masks kept across queries (the unfiltered view and a few others)
 # every field of Filters but its instant: with the validity bucket, a dense mask's key
 _TIMELESS = tuple(f.name for f in dataclasses.fields(Filters) if f.name != "now")
-
-
-class SlotScores(NamedTuple):
-    """BM25 of one query in one tier at the slots holding a query term: ``slots``
-    sorted and distinct, ``scores`` aligned (every other slot scores 0)."""
-
-    slots: np.ndarray
-    scores: np.ndarray
-
-    def at(self, slots: np.ndarray) -> np.ndarray:
-        """The score of each of ``slots`` (0.0 where no query term occurs)."""
-        if slots.size <= _FEW_AT and self.slots.size:  # a graph neighbour's few ids: bisect in Python
-            view, n, scores = memoryview(np.ascontiguousarray(self.slots)), self.slots.size, self.scores
-            out_few = [0.0] * slots.size
-            for j, slot in enumerate(slots.tolist()):
-                i = bisect_left(view, slot)
-                if i < n and view[i] == slot:
-                    out_few[j] = float(scores[i])
-            return np.array(out_few, dtype=np.float64)
-        out = np.zeros(slots.size, dtype=np.float64)
-        if not self.slots.size or not slots.size:
-            return out
-        slots = slots.astype(self.slots.dtype, copy=False)  # a mixed-type search copies both
-        pos = np.minimum(np.searchsorted(self.slots, slots), self.slots.size - 1)
-        found = self.slots[pos] == slots
-        out[found] = self.scores[pos[found]]
-        return out
 
 
 class LocalMirror:
@@ -177,7 +150,27 @@ class MirrorLexicon:
         if at is None:
             return self._dense_mask(p, filters)
         return self._cached(("mask", self._version(p), filters, at_key),
-                            lambda: _frozen(p.mask(filters, at)))
+                            lambda: _frozen(self._mask_at(p, filters, at)))
+
+    def _mask_at(self, p: Postings, filters: Filters, at: np.ndarray, tagged: bool = False) -> np.ndarray:
+        """``p.mask(filters, at)`` (``at`` sorted, distinct). With ``now`` named, the
+        validity window is read at ``at`` from the kept validity-only dense mask
+        (:meth:`_dense_mask`: live and valid, made once per bucket) and only the
+        narrowing fields are compiled there -- the same booleans, as :meth:`_compiled`
+        makes them densely -- without two float64 columns gathered and compared.
+        ``tagged``: every slot of ``at`` holds a tag ``filters`` asks for
+        (:func:`_tagged`), so the tags' test (it passes) is left out: under a tag filter
+        alone nothing is compiled (issue 16, session 21)."""
+        if filters.now is None or not filters.checks_validity:
+            return p.mask(dataclasses.replace(filters, tags=()) if tagged else filters, at)
+        window = self._dense_mask(p, Filters(include_expired=filters.include_expired,
+                                             include_future=filters.include_future, now=filters.now))
+        mask = window[at]
+        rest = dataclasses.replace(filters, tags=() if tagged else filters.tags,
+                                   include_expired=True, include_future=True)
+        if rest.restricts:
+            mask &= p.mask(rest, at)
+        return mask
 
     def _kept_mask(self, p: Postings, filters: Filters) -> np.ndarray | None:
         """The dense mask kept across queries (:meth:`_dense_mask`) under validity-only
@@ -308,7 +301,7 @@ class MirrorLexicon:
         kept = self._kept_mask(p, filters)
         tagged = _tagged(p, filters)
         if tagged is not None:  # few slots hold the tags asked: BM25 at those passing only
-            passing = tagged[p.mask(filters, tagged)]
+            passing = tagged[self._mask_at(p, filters, tagged, tagged=True)]
             scores = self._bm25_at(p, terms, stats, passing)
             # top_k over the same candidates in the same order as over the union below
             pick = top_k(scores, k, scores > 0)
@@ -321,9 +314,12 @@ class MirrorLexicon:
                 return got
         bm25 = self._bm25(p, terms, stats)
         union = bm25.slots
+        # a kept mask read at a few thousand slots costs less than the head's partitions
+        # (session 21: ~5-9 us a call on the bench's sparse queries); the same pick
         pick = top_k_from_head(bm25.scores, k, (lambda at: p.mask(filters, union[at])) if kept is None
                                else (lambda at: kept[union[at]]),
-                               _head(k)) if not filters.restricts else None
+                               _head(k)) if not filters.restricts and (
+            kept is None or union.size > _HEADLESS) else None
         if pick is None:
             # named as the slots scored are (the union, or its slots scoring > 0: by
             # terms and statistics), not as the union

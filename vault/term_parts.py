@@ -22,14 +22,14 @@ word's bound not below ``v``: the caller computes every slot's score then).
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Callable
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from tiervault.vault.scoring import K1, first_passing
 from tiervault.vault.term_matches import SPARSE_SHARE, scored_sparse, summed
 
-__all__ = ["TermParts", "splits"]
+__all__ = ["SlotScores", "TermParts", "splits", "sums_at"]
 
 #: Slack on the common words' bound and on the sums compared with it: float32 parts
 #: round up by at most ~6e-8 each, float64 sums by ~1e-16 an addition (issue 16,
@@ -40,6 +40,8 @@ _SLACK = 1e-6
 #: :meth:`TermParts.at` of at most this many (slot, term) pairs (a graph neighbour's
 #: few ids) in Python: ~6 NumPy calls a term cost ~50 us a call in a scan (session 20)
 _FEW_PAIRS = 32
+#: :meth:`SlotScores.at` of at most this many slots in Python (~6 NumPy calls: ~13 us in a scan)
+_FEW_AT = 8
 
 #: A term in many slots counts as common when its idf is at most this (FTS5 floors the
 #: idf of a term in half the rows or more at 1e-6): its part of any score is then
@@ -61,34 +63,7 @@ class TermParts:
         """The query's BM25 at the distinct slots ``at`` (any order; 0.0 where no term
         occurs): each term's part added in the query's order from 0.0, as the dense
         sum adds them, so the same float64 bits."""
-        if at.size * len(self.slots) <= _FEW_PAIRS:
-            return self._few_at(at.tolist())
-        out = np.zeros(at.size, dtype=np.float64)
-        for slots, part in zip(self.slots, self.parts):
-            if not slots.size:
-                continue
-            x = at.astype(slots.dtype, copy=False)  # a mixed-type search copies both
-            pos = np.searchsorted(slots, x)
-            pos[pos == slots.size] = 0
-            found = slots[pos] == x
-            out[found] += part[pos[found]]  # float32 -> float64, then one addition
-        return out
-
-    def _few_at(self, at: list[int]) -> np.ndarray:
-        """:meth:`at` of a few slots in Python floats: each term's part found by a binary
-        search of its slots and added from 0.0 in the query's order (the same float64
-        additions as the NumPy path, so the same bits)."""
-        out = [0.0] * len(at)
-        for slots, part in zip(self.slots, self.parts):
-            n = slots.size
-            if not n:
-                continue
-            view = memoryview(np.ascontiguousarray(slots))
-            for j, slot in enumerate(at):
-                i = bisect_left(view, slot)
-                if i < n and view[i] == slot:
-                    out[j] += float(part[i])
-        return np.array(out, dtype=np.float64)
+        return sums_at(self.slots, self.parts, at, _FEW_PAIRS)
 
     def top_k(self, k: int, head: int,
               passes: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -120,6 +95,58 @@ class TermParts:
         idx, values = near[prefix], scores[prefix]
         pick = first_passing(idx, values, passes(idx), k)
         return None if pick is None else (idx[pick], values[pick])
+
+
+
+class SlotScores(NamedTuple):
+    """BM25 of one query in one tier at the slots holding a query term: ``slots``
+    sorted and distinct, ``scores`` aligned (every other slot scores 0)."""
+
+    slots: np.ndarray
+    scores: np.ndarray
+
+    def at(self, slots: np.ndarray) -> np.ndarray:
+        """The score of each of ``slots`` (0.0 where no query term occurs): one column
+        of :func:`sums_at` (a score is > 0, and 0.0 + x is x: the same bits)."""
+        return sums_at((self.slots,), (self.scores,), slots, _FEW_AT)
+
+
+def sums_at(columns: Sequence[np.ndarray], values: Sequence[np.ndarray], at: np.ndarray,
+            few: int) -> np.ndarray:
+    """``out[j] = sum over c of values[c][i]`` where ``columns[c][i] == at[j]`` (each
+    column sorted and distinct, ``values`` aligned), added in the columns' order from
+    0.0 (float64): :meth:`TermParts.at` (a column a term) and :meth:`SlotScores.at`
+    (one column). At most ``few`` (slot, column) pairs: a binary search a pair in
+    Python (a graph neighbour's few ids: ~6 NumPy calls a column cost ~13-50 us in a
+    scan, session 20); else a ``searchsorted`` a column. The same float64 additions in
+    the same order either way: the same bits."""
+    if at.size * len(columns) <= few:
+        return _few_sums(columns, values, at.tolist())
+    out = np.zeros(at.size, dtype=np.float64)
+    for slots, part in zip(columns, values):
+        if not slots.size:
+            continue
+        x = at.astype(slots.dtype, copy=False)  # a mixed-type search copies both
+        pos = np.searchsorted(slots, x)
+        pos[pos == slots.size] = 0
+        found = slots[pos] == x
+        out[found] += part[pos[found]]  # float32 -> float64, then one addition
+    return out
+
+
+def _few_sums(columns: Sequence[np.ndarray], values: Sequence[np.ndarray], at: list[int]) -> np.ndarray:
+    """:func:`sums_at` of a few slots in Python floats."""
+    out = [0.0] * len(at)
+    for slots, part in zip(columns, values):
+        n = slots.size
+        if not n:
+            continue
+        view = memoryview(np.ascontiguousarray(slots))
+        for j, slot in enumerate(at):
+            i = bisect_left(view, slot)
+            if i < n and view[i] == slot:
+                out[j] += float(part[i])
+    return np.array(out, dtype=np.float64)
 
 
 def _common(slots: list[np.ndarray], idf: list[float], n: int) -> list[bool]:
