@@ -13,6 +13,7 @@ TF-IDF rows (CSR). The numbers are those of the matrix products, bit for bit.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from typing import Callable, Mapping, NamedTuple, Sequence
 
@@ -51,23 +52,41 @@ def query_weights(words: Sequence[str], vocab: Vocabulary, idf: np.ndarray,
     row (tf * idf, then divided by its l2 norm), in plain NumPy: a scipy
     one-row product cost ~2.5 ms per tier per query (the profile in bench/README.md).
     """
+    tids = None
+    wanted = _content_stems(words)
+    if known is not None and all(map(known.__contains__, wanted)):
+        tids = list(map(known.__getitem__, wanted))
     counts: dict[int, float] = {}
-    stems = STEMMER.stems(words)
-    stop_words = STOP_WORDS.get()
-    words = [w for w in words if w not in stop_words]
-    wanted = [stems[w] for w in words]
-    tids = list(map(known.__getitem__, wanted)) if known is not None and all(
-        map(known.__contains__, wanted)) else vocab.ids(wanted)
-    for tid in tids:
+    for tid in vocab.ids(wanted) if tids is None else tids:
         if tid is None or tid >= fitted_terms:
             continue
         counts[tid] = counts.get(tid, 0.0) + 1.0
     if not counts:
         return None
-    tids = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
-    x = np.fromiter(counts.values(), dtype=np.float64, count=len(counts)) * idf[tids]
-    norm = float(np.sqrt(np.dot(x, x)))
-    return QueryWeights(tids, x / norm if norm > 0 else x)
+    # tf * idf in Python floats (the same float64 products as the arrays'), then one
+    # array: the norm and the division stay NumPy's (np.dot's own summation order)
+    x = np.array([c * float(idf[t]) for t, c in counts.items()], dtype=np.float64)
+    norm = math.sqrt(float(np.dot(x, x)))  # sqrt is correctly rounded in both
+    return QueryWeights(np.array(list(counts), dtype=np.int64), x / norm if norm > 0 else x)
+
+
+#: The last query's content words' stems (stop words out), in the words' order: the
+#: same for every tier's weights (only the term ids and idf differ), made once a query
+_CONTENT: tuple[tuple, list[str]] = ((), [])
+
+
+def _content_stems(words: Sequence[str]) -> list[str]:
+    """The stems of ``words`` that are not stop words, in order (kept for the last words)."""
+    global _CONTENT
+    stop_words = STOP_WORDS.get()
+    key = (tuple(words), id(stop_words))  # the stop words: loaded once, never replaced
+    kept = _CONTENT
+    if kept[0] == key:
+        return kept[1]
+    stems = STEMMER.stems(words)
+    wanted = [stems[w] for w in words if w not in stop_words]
+    _CONTENT = (key, wanted)  # replaced whole: safe across threads
+    return wanted
 
 
 def query_row(q: QueryWeights, fitted_terms: int) -> sp.csr_matrix:
