@@ -50,13 +50,20 @@ def _check(store: TierStore, words: list[str], stats: TermStats | None = None, k
 
 
 def test_a_terms_kept_bm25_is_reused_then_dropped_by_a_write(tmp_path, monkeypatch):
-    computed: list[int] = []  # a term's BM25 computed (and kept): one put each
-    real_put = term_matches.TermScores.put
+    computed: list[int] = []
+    real = term_matches.bm25_term
 
-    def counted(self, key, scores):
-        computed.append(scores.size)
-        return real_put(self, key, scores)
-    monkeypatch.setattr(term_matches.TermScores, "put", counted)
+    real_of_norm = term_matches.bm25_of_norm
+
+    def counted(wtf, doclen, avglen, idf):
+        computed.append(wtf.size)
+        return real(wtf, doclen, avglen, idf)
+
+    def counted_of_norm(wtf, norm, idf):  # a term computed from the tier's kept norms
+        computed.append(wtf.size)
+        return real_of_norm(wtf, norm, idf)
+    monkeypatch.setattr(term_matches, "bm25_term", counted)
+    monkeypatch.setattr(term_matches, "bm25_of_norm", counted_of_norm)
     store = TierStore(tmp_path / "a.db")
     store.capture_many(random_entries(1500))
     assert _check(store, ["retry"], computed=computed)[1] == 1
@@ -199,36 +206,3 @@ def test_bm25_from_the_kept_norms_equals_bm25_term_bit_for_bit():
             got = term_matches.bm25_of_norm(wtf, memo.norms(doclen, avglen)[slots], idf)
             assert got.tobytes() == term_matches.bm25_term(wtf, doclen[slots], avglen, idf).tobytes()
     assert memo.norms(np.ones(term_matches.NORM_SLOTS + 1, dtype=np.float32), 2.0) is None
-
-
-def test_a_querys_new_terms_are_scored_in_one_pass_bit_for_bit(monkeypatch):
-    """The terms whose BM25 is not kept are computed in one pass over their joined
-    postings (session 21): each part is bm25_of_norm's of its term alone, bit for bit,
-    float32 or float64 weights, floored or large idf; one call for three new terms
-    (fails with a call a term, as before)."""
-    rng = np.random.default_rng(8)
-    calls: list[int] = []
-    real = term_matches.bm25_of_norm
-
-    def counted(wtf, norm, idf):
-        calls.append(1)
-        return real(wtf, norm, idf)
-    for dtype in (np.float32, np.float64):
-        memo = TermScores(1 << 20)
-        doclen = rng.integers(1, 90, 4000).astype(np.float32)
-        slots = [np.sort(rng.choice(4000, size=int(n), replace=False)) for n in (300, 0, 17, 1200)]
-        wtf = [rng.integers(1, 30, s.size).astype(dtype) for s in slots]
-        idf = np.array([1e-6, 2.5, 7.123456789, 0.3])
-        m = term_matches.TermMatches(["a", "b", "c", "d"], slots, [w.copy() for w in wtf])
-        monkeypatch.setattr(term_matches, "bm25_of_norm", counted)
-        before = len(calls)
-        got = m.terms_bm25(doclen, idf, 11.5, memo)
-        assert len(calls) - before == 1
-        monkeypatch.setattr(term_matches, "bm25_of_norm", real)
-        norms = memo.norms(doclen, 11.5)
-        for s, w, i, part in zip(slots, wtf, idf.tolist(), got):
-            want = real(w, norms[s], i)
-            assert part.dtype == want.dtype and part.tobytes() == want.tobytes()
-        # kept: asked again, nothing computed, the same arrays
-        again = term_matches.TermMatches(["a", "b", "c", "d"], slots, [w.copy() for w in wtf])
-        assert all(x is y for x, y in zip(again.terms_bm25(doclen, idf, 11.5, memo)[:1], got[:1]))

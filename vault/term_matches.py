@@ -103,41 +103,23 @@ class TermMatches:
         postings under the same statistics give the same numbers, and a common word's
         are the costly ones (a pass per operation over its postings); the caller
         keeps ``memo`` for one state of the mirror (its postings unchanged)."""
-        out: list[np.ndarray] = []
-        new: list[int] = []  # the terms computed here (their parts made in one pass)
-        for t, (stem, slots, term_idf) in enumerate(zip(self.stems, self.slots, idf.tolist())):
-            got = memo.get((stem, term_idf, avglen)) if memo is not None else None
-            out.append(got)  # type: ignore[arg-type]
+        out = []
+        norms = None
+        for t, (stem, slots, wtf, term_idf) in enumerate(zip(self.stems, self.slots, self.wtf,
+                                                             idf.tolist())):
+            key = (stem, term_idf, avglen)
+            got = memo.get(key) if memo is not None else None
             if got is None:
-                new.append(t)
-        if not new:
-            return out
-        for t in new:
-            if callable(self.wtf[t]):
-                self.wtf[t] = self.wtf[t]()  # type: ignore[operator]
-        norms = memo.norms(doclen, avglen) if memo is not None else None
-        kinds = {self.wtf[t].dtype for t in new}  # type: ignore[union-attr]
-        if norms is None or len(new) == 1 or len(kinds) > 1:
-            for t in new:
-                wtf = self.wtf[t]
+                if callable(wtf):
+                    wtf = self.wtf[t] = wtf()
+                if norms is None and memo is not None:
+                    norms = memo.norms(doclen, avglen)
                 # the slots' norms read from the tier's (kept): 4 passes fewer a term
-                out[t] = bm25_term(wtf, doclen[self.slots[t]], avglen, idf[t].item()) if norms is None \
-                    else bm25_of_norm(wtf, norms[self.slots[t]], idf[t].item())
-        else:
-            # the new terms' parts in one pass over their postings joined (session 21: a
-            # query's new words, ~5 NumPy calls each): each element's operations are the
-            # same -- its term's idf as the weights' type, which a Python float becomes in
-            # an operation with them -- so the same numbers
-            sizes = [self.slots[t].size for t in new]
-            joined = bm25_of_norm(np.concatenate([self.wtf[t] for t in new]),  # type: ignore[misc]
-                                  norms[np.concatenate([self.slots[t] for t in new])],
-                                  np.repeat(idf[new].astype(kinds.pop()), sizes))
-            for t, part in zip(new, np.split(joined, np.cumsum(sizes[:-1]))):
-                out[t] = part
-        if memo is not None:
-            for t in new:
-                if self.slots[t].size:
-                    memo.put((self.stems[t], idf[t].item(), avglen), out[t])
+                got = bm25_term(wtf, doclen[slots], avglen, term_idf) if norms is None else \
+                    bm25_of_norm(wtf, norms[slots], term_idf)
+                if memo is not None and slots.size:
+                    memo.put(key, got)
+            out.append(got)
         return out
 
     def bm25(self, doclen: np.ndarray, idf: np.ndarray, avglen: float,
