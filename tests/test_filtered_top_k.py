@@ -16,6 +16,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.scoring import fts5_idf, top_k
 from tiervault.vault.store import TierStore
 from tiervault.vault.tokenizer import STEMMER
+from tiervault.vault.validity_edges import ValidityEdges
 
 from tests.test_vault_manager import WORDS, random_entries
 
@@ -125,3 +126,55 @@ def test_a_sparse_union_under_a_kept_mask_is_masked_whole(tmp_path, monkeypatch)
         assert store.lexical_top_k(stems, store.term_stats(stems), Filters(now=T0), 5)
     assert heads == []
     store.close()
+
+
+def test_the_kept_mask_follows_each_new_instant_between_the_same_edges(tmp_path, monkeypatch):
+    """Each query's new Filters reuses the last validity-only mask while its instant lies
+    between the same two validity edges (``ValidityEdges.window``), and only then: at
+    instants around every edge, visited back and forth, each top k is the dense
+    definition's; 20 queries inside one window search the edges once (fails with a
+    search each, as before)."""
+    store = _store(tmp_path)
+    m = store.postings()
+    stems = _stems(["retry", "backoff", "cache", str(WORDS[2])])
+    stats = store.term_stats(stems)
+    dense = m.bm25(m.matches(stems), fts5_idf(stats.n_docs, np.asarray(stats.df, dtype=np.float64)),
+                   stats.avg_len)
+    values = np.concatenate([m.valid_until, m.valid_from])
+    edges = np.unique(values[~np.isnan(values)]).tolist()
+    near = [t for e in edges[::3] for t in (e - 0.5, e, e + 0.25)]
+    for t in [T0 - 1e4, *near, *reversed(near), T0 + 1e4]:
+        for f in (Filters(now=t), Filters(now=t, include_expired=True)):
+            hits = store.lexical_top_k(stems, stats, f, 25)
+            want = top_k(dense, 25, m.mask(f) & (dense > 0))
+            assert [h.id for h in hits] == m.ids.take(want), f
+            assert [h.score for h in hits] == dense[want].tolist()
+    searched: list[float] = []
+    real = ValidityEdges.bucket
+
+    def counted(self, p, now):
+        searched.append(now)
+        return real(self, p, now)
+    monkeypatch.setattr(ValidityEdges, "bucket", counted)
+    for i in range(20):
+        assert store.lexical_top_k(stems, stats, Filters(now=T0 + 1e3 + i * 1e-3), 5)
+    assert len(searched) == 1
+    store.close()
+
+
+def test_window_holds_the_instants_of_a_bucket():
+    class Columns:
+        build_id = 1
+        valid_until = np.array([np.nan, 5.0, 10.0, 10.0])
+        valid_from = np.array([1.0, np.nan, 5.0, np.nan])
+
+    edges, cols = ValidityEdges(), Columns()
+    inf = float("inf")
+    assert [edges.window(cols, t) for t in (0.0, 1.0, 4.9, 5.0, 10.0, 1e9)] == [
+        (-inf, 1.0), (1.0, 5.0), (1.0, 5.0), (5.0, 10.0), (10.0, inf), (10.0, inf)]
+    assert edges.window(cols, float("nan")) is None
+    for t in np.linspace(-3.0, 13.0, 97).tolist():
+        lo, hi = edges.window(cols, t)
+        assert lo <= t < hi
+        assert {edges.bucket(cols, x) for x in (lo, (lo + hi) / 2 if hi < inf else lo + 1.0)
+                if x > -inf} <= {edges.bucket(cols, t)}

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from itertools import repeat
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -40,6 +39,7 @@ from tiervault.vault.term_matches import SPARSE_SHARE, TermMatches, TermScores
 from tiervault.vault.term_parts import SlotScores, TermParts, splits
 from tiervault.vault.rows import IdMask, LexicalHit, TermStats, hits_of
 from tiervault.vault.scoring import top_k, top_k_from_head
+from tiervault.vault.slot_hits import SlotHits, hits_at
 from tiervault.vault.validity_edges import ValidityEdges
 
 __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores", "SlotHits"]
@@ -88,6 +88,8 @@ class MirrorLexicon:
         self._masks: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._edges = ValidityEdges()
         self._last_kept: tuple[Any, tuple, np.ndarray | None] = (None, (), None)  # _kept_mask
+        # the validity-only mask and the instants sharing its bucket (_kept_mask)
+        self._window: tuple[tuple, tuple, float, float, np.ndarray | None] = ((), (), 0.0, 0.0, None)
 
     def _cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
         with self._lock:
@@ -190,7 +192,17 @@ class MirrorLexicon:
                 hash(filters)
             except TypeError:  # a Filters built by hand with a list inside: not a key
                 return None
-            mask = self._dense_mask(p, filters)
+            # a new Filters a query: the last one's mask while its instant lies between
+            # the same two validity edges (session 21: the bucket's search and the key
+            # of every field, ~10 us a tier a query in a scan)
+            window, flags, now = self._window, (filters.include_expired, filters.include_future), filters.now
+            if window[0] == version and window[1] == flags and window[2] <= now < window[3]:
+                mask = window[4]
+            else:
+                mask = self._dense_mask(p, filters)
+                around = self._edges.window(p, now)
+                if around is not None:
+                    self._window = (version, flags, *around, mask)  # replaced whole
         self._last_kept = (filters, version, mask)  # replaced whole: safe across threads
         return mask
 
@@ -290,7 +302,7 @@ class MirrorLexicon:
     def _top_k(self, p: Postings, terms: Sequence[str], stats: TermStats, filters: Filters,
                k: int, words: Sequence[str]) -> list[LexicalHit]:
         slots, best = self._pick(p, terms, stats, filters, k)
-        return _hits_at(p, words, slots, best.tolist())
+        return hits_at(p, words, slots, best.tolist())
 
     def _pick(self, p: Postings, terms: Sequence[str], stats: TermStats, filters: Filters,
               k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -420,43 +432,6 @@ class MirrorLexicon:
 
 
 _NO_SLOTS, _NO_SCORES = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-
-
-class SlotHits:
-    """One tier's top k as slots and BM25 (``slots``, ``scores``: best first), its hits
-    made when asked (:meth:`hits`): :meth:`MirrorLexicon.lexical_top_k`'s hits at the
-    positions asked, the same values (each slot's TF-IDF is computed alone)."""
-
-    __slots__ = ("_lexicon", "_query", "_p", "slots", "scores")
-
-    def __init__(self, lexicon: MirrorLexicon, query: tuple, p: Postings | None,
-                 slots: np.ndarray, scores: np.ndarray) -> None:
-        self._lexicon, self._query, self._p = lexicon, query, p
-        self.slots, self.scores = slots, scores
-
-    def __len__(self) -> int:
-        return self.slots.size
-
-    def hits(self, at: Sequence[int] | None = None) -> list[LexicalHit]:
-        """The hits at positions ``at`` (every one when None), in that order."""
-        p = self._p
-        if p is None:
-            return []
-        slots, scores = (self.slots, self.scores) if at is None else (self.slots[at], self.scores[at])
-        try:
-            return _hits_at(p, self._query[4], slots, scores.tolist())
-        except CacheDamaged as exc:  # read again from the rebuilt mirror, as _answer does
-            p.mark_damaged(exc)
-            again = self._lexicon.lexical_top_k(*self._query[:4], words=self._query[4])
-            return again if at is None else [again[i] for i in at if i < len(again)]
-
-
-def _hits_at(p: Postings, words: Sequence[str], slots: np.ndarray, best: list[float]) -> list[LexicalHit]:
-    """The hits at ``slots`` (each a top-k hit: it passes the filters) with BM25 ``best``."""
-    tfidf = p.tfidf_at(words, slots).tolist() if words else [0.0] * slots.size
-    # the ids remembered by slot: LSA and the pool look the same ids up next
-    ids, hashes = p.ids.take_distinct(slots), p.hashes.take(slots)
-    return hits_of(ids, hashes, best, tfidf, repeat(True, slots.size))
 
 
 def _tagged(p: Postings, filters: Filters) -> np.ndarray | None:

@@ -49,6 +49,18 @@ class ValidityEdges:
             edges = self._edges_of(p)
         return int(np.searchsorted(edges, now, side="right"))
 
+    def window(self, p: Any, now: float) -> tuple[float, float] | None:
+        """The instants ``[lo, hi)`` around ``now`` sharing its bucket (the edges on
+        either side of it; -inf / +inf past the ends), so a later instant inside them
+        needs no search; None for a NaN ``now``."""
+        if now != now:
+            return None
+        with self._lock:
+            edges = self._edges_of(p)
+        b = int(np.searchsorted(edges, now, side="right"))
+        return (float(edges[b - 1]) if b else float("-inf"),
+                float(edges[b]) if b < edges.size else float("inf"))
+
     def _edges_of(self, p: Any) -> np.ndarray:
         until, since = p.valid_until, p.valid_from
         build = (id(p), p.build_id)
