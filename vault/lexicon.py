@@ -47,7 +47,7 @@ __all__ = ["MirrorLexicon", "LocalMirror", "SlotScores", "SlotHits"]
 _KEEP = 8  # matches, unions, BM25 parts and scores, masks kept (TF-IDF: at the slots asked only)
 _TERM_SCORES = 1 << 20  # postings whose BM25 is kept per tier (float32: 4 MB)
 #: a top k over at most this many scored slots under a kept mask masks them all at once
-_HEADLESS = 4096
+HEADLESS = 4096
 _KEEP_MASKS = 4  # dense filter masks kept across queries (the unfiltered view and a few others)
 # every field of Filters but its instant: with the validity bucket, a dense mask's key
 _TIMELESS = tuple(f.name for f in dataclasses.fields(Filters) if f.name != "now")
@@ -331,7 +331,7 @@ class MirrorLexicon:
         pick = top_k_from_head(bm25.scores, k, (lambda at: p.mask(filters, union[at])) if kept is None
                                else (lambda at: kept[union[at]]),
                                _head(k)) if not filters.restricts and (
-            kept is None or union.size > _HEADLESS) else None
+            kept is None or union.size > HEADLESS) else None
         if pick is None:
             # named as the slots scored are (the union, or its slots scoring > 0: by
             # terms and statistics), not as the union
