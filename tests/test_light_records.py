@@ -28,6 +28,8 @@ from tiervault.vault.entry import Entry
 from tiervault.vault.read_scope import read_scope
 from tiervault.vault.store import TierStore
 
+from mirror_modes import MIRROR_MODES, read_mirror_as
+
 LIGHT_READ = "substr(e.description, 1, "  # the light-row statement (vault/sqlite_sql.py)
 
 #: rows rewritten by outside SQL before the first build: each one SQL treats apart
@@ -84,15 +86,11 @@ def _light_reads(st: TierStore) -> list[str]:
     return seen
 
 
-@pytest.mark.parametrize("mode", ["built", "mapped", "pread"])
+@pytest.mark.parametrize("mode", MIRROR_MODES)
 def test_every_light_row_is_sqls_the_odd_ones_asked_there(built, tmp_path, monkeypatch, mode):
     db = _copy(built, tmp_path / "v")
     ids = built[1] + ["nowhere"]
-    if mode != "built":
-        with TierStore(db, name="t") as st:
-            st.postings()  # builds and saves the cache
-        if mode == "pread":
-            monkeypatch.setattr(mirror_cache, "PREAD_ABOVE_BYTES", -1)
+    read_mirror_as(db, mode, monkeypatch)
     with TierStore(db, name="t") as st:
         m = st.postings()
         assert m.records is not None and m.records.n == m.base_rows

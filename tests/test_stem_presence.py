@@ -26,7 +26,7 @@ import pytest
 
 from tiervault.brain import Brain
 from tiervault.brain.proximity import entry_proximity, query_pairs
-from tiervault.vault import light_feed, mirror_cache
+from tiervault.vault import light_feed
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
 from tiervault.vault.mirror_search import MirrorSearch
@@ -34,6 +34,7 @@ from tiervault.vault.read_scope import read_scope
 from tiervault.vault.store import TierStore
 
 from brain_vault import NOW, fixed_brain
+from mirror_modes import MIRROR_MODES, read_mirror_as
 from test_pool_rows import HashVectors
 from tier_contract import open_tier  # noqa: F401  (a fixture: a tier of each registered backend)
 
@@ -96,14 +97,10 @@ def _check(st: TierStore, ids: list[str], pairs_list: list[list[tuple[str, str]]
     return cleared, scored
 
 
-@pytest.mark.parametrize("mode", ["built", "mapped", "pread"])
+@pytest.mark.parametrize("mode", MIRROR_MODES)
 def test_a_row_the_mirror_clears_holds_no_pair(built, tmp_path, monkeypatch, mode):
     db = _copy(built, tmp_path / "v")
-    if mode != "built":
-        with TierStore(db, name="t") as st:
-            st.postings()  # builds and saves the cache
-        if mode == "pread":
-            monkeypatch.setattr(mirror_cache, "PREAD_ABOVE_BYTES", -1)
+    read_mirror_as(db, mode, monkeypatch)
     with TierStore(db, name="t") as st:
         ids = [f"kafka-lag-{i}" if i % 7 == 0 else f"e-{i}" for i in range(0, ROWS, 3)] + ["nowhere"]
         cleared, scored = _check(st, ids, _queries(60))
