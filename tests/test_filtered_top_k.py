@@ -13,18 +13,14 @@ import numpy as np
 from tiervault.vault import lexicon, postings
 from tiervault.vault.entry import ENTRY_TYPES, Entry
 from tiervault.vault.filters import Filters
-from tiervault.vault.scoring import fts5_idf, top_k
+from tiervault.vault.scoring import top_k
 from tiervault.vault.store import TierStore
-from tiervault.vault.tokenizer import STEMMER
 from tiervault.vault.validity_edges import ValidityEdges
 
+from tests.test_term_parts import dense_bm25, query_stems
 from tests.test_vault_manager import WORDS, random_entries
 
 T0 = 1.8e9
-
-
-def _stems(words: list[str]) -> list[str]:
-    return list(dict.fromkeys(s for s in STEMMER.stems(words).values() if s))
 
 
 def _store(tmp_path) -> TierStore:
@@ -70,10 +66,8 @@ def test_filtered_top_k_equals_the_dense_definition_across_validity_edges(tmp_pa
     queries += [[str(w) for w in rng.choice(WORDS, size=int(rng.integers(1, 4)), replace=False)] for _ in range(12)]
     checked = 0
     for words in queries:
-        stems = _stems(words)
-        matches = m.matches(stems)
-        stats = store.term_stats(stems)
-        dense = m.bm25(matches, fts5_idf(stats.n_docs, np.asarray(stats.df, dtype=np.float64)), stats.avg_len)
+        stems = query_stems(words)
+        stats, dense = dense_bm25(store, m, stems)
         for f in _filters():
             for k in (1, 7, 30):
                 hits = store.lexical_top_k(stems, stats, f, k)
@@ -90,7 +84,7 @@ def test_tag_and_category_masks_read_the_validity_from_the_kept_window(tmp_path,
     compiled at a query's slots judges validity (the kept window does); fails with
     ``p.mask(filters, at)`` as before."""
     store = _store(tmp_path)
-    stems = _stems(["retry", "backoff", "cache"])
+    stems = query_stems(["retry", "backoff", "cache"])
     stats = store.term_stats(stems)
     compiled: list[Filters] = []
     real = postings.Postings.mask
@@ -122,7 +116,7 @@ def test_a_sparse_union_under_a_kept_mask_is_masked_whole(tmp_path, monkeypatch)
         return real(*args, **kwargs)
     monkeypatch.setattr(lexicon, "top_k_from_head", counted)
     for words in (["retry", "backoff"], ["cache", "jitter"], [str(WORDS[0]), str(WORDS[1])]):
-        stems = _stems(words)
+        stems = query_stems(words)
         assert store.lexical_top_k(stems, store.term_stats(stems), Filters(now=T0), 5)
     assert heads == []
     store.close()
@@ -136,10 +130,8 @@ def test_the_kept_mask_follows_each_new_instant_between_the_same_edges(tmp_path,
     search each, as before)."""
     store = _store(tmp_path)
     m = store.postings()
-    stems = _stems(["retry", "backoff", "cache", str(WORDS[2])])
-    stats = store.term_stats(stems)
-    dense = m.bm25(m.matches(stems), fts5_idf(stats.n_docs, np.asarray(stats.df, dtype=np.float64)),
-                   stats.avg_len)
+    stems = query_stems(["retry", "backoff", "cache", str(WORDS[2])])
+    stats, dense = dense_bm25(store, m, stems)
     values = np.concatenate([m.valid_until, m.valid_from])
     edges = np.unique(values[~np.isnan(values)]).tolist()
     near = [t for e in edges[::3] for t in (e - 0.5, e, e + 0.25)]

@@ -78,8 +78,17 @@ def test_top_k_declines_without_a_common_term_or_when_a_common_word_may_reach_th
     assert not splits([common, common], [1e-6, 1e-6], 1000)
 
 
-def _stems(words: list[str]) -> list[str]:
+def query_stems(words: list[str]) -> list[str]:
+    """The distinct stems of ``words``, in order (a query's terms)."""
     return list(dict.fromkeys(s for s in STEMMER.stems(words).values() if s))
+
+
+def dense_bm25(store: TierStore, m, stems: list[str]):
+    """``store``'s term stats of ``stems`` and the definition: their BM25 at every slot
+    of mirror ``m`` (FTS5's idf)."""
+    stats = store.term_stats(stems)
+    idf = fts5_idf(stats.n_docs, np.asarray(stats.df, dtype=np.float64))
+    return stats, m.bm25(m.matches(stems), idf, stats.avg_len)
 
 
 def test_a_tiers_top_k_with_a_common_word_or_a_tag_is_the_dense_one_without_every_slots_sum(
@@ -112,10 +121,8 @@ def test_a_tiers_top_k_with_a_common_word_or_a_tag_is_the_dense_one_without_ever
                Filters(now=1.8e9, tags=("nobody",)))
     without = 0
     for words in queries:
-        stems = _stems(words)
-        matches = m.matches(stems)
-        stats = store.term_stats(stems)
-        dense = m.bm25(matches, fts5_idf(stats.n_docs, np.asarray(stats.df, dtype=np.float64)), stats.avg_len)
+        stems = query_stems(words)
+        stats, dense = dense_bm25(store, m, stems)
         for f in filters:
             for k in (1, 5, 30, 200):
                 before = len(dense_calls)
@@ -135,7 +142,7 @@ def test_a_tier_answers_the_same_with_the_parts_top_k_declining(tmp_path, monkey
     """With the parts' top k declining every time the tier answers the same (the dense path)."""
     store = TierStore(tmp_path / "b.db")
     store.capture_many(random_entries(600, seed=9))
-    stems = _stems(["retry", "cache"])
+    stems = query_stems(["retry", "cache"])
     stats = store.term_stats(stems)
     first = [(h.id, h.score) for h in store.lexical_top_k(stems, stats, Filters(now=1.8e9), 20)]
     store.close()
