@@ -70,7 +70,8 @@ class Clock:
         self.t0 = time.perf_counter_ns()
 
     def wrap(self, owner: Any, name: str, label: str, via_at: int | None = None) -> None:
-        fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        # a class's own attribute as stored (a staticmethod stays one); an inherited one by lookup
+        fn = owner.__dict__.get(name) or getattr(owner, name) if isinstance(owner, type) else getattr(owner, name)
 
         @functools.wraps(fn)
         def timed(*a: Any, **kw: Any) -> Any:

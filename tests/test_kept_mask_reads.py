@@ -129,3 +129,42 @@ def test_narrowing_dense_masks_take_the_kept_window_and_equal_the_definition(tmp
     assert store.delete("n7")
     check()
     store.close()
+
+
+def test_a_filter_view_after_a_top_k_with_the_same_filters_takes_its_kept_mask(tmp_path, monkeypatch):
+    """A hybrid search's vector pre-filter (``filter_mask``) comes right after its top k
+    with the same Filters object: it takes the mask that top k read (no validity bucket
+    searched again; fails when the view makes its key again), the same booleans as the
+    dense definition, and a new mask after a write or for another object past an edge."""
+    from tiervault.vault.validity_edges import ValidityEdges
+
+    searched: list[float] = []
+    real_bucket = ValidityEdges.bucket
+
+    def counted(self, p, now):
+        searched.append(now)
+        return real_bucket(self, p, now)
+    monkeypatch.setattr(ValidityEdges, "bucket", counted)
+    store = TierStore(tmp_path / "v.db")
+    store.capture_many(_entries(900, 5, "v"))
+    stems = _stems(QUERIES[0])
+
+    def view_after_top_k(filters: Filters) -> np.ndarray:
+        store.lexical_top_k(stems, store.term_stats(stems), filters, 10)
+        searched.clear()
+        return store.filter_mask(filters).mask
+
+    f = Filters(now=T0)
+    got = view_after_top_k(f)
+    assert searched == [] and not got.flags.writeable
+    assert got.tolist() == store.postings().mask(f).tolist()
+    assert store.filter_mask(Filters(now=T0)).mask.tolist() == got.tolist()  # another object: its key
+    assert searched  # ... searched for
+    store.capture(Entry.create(id="late", title="cache retry", description="queue"))
+    f2 = Filters(now=T0)
+    assert store.filter_mask(f).mask.tolist() == store.postings().mask(f).tolist()  # a write: not the last
+    later = Filters(now=T0 + 200)
+    got = view_after_top_k(later)
+    assert searched == [] and got.tolist() == store.postings().mask(later).tolist()
+    assert got.tolist() != store.postings().mask(f2).tolist()  # the edge passed: other rows
+    store.close()

@@ -428,7 +428,19 @@ class MirrorLexicon:
         return self._answer(lambda p: latent.text_scores(p, words, documents, k))
 
     def filter_mask(self, filters: Filters) -> IdMask:
-        return self._answer(lambda p: IdMask(p.ids, self._mask(p, filters), self._version(p)))
+        return self._answer(lambda p: self._view(p, filters))
+
+    def _view(self, p: Postings, filters: Filters) -> IdMask:
+        """The dense mask of ``filters``: the one :meth:`_kept_mask` answered last when it
+        was asked with this very Filters object at this mirror version (a hybrid search's
+        vector pre-filter comes right after its top k, with the same object: one compare
+        instead of the validity bucket's search and the dense key again, issue 16 session
+        22); the same booleans as :meth:`_mask`."""
+        version = self._version(p)
+        last = self._last_kept
+        if last[0] is filters and last[2] is not None and last[1] == version:
+            return IdMask(p.ids, last[2], version)
+        return IdMask(p.ids, self._mask(p, filters), version)
 
 
 _NO_SLOTS, _NO_SCORES = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
