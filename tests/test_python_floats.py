@@ -97,6 +97,67 @@ def test_the_fast_path_answers_an_fts_only_scan():
     assert got.vector.tolist() == [0.0, 0.0, 0.0] and got.memories.size == 0
 
 
+# cosines as a hybrid pool holds them: NaN (no vector), -0.0, ties, the floor itself
+COSINE = st.one_of(st.sampled_from([math.nan, 0.0, -0.0, 0.05, 1.0, -1.0, 0.5]),
+                   st.floats(min_value=-1.0, max_value=1.0, allow_nan=False))
+PROXIMITY = st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(0.0, 1.0))
+
+
+def _hybrid_ctx(lexical, tfidf, cosines, proximity, config: BrainConfig, weights=None) -> ScoringContext:
+    ctx = _ctx(lexical, tfidf, None, config,
+               weights if weights is not None else base_weights(True).tolist())
+    ctx.qvec = np.ones(4, dtype=np.float32)
+    ctx.cosines = np.array(cosines, dtype=np.float64)
+    if proximity is not None:
+        ctx.pairs = [("a", "b")]
+        ctx.proximity = np.array(proximity, dtype=np.float64)
+    return ctx
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), n=st.integers(1, 60), with_pairs=st.booleans(),
+       floor=st.sampled_from([0.05, 0.0, 0.9]), gain=st.sampled_from([1.0, 1.33]),
+       tfidf_share=st.sampled_from([0.2, 0.0]))
+def test_the_hybrid_python_floats_give_the_numpy_bits(data, n, with_pairs, floor, gain, tfidf_share):
+    lexical = data.draw(st.lists(SCORE, min_size=n, max_size=n))
+    tfidf = data.draw(st.lists(SCORE, min_size=n, max_size=n))
+    cosines = data.draw(st.lists(COSINE, min_size=n, max_size=n))
+    proximity = data.draw(st.lists(PROXIMITY, min_size=n, max_size=n)) if with_pairs else None
+    config = BrainConfig(vector_floor=floor, vector_gain=gain, hybrid_tfidf_share=tfidf_share)
+    _assert_same(_hybrid_ctx(lexical, tfidf, cosines, proximity, config))
+
+
+@pytest.mark.parametrize("lexical, cosines, proximity", [
+    ([0.0, 0.0], [math.nan, math.nan], None),  # no vector at all: every cosine -1
+    ([1.0, 2.0], [0.01, 0.02], [0.0, 0.5]),  # every cosine under the floor
+    ([1.0, 2.0, 2.0], [-0.0, 0.05, 1.0], [1.0, 0.0, 1.0]),  # -0.0, the floor, the top
+    ([1.0, math.inf], [0.3, 0.4], None),  # not finite: the NumPy path
+    ([1.0, 2.0], [0.3, math.inf], None),  # ... a cosine too
+    ([1.0, 2.0], [0.3, 0.4], [0.5, math.nan]),  # ... a proximity too
+])
+def test_hybrid_edge_pools(lexical, cosines, proximity):
+    _assert_same(_hybrid_ctx(lexical, [0.5] * len(lexical), cosines, proximity, BrainConfig()))
+
+
+def test_hybrid_zero_text_weights_score_zero_either_way():
+    weights = [0.0] * len(base_weights(True))
+    _assert_same(_hybrid_ctx([1.0, 2.0], [0.5, 0.1], [0.2, math.nan], [0.1, 0.0], BrainConfig(), weights))
+
+
+def test_the_fast_path_answers_a_hybrid_scan(monkeypatch):
+    """A hybrid scan's relevance without memories, PRF or LSA scores takes the Python-float
+    path (fails when it goes to the NumPy one), which gives R, semantic and vector signals."""
+    ctx = _hybrid_ctx([1.0, 4.0, 2.0], [0.2, 0.4, 0.0], [0.75, math.nan, 0.5], [0.0, 1.0, 0.5],
+                      BrainConfig(vector_floor=0.25))
+
+    def refused(_ctx):
+        raise AssertionError("the NumPy path")
+    monkeypatch.setattr(relevance, "array_relevance", refused)
+    got = relevance.text_relevance(ctx)
+    assert got.vector.tolist() == [1.0, 0.0, 0.5] and ctx.lsa is None
+    assert got.entries[1] == got.semantic[1] and got.entries.dtype == np.float64
+
+
 NOW = 1_700_000_000.0
 DAY = 86_400.0
 # times around NOW: past, future, equal to now, far past, missing (None)
