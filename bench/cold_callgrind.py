@@ -32,7 +32,7 @@ from bench.phases import fts5_baseline, query_kwargs, write_config  # noqa: E402
 _TOGGLE_C = "#include <valgrind/callgrind.h>\nvoid cg_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }\n"
 
 
-def _toggle(tmp: Path) -> Any:
+def callgrind_toggle(tmp: Path) -> Any:
     """The compiled helper's ``cg_toggle`` (a no-op outside valgrind)."""
     src, lib = tmp / "cgtoggle.c", tmp / "libcgtoggle.so"
     src.write_text(_TOGGLE_C)
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.brain.brain import Brain
 
     with tempfile.TemporaryDirectory() as tmp:
-        toggle = _toggle(Path(tmp))
+        toggle = callgrind_toggle(Path(tmp))
         brain = Brain.open(write_config(args.workdir))
         baseline, close = fts5_baseline(args.workdir)
         buf = np.zeros((64 << 20) // 8, dtype=np.int64)

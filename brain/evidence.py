@@ -89,7 +89,7 @@ def proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     if n > start:
         depth = max(ctx.limit, ctx.config.min_fetch)  # the answer's length bounds the cost
         best = start + np.argsort(-lex[start:], kind="stable")[:depth]
-        idx = sorted(int(i) for i in best if lex[i] > 0)
+        idx = np.sort(best[lex[best] > 0]).tolist()  # ascending Python ints (distinct)
     if idx:
         texts = brain.field_texts(pool, idx, ctx.pairs)  # rows holding no pair: not read
         docs = [texts.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
