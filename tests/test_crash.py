@@ -77,6 +77,7 @@ def check_tier(db: Path, allowed: list[set[int | None]], batch: int, new: int) -
         found = {e.id: e for e in store.iter_entries()}
         # a bulk batch restores FTS5's merge setting in its own transaction: never left off
         assert store.db.query("SELECT v FROM entries_fts_config WHERE k = 'automerge'") in ([], [(4,)])
+        assert store.db.query("SELECT v FROM entries_fts_config WHERE k = 'hashsize'") in ([], [(1 << 20,)])
     actual: list[int | None] = []
     for i in range(N):
         entry = found.pop(f"imp-{i:05d}", None)

@@ -251,8 +251,9 @@ def test_entry_validation_names_field_and_allowed_values():
 
 def test_a_bulk_write_stores_what_small_writes_store(tmp_path):
     """A batch of >= BULK_ROWS rows (plain INSERTs of new ids, FTS5 merging off inside
-    its transaction) leaves the same rows, rowids and FTS5 answers as writes of a few
-    rows each (the UPSERT of every row); FTS5's own merge setting survives it."""
+    its transaction, its pending terms flushed once) leaves the same rows, rowids, FTS5
+    tokens and answers as writes of a few rows each (the UPSERT of every row); FTS5's own
+    merge and hash settings survive it."""
     from tests.test_vault_manager import random_entries
     from tiervault.vault.store import BULK_ROWS
 
@@ -266,6 +267,8 @@ def test_a_bulk_write_stores_what_small_writes_store(tmp_path):
     bulk.create()
     bulk.db.writer().execute(
         "INSERT INTO entries_fts(entries_fts, rank) VALUES ('automerge', 8)")
+    bulk.db.writer().execute(
+        "INSERT INTO entries_fts(entries_fts, rank) VALUES ('hashsize', 300000)")
     for batch in (first, second):
         bulk.capture_many(batch, batch_size=len(batch))
         small.capture_many(batch, batch_size=7)
@@ -280,3 +283,13 @@ def test_a_bulk_write_stores_what_small_writes_store(tmp_path):
         b = small.search_fts(query_terms(q), Filters(), 50)
         assert a.ids == b.ids and np.allclose(a.scores, b.scores, rtol=1e-12)
     assert bulk.db.query("SELECT v FROM entries_fts_config WHERE k = 'automerge'") == [(8,)]
+    assert bulk.db.query("SELECT v FROM entries_fts_config WHERE k = 'hashsize'") == [(300000,)]
+    # every token, position and document size alike (the bulk batch's pending terms are
+    # flushed as one segment, the small writes' as many)
+    tokens = ("SELECT term, doc, col, offset FROM temp.vocab ORDER BY term, doc, col, offset",
+              "SELECT id, sz FROM entries_fts_docsize ORDER BY id")
+    for store in (bulk, small):
+        store.db.writer().execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, entries_fts, instance)")
+    assert [bulk.db.writer().execute(q).fetchall() for q in tokens] == \
+        [small.db.writer().execute(q).fetchall() for q in tokens]

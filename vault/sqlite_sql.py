@@ -15,7 +15,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.rows import LightRow, MirrorRow
 
 __all__ = ["MIRROR_COLUMNS", "READ_GEN", "UPSERT_ENTRY", "INSERT_ENTRY", "FTS_DELETE", "FTS_INSERT", "FTS_AUTOMERGE",
-           "FTS_SET_AUTOMERGE",
+           "FTS_SET_AUTOMERGE", "FTS_SET_HASHSIZE",
            "filter_sql", "SANE_TIMES", "SELECT_LIGHT", "LIGHT_BOUND_IDS", "LIGHT_TEXTS", "LIGHT_N", "TEXTS_OF",
            "light_rows_sql"]
 
@@ -31,9 +31,11 @@ UPSERT_ENTRY = (
 #: positional, and without the conflict clause of UPSERT_ENTRY (~3 us a row less).
 INSERT_ENTRY = (f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}, gen) "
                 f"VALUES ({', '.join('?' * (len(ENTRY_COLUMNS) + 1))})")
-#: FTS5's incremental merging per write ('automerge', default 4): read, and set.
-FTS_AUTOMERGE = "SELECT v FROM entries_fts_config WHERE k = 'automerge'"
+#: FTS5's incremental merging per write ('automerge', default 4) and the size of its
+#: pending-terms hash before a flush ('hashsize', default 1 MiB): read, and set.
+FTS_AUTOMERGE = "SELECT k, v FROM entries_fts_config WHERE k IN ('automerge', 'hashsize')"
 FTS_SET_AUTOMERGE = "INSERT INTO entries_fts(entries_fts, rank) VALUES ('automerge', ?)"
+FTS_SET_HASHSIZE = "INSERT INTO entries_fts(entries_fts, rank) VALUES ('hashsize', ?)"
 FTS_DELETE = (
     "INSERT INTO entries_fts(entries_fts, rowid, id, title, description, context, tags) "
     "SELECT 'delete', rowid, id, title, description, context, tags FROM entries "

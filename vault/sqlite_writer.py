@@ -22,15 +22,20 @@ from tiervault.vault.entry_rows import entry_params, insert_row, unchanged
 from tiervault.vault.sqlite_bulk import BulkSettings
 from tiervault.vault.sqlite_db import SqliteDb
 from tiervault.vault.sqlite_sql import (FTS_AUTOMERGE, FTS_DELETE, FTS_INSERT, FTS_SET_AUTOMERGE,
-                                        INSERT_ENTRY, UPSERT_ENTRY)
+                                        FTS_SET_HASHSIZE, INSERT_ENTRY, UPSERT_ENTRY)
 
-__all__ = ["BULK_ROWS", "FTS5_DEFAULT_AUTOMERGE", "EntryWriter"]
+__all__ = ["BULK_ROWS", "FTS5_DEFAULT_AUTOMERGE", "FTS5_DEFAULT_HASHSIZE", "FTS5_BULK_HASHSIZE",
+           "EntryWriter"]
 
 _ID = attrgetter("id")
 
 #: A write of at least this many changed rows is a bulk one (see :func:`index_fts`).
 BULK_ROWS = 1_000
 FTS5_DEFAULT_AUTOMERGE = 4
+FTS5_DEFAULT_HASHSIZE = 1 << 20
+#: A bulk batch's pending-terms budget: its whole FTS5 segment built in memory (a 5,000-row
+#: batch of the bench corpus holds ~4-8 MB of pending terms), bounded for huge batches.
+FTS5_BULK_HASHSIZE = 64 << 20
 
 
 class EntryWriter:
@@ -82,17 +87,27 @@ class EntryWriter:
 
 
 def index_fts(conn: Any, gen: int, *, bulk: bool, inserted: Callable[[], None]) -> None:
-    """Index the rows of generation ``gen`` in FTS5. A bulk batch switches FTS5's
-    incremental merging off for its own segment (the setting is restored in the same
-    transaction, so no crash can leave it off): a bulk import then merges only when
-    16 segments pile up on a level (FTS5's 'crisismerge') instead of after every
-    batch, ~10% of the import's CPU at 100,000 rows (bench/README.md)."""
+    """Index the rows of generation ``gen`` in FTS5. A bulk batch changes two FTS5 settings
+    for its own statement, restored in the same transaction (so no crash can leave them):
+
+    - incremental merging off ('automerge' 0): a bulk import then merges only when 16
+      segments pile up on a level (FTS5's 'crisismerge') instead of after every batch,
+      ~10% of the import's CPU at 100,000 rows (bench/README.md);
+    - the pending-terms hash raised from 1 MiB to :data:`FTS5_BULK_HASHSIZE` ('hashsize'):
+      FTS5 flushes its hash to a new level-0 segment whenever it outgrows that size, so a
+      5,000-row batch made ~4 segments, which the crisis merges then read and wrote again
+      (a third of them once more at the next level); the whole batch is now one segment,
+      flushed at the next statement (FTS5 flushes at every statement savepoint). The same
+      terms, positions and document sizes (the index answers every query alike), ~10
+      fewer segments to merge per 40,000 rows (bench/README.md, "Issue 16, session 22")."""
     if not bulk:
         inserted()
         conn.execute(FTS_INSERT, (gen,))
         return
-    row = conn.execute(FTS_AUTOMERGE).fetchone()
+    saved = dict(conn.execute(FTS_AUTOMERGE).fetchall())
     conn.execute(FTS_SET_AUTOMERGE, (0,))
+    conn.execute(FTS_SET_HASHSIZE, (FTS5_BULK_HASHSIZE,))
     inserted()
     conn.execute(FTS_INSERT, (gen,))
-    conn.execute(FTS_SET_AUTOMERGE, (int(row[0]) if row else FTS5_DEFAULT_AUTOMERGE,))
+    conn.execute(FTS_SET_AUTOMERGE, (int(saved.get("automerge", FTS5_DEFAULT_AUTOMERGE)),))
+    conn.execute(FTS_SET_HASHSIZE, (int(saved.get("hashsize", FTS5_DEFAULT_HASHSIZE)),))
