@@ -98,8 +98,9 @@ def index_fts(conn: Any, gen: int, *, bulk: bool, inserted: Callable[[], None]) 
       5,000-row batch made ~4 segments, which the crisis merges then read and wrote again
       (a third of them once more at the next level); the whole batch is now one segment,
       flushed at the next statement (FTS5 flushes at every statement savepoint). The same
-      terms, positions and document sizes (the index answers every query alike), ~10
-      fewer segments to merge per 40,000 rows (bench/README.md, "Issue 16, session 22")."""
+      terms, positions and document sizes (the index answers every query alike); the
+      FTS5 statements and commits of a 49,191-row load take ~33,000 fewer instructions a
+      row (bench/README.md, "Issue 16, session 22")."""
     if not bulk:
         inserted()
         conn.execute(FTS_INSERT, (gen,))
