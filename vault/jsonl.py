@@ -153,8 +153,8 @@ def _line(number: int, text: str) -> ParsedLine:
 #: Lines decoded, then validated together (vault/entry_bulk.py), per group. Small enough
 #: that a group's decoded records (~1.2 KB a line) stay in a core's L2 cache between the
 #: dozen column passes of the validation: on a 512 KiB-L2 machine (AMD EPYC, session 22)
-#: 500-line groups parse in ~15 % less CPU than 2,000-line ones (bench/README.md, "Issue
-#: 16, session 22"); the per-group fixed cost is well under 0.1 us a line.
+#: 500-line groups parse in 12-16 % less CPU than 2,000-line ones (bench/README.md, "Issue
+#: 16, session 22"; the instructions a line barely change: the gain is the cache's).
 _GROUP = 500
 
 
