@@ -1,7 +1,8 @@
 """vault/lazy_sparse.py: a search over caught-up mirrors whose latent rows were saved
-with the build (the 1M bench's cold open + first query) never imports SciPy, ~100 ms of
-a fresh process's import; what needs ``scipy.sparse`` (a catch-up of new rows) imports
-it then and answers as before. Fresh processes: the test process has SciPy already."""
+with the build (the bench's cold open + first query, a small base read whole as at
+100K, a large one by row as at 1M) never imports SciPy, 0.1-0.26 s of a fresh process's
+import; what needs ``scipy.sparse`` (a catch-up of new rows) imports it then and answers
+as before. Fresh processes: the test process has SciPy already."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from tiervault.brain.brain import Brain
 from tiervault.vault import latent as vlatent
@@ -23,7 +25,7 @@ SEARCH = textwrap.dedent("""
     import json, sys
     from tiervault.brain.brain import Brain
     from tiervault.vault import latent
-    latent.EAGER_BASE_BYTES = 1024  # as in the building process: the base counts as large
+    latent.EAGER_BASE_BYTES = int(sys.argv[3])  # as in the building process
     before = "scipy" in sys.modules
     brain = Brain.open(sys.argv[1])
     ids = [r["id"] for r in brain.search_intelligent(sys.argv[2], mode="scan")]
@@ -31,16 +33,17 @@ SEARCH = textwrap.dedent("""
 """)
 
 
-def search_in_a_fresh_process(config) -> dict:
-    out = subprocess.run([sys.executable, "-c", SEARCH, str(config), QUERY], capture_output=True,
-                         text=True, timeout=120)
+def search_in_a_fresh_process(config, eager_bytes: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", SEARCH, str(config), QUERY, str(eager_bytes)],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 
 
-def test_a_search_over_caught_up_mirrors_imports_no_scipy(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("eager_bytes", [1024, vlatent.EAGER_BASE_BYTES], ids=["by-row", "whole"])
+def test_a_search_over_caught_up_mirrors_imports_no_scipy(tmp_path, monkeypatch, eager_bytes) -> None:
     monkeypatch.setattr(vlatent, "MAX_FIT_ROWS", 1000)
-    monkeypatch.setattr(vlatent, "EAGER_BASE_BYTES", 1024)  # the latent rows saved, as at 1M
+    monkeypatch.setattr(vlatent, "EAGER_BASE_BYTES", eager_bytes)  # 1024: a large base, as at 1M
     rng = np.random.default_rng(4)
     words = [f"q{i}z" for i in range(3000)]
     entries = [Entry.create(id=f"e{i}", title=" ".join(rng.choice(words, 4)),
@@ -55,13 +58,13 @@ def test_a_search_over_caught_up_mirrors_imports_no_scipy(tmp_path, monkeypatch)
     brain.close()
     assert want
 
-    got = search_in_a_fresh_process(config)
+    got = search_in_a_fresh_process(config, eager_bytes)
     assert got == {"before": False, "after": False, "ids": want}
 
     # a new row since the cache: the catch-up builds a delta (SciPy matrices) and answers
     new = Entry.create(id="new", title="q12z q7z q400z", description="q12z q7z q400z q12z")
     with VaultManager.at({"agent": str(db)}) as m:
         m.store("agent").capture_many([new])
-    got = search_in_a_fresh_process(config)
+    got = search_in_a_fresh_process(config, eager_bytes)
     assert got["before"] is False and got["after"] is True
     assert got["ids"][0] == "new"

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfTransformer
 
 from tiervault.vault import array_file
+from tiervault.vault.checked_array import BLOCK_BYTES
 from tiervault.vault import latent as vlatent
 from tiervault.vault.entry import Entry
 from tiervault.vault.manager import VaultManager
@@ -138,8 +139,10 @@ def test_a_large_tier_caches_its_latent_components_with_the_mirror(tmp_path, mon
     cache = tmp_path / "agent.db.postings.mirror"
     data = bytearray(cache.read_bytes())
     length = struct.unpack("<8sIIQ", bytes(data[:24]))[3]
-    at = json.loads(bytes(data[24:24 + length]))["arrays"]["latent_V"]["offset"] + 100
-    data[at] ^= 0x10
+    entry = json.loads(bytes(data[24:24 + length]))["arrays"]["latent_V"]
+    # a bit flipped in every block: a query reads (and checks) only its own terms' rows of V
+    for at in range(entry["offset"] + 100, entry["offset"] + entry["nbytes"], BLOCK_BYTES):
+        data[at] ^= 0x10
     cache.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING), VaultManager.at({"agent": str(db)}) as m:
         assert m.store("agent").latent_scores(words[:3], ["e1", "e7", "e1999"], k) == want

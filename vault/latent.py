@@ -17,8 +17,8 @@ LSA (Deerwester et al. 1990) gives a soft topical match from the tier's own text
 The Brain mixes it into the semantic signal (brain/latent.py, brain/combine.py).
 
 Cost: the SVD is fitted once per base matrix of the mirror (a rebuild or compaction
-makes a new one; a build caches V_k with the mirror, and for a base of more than
-``EAGER_BASE_BYTES`` of latent vectors the unit vectors ``d`` of every base row too), on at most ``MAX_FIT_ROWS`` rows
+makes a new one; a build caches V_k with the mirror, and the unit vectors ``d`` of every
+base row too), on at most ``MAX_FIT_ROWS`` rows
 sampled with a fixed seed (every row is then projected); rows written since (the mirror's delta) are folded
 in with the same V_k (standard LSA folding-in, like the TF-IDF model itself, whose idf is
 fitted on the base rows). The fit depends only on the base matrix (randomized SVD with a
@@ -54,9 +54,10 @@ __all__ = ["DEFAULT_COMPONENTS", "MAX_COMPONENTS", "MAX_FIT_ROWS", "LatentModel"
 MAX_FIT_ROWS = 50_000
 #: BrainConfig.lsa_components' default (a test pins the two together)
 DEFAULT_COMPONENTS = 16
-#: base latent vectors up to this size are projected once, at the fit (a 100K-entry
-#: vault's tiers); larger ones row by row when a query asks (a read of each candidate's
-#: TF-IDF row per query, ~0.7 ms CPU a query at 100K: bench/README.md, issue 16 round 3)
+#: base latent vectors up to this size are held whole by a search process (a 100K-entry
+#: vault's tiers: read from the cache, else projected once); larger ones are read row
+#: by row when a query asks (projected from each candidate's TF-IDF row when the cache
+#: has none, ~0.7 ms CPU a query at 100K: bench/README.md, issue 16 round 3)
 EAGER_BASE_BYTES = 8 << 20
 #: rows projected at a time in the eager case
 PROJECT_ROWS = 65_536
@@ -131,12 +132,13 @@ def project(T: "sp.csr_matrix | TfidfRows", V: np.ndarray) -> np.ndarray:
     return out
 
 
-def saved_rows(T: "sp.csr_matrix | TfidfRows", V: np.ndarray) -> np.ndarray | None:
-    """The base rows' unit latent vectors a mirror build saves with V_k: when they take
-    more than ``EAGER_BASE_BYTES`` (below, a search process projects them at once from
-    the cached T, cheaply); None otherwise. ~0.5 s CPU for 493,612 rows x 16."""
-    if T.shape[0] * V.shape[1] * 4 <= EAGER_BASE_BYTES:
-        return None
+def saved_rows(T: "sp.csr_matrix | TfidfRows", V: np.ndarray) -> np.ndarray:
+    """The base rows' unit latent vectors a mirror build saves with V_k, whatever the
+    base's size: a search process then never projects the base. Projecting a small one
+    at the first query cost little arithmetic but the import of ``scipy.sparse`` (~0.26 s
+    of a 100K cold open + first query on the bench machine of issue 16, session 22);
+    a small saved base is read whole, a large one row by row (:class:`LatentModel`).
+    ~0.5 s CPU for 493,612 rows x 16."""
     return project(T, V)
 
 
@@ -146,8 +148,9 @@ class LatentModel:
     ``T``: a SciPy matrix (the base vectors are then all projected at once), or a
     mirror's :class:`~tiervault.vault.tfidf_rows.TfidfRows` (memory-mapped at 1,000,000
     rows), never copied whole: the fit reads its sampled rows in one pass of chunks; the
-    base rows' unit latent vectors are projected at once (in chunks) when they take at
-    most ``EAGER_BASE_BYTES``, else a row's vector is projected when a query asks for it
+    base rows' unit latent vectors are held whole (read from the cache, else projected
+    at once in chunks) when they take at most ``EAGER_BASE_BYTES``, else a row's vector
+    is read from the cache, or projected, when a query asks for it
     (``T_i V_k``, normalised: the same float32 numbers, each row's product is computed
     alone either way) -- at 1,000,000 entries the model then holds V_k only, not 64 bytes
     for every row, for a read of each candidate's row per query (issue 16)."""
@@ -156,7 +159,8 @@ class LatentModel:
                  V: "np.ndarray | MatrixRows | None" = None,
                  stored: MatrixRows | None = None) -> None:
         """``V``: V_k fitted before (cached with the mirror), else fitted now; ``stored``:
-        the base rows' unit latent vectors saved with it (:func:`saved_rows`), read by row."""
+        the base rows' unit latent vectors saved with it (:func:`saved_rows`): read whole
+        when they take at most ``EAGER_BASE_BYTES``, else by row."""
         rows = T.shape[0]
         if not isinstance(T, TfidfRows):
             T = sp.csr_matrix(T)
@@ -165,7 +169,9 @@ class LatentModel:
         self._T = T if isinstance(T, TfidfRows) else None
         self.base: np.ndarray | None = None
         self.stored = stored if stored is not None and stored.shape == (rows, k) else None
-        if self.stored is not None:
+        if self.stored is not None and rows * k * 4 <= EAGER_BASE_BYTES:
+            self.base, self.stored = self.stored.whole(), None  # read whole: no projection here
+        elif self.stored is not None:
             pass  # a candidate's vector is read from the cache file when asked
         elif self._T is None:
             self.base = _normalise(np.asarray(T @ _dense(self.V)))
