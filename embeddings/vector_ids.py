@@ -143,11 +143,13 @@ def slots_in(table: StringTable, wanted: StringTable) -> np.ndarray:
     out = np.full(n, -1, dtype=np.int64)
     if not n or not len(table):
         return out
-    fp = np.empty(n, dtype=np.uint64)
-    fp[wanted.order.all()] = wanted.keys.all()
-    keys = table.keys.all()
-    lo = np.searchsorted(keys, fp, side="left")
-    hi = np.searchsorted(keys, fp, side="right")
+    # Searched in fingerprint order (``wanted.keys`` is sorted), then put in slot order:
+    # sorted needles walk ``keys`` forward, ~13x faster at 500,000 ids than needles in
+    # slot order, each a binary search of cache misses (issue 16, session 22).
+    keys, at = table.keys.all(), wanted.order.all()
+    lo, hi = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    lo[at] = np.searchsorted(keys, wanted.keys.all(), side="left")
+    hi[at] = np.searchsorted(keys, wanted.keys.all(), side="right")
     order = table.order.all()
     pos = np.flatnonzero(hi - lo == 1)  # the usual case: one string of table has it
     cand = order[lo[pos]].astype(np.int64)
