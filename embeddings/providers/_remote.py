@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tiervault.embeddings.base import InputType
+from tiervault.embeddings.base import InputType, check_input_type, prepare_texts
 from tiervault.embeddings.transport import (
     DEFAULT_BACKOFF_BASE_S,
     DEFAULT_BACKOFF_MAX_S,
@@ -25,11 +25,9 @@ from tiervault.embeddings.transport import (
     DEFAULT_RETRY_AFTER_CAP_S,
     EmbeddingTransport,
 )
-from tiervault.errors import ConfigError, EmbeddingResponseError, ValidationError
+from tiervault.errors import ConfigError, EmbeddingResponseError
 
-__all__ = ["RemoteEmbedder", "l2_normalize_rows", "resolve_keys", "check_input_type", "prepare_texts"]
-
-_INPUT_TYPES = ("document", "query")
+__all__ = ["RemoteEmbedder", "l2_normalize_rows", "resolve_keys"]
 
 
 def l2_normalize_rows(m: np.ndarray) -> np.ndarray:
@@ -41,25 +39,6 @@ def l2_normalize_rows(m: np.ndarray) -> np.ndarray:
     nz = norms > 0
     m[nz] /= norms[nz, None]
     return m
-
-
-def check_input_type(value: str) -> InputType:
-    """Validate ``input_type`` (``document`` or ``query``)."""
-    if value not in _INPUT_TYPES:
-        raise ValidationError("input_type", f"must be 'document' or 'query', got {value!r}")
-    return value  # type: ignore[return-value]
-
-
-def prepare_texts(texts: Sequence[str], max_input_chars: int) -> list[str]:
-    """Check that ``texts`` is a sequence of str and cut each to ``max_input_chars``."""
-    if isinstance(texts, str):
-        raise ValidationError("texts", "must be a list of strings, not a single string")
-    out = []
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise ValidationError(f"texts[{i}]", f"must be a string, got {type(t).__name__}")
-        out.append(t[:max_input_chars] if max_input_chars > 0 else t)
-    return out
 
 
 def resolve_keys(cfg: Any, env: Mapping[str, str], env_var: str | None) -> list[str]:

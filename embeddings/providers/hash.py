@@ -39,8 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from tiervault.embeddings.base import InputType
-from tiervault.embeddings.providers._remote import check_input_type, prepare_texts
+from tiervault.embeddings.base import InputType, check_input_type, prepare_texts
 from tiervault.errors import ConfigError
 
 __all__ = ["HashEmbedder", "HASH_VERSION"]
