@@ -479,3 +479,16 @@ def test_hash_is_stable_across_processes() -> None:
 def test_hash_rejects_bad_dim() -> None:
     with pytest.raises(ConfigError, match="embedding.dim"):
         HashEmbedder(1)
+
+
+def test_the_offline_hash_provider_imports_no_http_client() -> None:
+    """A hybrid vault on the ``hash`` embedder opens without httpx (~0.1 s of a fresh
+    process): the input checks it shares with the HTTP providers live in embeddings/base.py.
+    A fresh process: this one has httpx already."""
+    code = ("import sys\nimport tiervault.embeddings.factory\n"
+            "from tiervault.embeddings.providers.hash import HashEmbedder\n"
+            "assert HashEmbedder(dim=32).embed(['a text'], 'query').shape == (1, 32)\n"
+            "print('httpx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
