@@ -17,7 +17,7 @@ from tiervault.vault.filters import Filters
 from tiervault.vault.manager import VaultManager
 from tiervault.vault.rows import IdMask
 from tiervault.vault.store import TierStore
-from tiervault.vault.validity_edges import ValidityEdges
+from tiervault.vault.validity_edges import ValidityEdges, edges_of
 
 BASE = 1_800_000_000.0  # unix seconds, in the future of any test run's wall clock
 
@@ -95,6 +95,25 @@ def test_a_large_tier_grown_by_writes_keeps_exact_edges(tmp_path):
     _check_every_instant(store)
     store.delete("e00003")
     assert np.array_equal(store.filter_mask(f).mask, store.postings().mask(f))
+
+
+def test_a_tier_opened_from_its_cache_starts_from_the_saved_edges(tmp_path):
+    """The base's edges are saved with the mirror cache: a new process reads them (no sort
+    of both columns at its first filtered query) and grows them by the slots appended."""
+    store = TierStore(tmp_path / "a.db")
+    store.capture_many(_entries(1_500))
+    store.postings()
+    store.close()
+    again = TierStore(tmp_path / "a.db")
+    p = again.postings()
+    assert p.validity_edges is not None and not p.validity_edges.flags.writeable
+    assert np.array_equal(p.validity_edges, edges_of(p.valid_until, p.valid_from))
+    _check_every_instant(again)
+    again.capture_many(_entries(40, prefix="new"))
+    again.capture(Entry.create(id="late", title="late", description="d",
+                               valid_from=BASE + 123.0, valid_until=BASE + 7_777.0))
+    assert again.postings().validity_edges is p.validity_edges  # appended, not rebuilt
+    _check_every_instant(again)
 
 
 def test_edges_bucket_instants_exactly():

@@ -48,6 +48,7 @@ from tiervault.vault.light_records import INDEX_DTYPE, SNIPPET_CHARS, LightRecor
 from tiervault.vault.string_table import StringColumn, StringTable
 from tiervault.vault.vocabulary import Vocabulary
 from tiervault.vault.tokenizer import STOP_WORDS
+from tiervault.vault.validity_edges import edges_of
 
 if TYPE_CHECKING:
     from tiervault.vault.postings import Postings
@@ -124,7 +125,8 @@ def save(m: "Postings", store: Any) -> None:
     arrays.update(
         tag_indptr=np.cumsum([0] + [len(s) for s in tag_slots]).astype(np.int64),
         tag_slots=np.concatenate(tag_slots) if tag_slots else np.zeros(0, dtype=slot_type),
-        idf=m.idf)
+        idf=m.idf,
+        validity_edges=edges_of(m.valid_until[:m.base_rows], m.valid_from[:m.base_rows]))
     lazy = set()
     if m.latent_V is not None:
         # both read a row at a time with pread (latent.MatrixRows), checked per block
@@ -160,6 +162,15 @@ def save(m: "Postings", store: Any) -> None:
             legacy.unlink(missing_ok=True)  # the .npz of an older version: never read again
     except (OSError, TierVaultError) as exc:
         log.warning("could not cache the search mirror of tier %r at %s: %s", store.name, path, exc)
+
+
+def _edges(e: np.ndarray) -> np.ndarray:
+    """The saved validity edges, refused unless sorted, distinct float64 (no NaN)."""
+    if e.dtype != np.float64 or e.ndim != 1 or (e.size > 1 and not bool(np.all(e[1:] > e[:-1]))) \
+            or bool(np.isnan(e).any()):
+        raise ValueError("the validity edges are not sorted distinct numbers")
+    e.flags.writeable = False
+    return e
 
 
 def _epoch_if_ours(meta: dict[str, Any], store: Any) -> "str | None | bool":
@@ -230,6 +241,8 @@ def load(store: Any, cls: "type[Postings]") -> "Postings | None":
     for name in _ROW_ARRAYS:
         setattr(m, name, f.array(name))
     m.alive = np.array(m.alive, dtype=bool)  # written by catch-up: a private copy (1 byte a row)
+    if "validity_edges" in f.names():  # absent from a cache written before session 22
+        m.validity_edges = _edges(f.array("validity_edges"))
     m.ids, m.hashes = (StringColumn(_string_table(f, p)) for p in ("ids", "hashes"))
     m.vocab = Vocabulary(_string_table(f, "terms"))
     n_terms = len(m.vocab)

@@ -109,6 +109,7 @@ class Postings:
         self.latent_V: "np.ndarray | latent.MatrixRows | None" = None  # V_k of the base (latent.py)
         # the base rows' unit latent vectors, saved with a large base (latent.saved_rows)
         self.latent_rows: "np.ndarray | latent.MatrixRows | None" = None
+        self.validity_edges: np.ndarray | None = None  # the base's, from the cache (validity_edges.py)
         self._tfidf_columns: tuple[tuple, dict] = ((), {})  # tfidf_at's columns of one query
         # the last query's TF-IDF weights: a search asks ~3 times a tier (top k, TF-IDF of
         # the kept, LSA); catch-up adds no fitted term, a rebuild replaces this memo

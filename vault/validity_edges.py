@@ -15,7 +15,9 @@ without now)``: the validity mask changes only when an edge passes (on the clock
 or by a write, which moves the mirror's version anyway).
 
 Kept per mirror build and grown by the slots appended since, read from the
-columns' tails (a mirror only appends slots, ``Postings._append_rows``: a slot's values
+columns' tails; a mirror loaded from its cache starts from the base's edges saved with it
+(:func:`edges_of` at the save: the sort of 2 x 1,000,000 values was ~0.06 s of a 1M cold
+first query; issue 16, session 22) (a mirror only appends slots, ``Postings._append_rows``: a slot's values
 never change; a dead slot's edges stay: a superset of the edges splits the instants
 more finely and is still exact). No column is held, so a replaced one is freed. A NaN ``now`` has no bucket (its
 comparisons are all false): :meth:`ValidityEdges.bucket` answers None, and the
@@ -29,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ValidityEdges"]
+__all__ = ["ValidityEdges", "edges_of"]
+
+
+def edges_of(until: np.ndarray, since: np.ndarray) -> np.ndarray:
+    """``E`` of the slots of two aligned validity columns: the sorted distinct non-NaN
+    values of both (float64)."""
+    both = np.concatenate([until, since]).astype(np.float64)
+    return np.unique(both[~np.isnan(both)])
 
 
 class ValidityEdges:
@@ -66,10 +75,12 @@ class ValidityEdges:
         build = (id(p), p.build_id)
         n = min(until.size, since.size)
         if build != self._build or n < self._covered:
-            self._build, self._covered, self._edges = build, 0, np.zeros(0, dtype=np.float64)
+            saved = getattr(p, "validity_edges", None)  # the base's, from the cache file
+            covered = p.base_rows if saved is not None and p.base_rows <= n else 0
+            self._build, self._covered = build, covered
+            self._edges = saved if covered else np.zeros(0, dtype=np.float64)
         if n > self._covered:
-            new = np.concatenate([until[self._covered:n], since[self._covered:n]]).astype(np.float64)
-            new = np.unique(new[~np.isnan(new)])
+            new = edges_of(until[self._covered:n], since[self._covered:n])
             if self._edges.size and new.size:
                 # two sorted runs: a stable sort merges them in linear time
                 merged = np.concatenate([self._edges, new])
