@@ -31,6 +31,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -93,6 +94,37 @@ def run_phase(phase: str, params: dict[str, Any], timeout: float = PHASE_TIMEOUT
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+_IMPORT_BRAIN = ("import time; t = time.perf_counter(); from tiervault.brain.brain import Brain; "
+                 "print(round((time.perf_counter() - t) * 1e3, 1))")
+
+
+def import_costs(rounds: int = 3) -> dict[str, Any]:
+    """The Brain's import in fresh processes, ms (median of ``rounds``), from source and
+    from cached bytecode, alternating: a machine setting PYTHONDONTWRITEBYTECODE (as this
+    one does) compiles tiervault's ~100 modules in every process, which an installed wheel
+    (compiled by pip) or a default interpreter (``__pycache__``) does not. The bytecode
+    goes to a temporary PYTHONPYCACHEPREFIX, written by one untimed import first; the
+    "source" runs read no bytecode only while the checkout has no ``__pycache__``."""
+    with tempfile.TemporaryDirectory(prefix="tiervault-pyc-") as cache:
+        source = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+        source["PYTHONDONTWRITEBYTECODE"] = "1"
+        cached = {k: v for k, v in source.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached["PYTHONPYCACHEPREFIX"] = cache
+
+        def once(env: dict[str, str]) -> float:
+            out = subprocess.run([sys.executable, "-c", _IMPORT_BRAIN], env=env, capture_output=True,
+                                 text=True, timeout=120, check=True)
+            return float(out.stdout.split()[-1])
+
+        once(cached)
+        runs: dict[str, list[float]] = {"source": [], "bytecode": []}
+        for _ in range(rounds):
+            runs["source"].append(once(source))
+            runs["bytecode"].append(once(cached))
+    return {"source_ms": statistics.median(runs["source"]), "bytecode_ms": statistics.median(runs["bytecode"]),
+            "runs": runs}
+
+
 def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     """Every figure for one corpus size (three processes over one work directory)."""
     from bench.corpus import queries
@@ -113,6 +145,7 @@ def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]
     search = run_phase("search", {**common, **first})
     log(f"[{n:,}] hybrid search in a fresh process ...")
     hybrid = run_phase("hybrid", {**common, **first})
+    brain_import = import_costs()
     imp = build["import"]
     na = {"p50_ms": None, "p95_ms": None, "available": False, "reason": hybrid.get("reason")}
     row: dict[str, Any] = {
@@ -133,7 +166,11 @@ def measure_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]
         "file_mb_per_tier": build["file_mb_per_tier"],
         "mirror_build_s": build["mirror_build_s"],
         "mirror_cache_mb": build["mirror_cache_mb"],
-        "cold": search["cold"],
+        "cold": {**search["cold"], "brain_import": brain_import,
+                 # the cold start with tiervault's bytecode cached: the import measured
+                 # above swapped for the difference of the two fresh-process imports
+                 "total_bytecode_ms": round(search["cold"]["total_ms"] - brain_import["source_ms"]
+                                            + brain_import["bytecode_ms"], 1)},
         "rss_build_mb": build["rss_build_mb"],
         "hybrid": {k: v for k, v in hybrid.items()
                    if k not in ("scan_hybrid", "full_hybrid", "baseline_numpy_topk",
@@ -208,6 +245,11 @@ def markdown(result: dict[str, Any]) -> str:
     add("&nbsp;&nbsp;of which import / open / first query (ms)",
         lambda s: f"{s['cold']['import_ms']:.0f} / {s['cold']['open_ms']:.0f} / "
                   f"{s['cold']['first_query_ms']:.0f}")
+    add("cold open + first query, tiervault's bytecode cached (ms)",
+        lambda s: _fmt(s["cold"].get("total_bytecode_ms")))
+    add("&nbsp;&nbsp;Brain import, fresh process: from source / from bytecode (ms)",
+        lambda s: f"{s['cold']['brain_import']['source_ms']:.0f} / {s['cold']['brain_import']['bytecode_ms']:.0f}"
+        if "brain_import" in s["cold"] else "-")
     add("search_intelligent scan, FTS-only (p50 / p95 ms)", lambda s: _lat(s["scan_fts"]))
     add("search_intelligent full, FTS-only (p50 / p95 ms)", lambda s: _lat(s["full_fts"]))
     add("search_intelligent scan, hybrid (p50 / p95 ms)", lambda s: _lat(s["scan_hybrid"]))
