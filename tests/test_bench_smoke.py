@@ -65,6 +65,12 @@ def test_bench_run_writes_every_figure(tmp_path: Path) -> None:
         assert top and all(r["calls"] > 0 and r["tottime_ms"] >= 0 for r in top), phase
         assert [r["tottime_ms"] for r in top] == sorted((r["tottime_ms"] for r in top), reverse=True)
     assert size["baseline_numpy_topk_1t"]["dim"] == 32
+    brain_import = size["cold"]["brain_import"]  # fresh processes, from source and from bytecode
+    assert [len(brain_import["runs"][k]) for k in ("source", "bytecode")] == [3, 3]
+    assert brain_import["source_ms"] > 0 and brain_import["bytecode_ms"] > 0
+    assert size["cold"]["total_bytecode_ms"] == round(
+        size["cold"]["total_ms"] - brain_import["source_ms"] + brain_import["bytecode_ms"], 1)
+    assert "tiervault's bytecode cached" in table
     assert result["growth"] == {}  # one size: no exponent
 
 
