@@ -134,8 +134,9 @@ class ArrayFile:
         """A 1-D array as a :class:`CheckedArray` (lazy: per block; else already checked);
         ``read``: ranges are read with ``pread``, not through the mapping (checked_array.py)."""
         view = self._views[name]
-        reader = (self._file, self._offsets[name]) if read and self._file is not None else None
-        return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds, reader)
+        at = (self._file, self._offsets[name]) if self._file is not None else None
+        return CheckedArray(view.reshape(-1), self._blocks.get(name), name, bounds,
+                            at if read else None, None if read else at)
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -176,6 +177,20 @@ def read(path: Path) -> ArrayFile:
         raise
 
 
+def _prefetch_eager(fh: BinaryIO, arrays: dict[str, Any], size: int) -> None:
+    """Ask the kernel to read the eagerly checked arrays now, in large requests: their
+    CRCs read them whole next, through a mapping advised ``MADV_RANDOM``, where each page
+    not in the OS cache was one 4 KiB read (a 1M cold open + first query whose tier files
+    had left the OS cache spent ~3.5 s on ~140 MB: issue 16, session 22)."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for entry in arrays.values():
+        if "blocks" not in entry and isinstance(entry.get("offset"), int) and isinstance(entry.get("nbytes"), int):
+            offset, nbytes = entry["offset"], entry["nbytes"]
+            if 0 <= offset and nbytes > 0 and offset + nbytes <= size:
+                os.posix_fadvise(fh.fileno(), offset, nbytes, os.POSIX_FADV_WILLNEED)
+
+
 def _read(path: Path, fh: BinaryIO) -> ArrayFile:
     size = os.fstat(fh.fileno()).st_size
     doc = _header(fh, size)
@@ -188,6 +203,7 @@ def _read(path: Path, fh: BinaryIO) -> ArrayFile:
     views: dict[str, np.ndarray] = {}
     offsets: dict[str, int] = {}
     blocks: dict[str, list[int]] = {}
+    _prefetch_eager(fh, doc["arrays"], size)
     for name, entry in doc["arrays"].items():
         dtype = np.dtype(entry["dtype"])
         shape = tuple(int(x) for x in entry["shape"])

@@ -52,11 +52,12 @@ def block_crcs(a: np.ndarray) -> list[int]:
 class CheckedArray:
     """``a`` (1-D) with per-block CRCs; :meth:`get` returns a verified slice."""
 
-    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds", "_complete", "_reader")
+    __slots__ = ("a", "_crcs", "_ok", "_per_block", "name", "bounds", "_complete", "_reader", "_advise")
 
     def __init__(self, a: np.ndarray, crcs: np.ndarray | None = None, name: str = "",
                  bounds: tuple[int, int] | None = None,
-                 reader: tuple[BinaryIO, int] | None = None) -> None:
+                 reader: tuple[BinaryIO, int] | None = None,
+                 advise: tuple[BinaryIO, int] | None = None) -> None:
         """``bounds`` = (lo, hi): every value of a checked block must lie in [lo, hi),
         e.g. slots inside the rows -- checked with the block's CRC, once.
         ``reader`` = (the open file, byte offset of ``a[0]``): :meth:`get` and the block
@@ -64,7 +65,11 @@ class CheckedArray:
         for arrays read a range at a time (postings columns, TF-IDF rows): this kernel
         maps a file's page-cache folios up to 2 MB at a time (``FilePmdMapped``), so a
         few hundred queries left every column of every term resident (bench/README.md,
-        issue 16 round 3)."""
+        issue 16 round 3). ``advise`` = (the open file, byte offset of ``a[0]``) of a
+        mapped array: a block range about to be checked is first asked of the kernel in
+        one request (``POSIX_FADV_WILLNEED``): a mapping advised ``MADV_RANDOM`` reads a
+        page not in the OS cache 4 KiB at a time (a 64 KiB block: 16 reads; issue 16,
+        session 22)."""
         if a.ndim != 1:
             raise ValueError(f"array {name} must be 1-D, got shape {a.shape}")
         self.a = a
@@ -80,6 +85,7 @@ class CheckedArray:
         self._ok = bytearray(b"\1" * n_blocks if crcs is None else n_blocks)
         self._complete = crcs is None  # every block checked: get() skips the look-up
         self._reader = reader if reader is not None and hasattr(os, "preadv") else None
+        self._advise = advise if advise is not None and hasattr(os, "posix_fadvise") else None
 
     def __len__(self) -> int:
         return self.a.size
@@ -120,6 +126,10 @@ class CheckedArray:
         per = self._per_block
         if span is None and self._reader is not None:
             span = self._read(first * per, min(self.a.size, (last + 1) * per))
+        elif span is None and self._advise is not None:
+            fh, offset = self._advise
+            lo, hi = first * per * self.a.itemsize, min(self.a.size, (last + 1) * per) * self.a.itemsize
+            os.posix_fadvise(fh.fileno(), offset + lo, hi - lo, os.POSIX_FADV_WILLNEED)
         view, base = (self.a, 0) if span is None else (span, first * per)
         raw = memoryview(view).cast("B")
         step = per * self.a.itemsize
