@@ -147,6 +147,7 @@ class VectorIndex:
         rescore_pool: int = DEFAULT_RESCORE_POOL,
         threads: int | None = None,
         codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None,
+        row_crcs: np.ndarray | None = None,
     ) -> VectorIndex:
         """One index whose base is all vectors of a tier: ``ids[i]`` owns ``matrix[i]``.
 
@@ -158,7 +159,8 @@ class VectorIndex:
         e.g. read from the cache file). ``codes``: the int8 codes and bounds of those
         unit rows (:func:`~tiervault.embeddings.vector_math.int8_codes`, or an
         :class:`~tiervault.embeddings.vector_math.Int8Codes`), used as they are in
-        ``"int8"`` mode (e.g. mapped from the cache file).
+        ``"int8"`` mode (e.g. mapped from the cache file); ``row_crcs``: each row's
+        CRC-32, when the cache file was not checked whole (vector_base.BaseScan).
         """
         matrix = np.asanyarray(matrix)  # keeps an np.memmap a memmap: its file is read with pread
         if matrix.ndim != 2:
@@ -170,7 +172,7 @@ class VectorIndex:
         if normalized and matrix.dtype == np.float32 and matrix.flags.c_contiguous:
             # Trusted (the pipeline stores unit rows under a unique (entry, model)
             # key): no copy, no pass over the matrix.
-            index._set_base(ids, matrix, owned=False, codes=codes)
+            index._set_base(ids, matrix, owned=False, codes=codes, row_crcs=row_crcs)
         else:
             exact = l2_normalize(matrix)
             check_finite(exact)
@@ -465,13 +467,14 @@ class VectorIndex:
 
     # -- internals -----------------------------------------------------------------------------
     def _set_base(self, ids: Sequence[str] | np.ndarray | StringTable, matrix: np.ndarray, *, owned: bool,
-                  codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                  codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None,
+                  row_crcs: np.ndarray | None = None) -> None:
         dead = Tombstones(matrix.shape[0])
         self._ids = RowIds.of(ids, dead)  # refuses duplicates
         self._base, self._base_owned, self._dead = matrix, owned, dead
         self._delta.clear()
         self._scan = BaseScan(matrix, self.dtype, rescore_pool=self.rescore_pool, threads=self.threads,
-                              codes=codes)
+                              codes=codes, row_crcs=row_crcs)
 
     def _ids_at(self, rows: np.ndarray) -> np.ndarray:
         nb = self._base.shape[0]

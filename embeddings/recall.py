@@ -40,18 +40,20 @@ completes its own top k.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
 from tiervault.embeddings.slot_map import SlotMap, allowed_rows, kept_plan, ids_by_slot, rows_by_slot
 from tiervault.embeddings.tier_scan import TierScan, rescore_federated
+from tiervault.embeddings.vector_base import VectorRowDamaged
 from tiervault.embeddings.vector_cache import CACHE_VERSION, cache_paths, read_cache, tier_epoch, write_cache
 from tiervault.embeddings.vector_math import Int8Codes, prefetch_int8, simd_available, unit_query
 from tiervault.errors import StorageError, TierError, TierVaultError, ValidationError
@@ -61,7 +63,24 @@ from tiervault.vault.string_table import StringTable
 __all__ = ["VectorRecall", "CACHE_VERSION", "cache_paths", "read_cache", "default_dtype"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
+
+def _recovering(method: Callable[..., _T]) -> Callable[..., _T]:
+    """``method`` answered once more after a float32 row of a tier's vector cache failed
+    its CRC-32 where it was read: the cache is discarded and that tier's index rebuilt
+    from the tier (:meth:`VectorRecall._discard`), the answer the same as from an
+    undamaged cache."""
+
+    @functools.wraps(method)
+    def again(self: "VectorRecall", *args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except VectorRowDamaged as exc:
+            self._discard(exc)
+            return method(self, *args, **kwargs)
+
+    return again
 
 
 @dataclass
@@ -93,6 +112,7 @@ class VectorRecall:
         self._lock = threading.Lock()
 
     # -- queries ---------------------------------------------------------------------
+    @_recovering
     def search(self, query_vec: np.ndarray, k: int, *, filters: Filters | None = None,
                tiers: Sequence[str] | None = None) -> tuple[list[str], list[str], np.ndarray]:
         """Top ``k`` entries by ``cosine * tier weight`` over ``tiers`` (default: all).
@@ -155,6 +175,7 @@ class VectorRecall:
                 bases.append(codes)
         return unit is not None and prefetch_int8(unit, bases)
 
+    @_recovering
     def scores_for(self, query_vec: np.ndarray, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Cosine of the query with each ``(tier, id)``; NaN where there is no vector
         (unknown tier, entry not embedded yet). float32, aligned with ``pairs``."""
@@ -180,6 +201,7 @@ class VectorRecall:
                     out[np.asarray(positions)[hit]] = index.scores_for(rows[hit], q)
         return out
 
+    @_recovering
     def vectors_for(self, tier: str, ids: Sequence[str]) -> np.ndarray | None:
         """(n, dim) float32 vectors of ``ids`` in ``tier`` (NaN rows: no vector);
         None while the tier holds no vector of this model."""
@@ -217,6 +239,21 @@ class VectorRecall:
                     self._save(tier.store, state)
             out[tier.name] = len(index) if index is not None else 0
         return out
+
+    def _discard(self, exc: VectorRowDamaged) -> None:
+        """The tier whose cache file ``exc`` names: its cache deleted (never opened again),
+        its index dropped, rebuilt from the tier at the next read."""
+        for tier in self.manager.ordered():
+            paths = cache_paths(tier.store, self.model_key) if self.persist and tier.store is not None else None
+            if paths is None or not exc.path.startswith(paths[1] + "-"):
+                continue
+            log.warning("vector search: %s; rebuilding the index of tier %r from the tier", exc, tier.name)
+            state = self._state(tier.name)
+            with state.lock:
+                paths[0].unlink(missing_ok=True)
+                state.index, state.gen, state.saved_rows, state.slots = None, -1, 0, SlotMap()
+            return
+        raise exc  # not a cache of this recall's tiers
 
     def _state(self, tier: str) -> _TierState:
         state = self._tiers.get(tier)  # no new state (and lock) built per call to be dropped
@@ -276,7 +313,8 @@ class VectorRecall:
                 cached = read_cache(store, paths[0], self.model_key)
                 if cached is None:
                     raise ValueError("the cache just written does not match the tier")
-                state.index = self._build(store, cached.ids, cached.matrix, cached.codes) if cached.ids else None
+                state.index = (self._build(store, cached.ids, cached.matrix, cached.codes, cached.row_crcs)
+                               if cached.ids else None)
                 return
             except (StorageError, TierError):
                 raise
@@ -287,9 +325,9 @@ class VectorRecall:
         state.index.fold()
 
     def _build(self, store: Any, ids: Sequence[str] | StringTable, matrix: np.ndarray,
-               codes: Int8Codes | None = None) -> VectorIndex:
+               codes: Int8Codes | None = None, row_crcs: np.ndarray | None = None) -> VectorIndex:
         return VectorIndex.build(ids, matrix, dtype=self.dtype, model=self.model_key,  # type: ignore[arg-type]
-                                 tier=store.name, normalized=True, codes=codes)
+                                 tier=store.name, normalized=True, codes=codes, row_crcs=row_crcs)
 
     # -- persistence -----------------------------------------------------------------------
     def _open_cache(self, store: Any, state: _TierState) -> bool:
@@ -310,7 +348,7 @@ class VectorRecall:
                 return False
             header = cached.header
             n, gen = int(header["n"]), int(header["gen"])
-            index = self._build(store, cached.ids, cached.matrix, cached.codes) if n else None
+            index = self._build(store, cached.ids, cached.matrix, cached.codes, cached.row_crcs) if n else None
         except (KeyboardInterrupt, SystemExit):
             raise
         except (StorageError, TierError):

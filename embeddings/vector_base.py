@@ -18,7 +18,8 @@ against their own ``eps_i`` (the bound's full array is never built).
 
 The float32 rows of a compressed base that is a large file mapping (over
 ``PREAD_ABOVE_BYTES``) are read with ``pread`` where they are rescored (and by
-:meth:`BaseScan.rows`), never through the mapping: the process's resident set then
+:meth:`BaseScan.rows`), each checked against its own CRC-32 when the cache file has
+them (``row_crcs``: a damaged row raises :class:`VectorRowDamaged`), never through the mapping: the process's resident set then
 holds the codes (1 byte a component), not the float32 pages of every row ever
 rescored (at 1,000,000 rows most of 1.5 GB after a few hundred queries). A small
 file's rows are read through its mapping (a few hundred ``pread`` calls cost
@@ -46,9 +47,11 @@ from tiervault.embeddings.vector_math import (
     mask_outside,
     top_k,
 )
+from tiervault.vault.checked_array import CacheDamaged
+from tiervault.vault.checksum import crc32
 from tiervault.errors import ValidationError
 
-__all__ = ["BaseScan"]
+__all__ = ["BaseScan", "VectorRowDamaged", "check_rows"]
 
 # A compressed scan restricted to ``rows`` scores only those when they are under 1/4 of
 # the base (gathering codes costs more per row than a scan of them in place).
@@ -69,7 +72,11 @@ class BaseScan:
     """Top-k scans of one immutable matrix in a storage mode (float32 / int8 / float16)."""
 
     def __init__(self, matrix: np.ndarray, dtype: str, *, rescore_pool: int, threads: int,
-                 codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 codes: Int8Codes | tuple[np.ndarray, np.ndarray] | None = None,
+                 row_crcs: np.ndarray | None = None) -> None:
+        """``row_crcs``: the CRC-32 of each float32 row of a ``matrix`` mapped from a cache
+        file that was not checked whole: each row is checked where it is read (``pread``),
+        or, where this base reads through the mapping, every row now."""
         self.matrix = matrix
         self.dtype = dtype
         self.rescore_pool = rescore_pool
@@ -93,7 +100,9 @@ class BaseScan:
             self.half = np.empty(matrix.shape, dtype=np.float16)
             for s in range(0, n, 65536):
                 self.half[s:s + 65536] = matrix[s:s + 65536]
-        self._file = _RowFile.of(matrix) if dtype != "float32" else None
+        self._file = _RowFile.of(matrix, row_crcs) if dtype != "float32" else None
+        if row_crcs is not None and self._file is None:
+            check_rows(matrix, row_crcs, 0)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The compressed copy's arrays (empty in float32 mode)."""
@@ -185,32 +194,60 @@ class BaseScan:
         return float16_scores(self.half, q, threads=self.threads), Bound.flat(float16_error_bound(q))
 
 
-class _RowFile:
-    """Float32 rows of a mapped ``.npy`` file read with ``pread`` (not through the map)."""
+class VectorRowDamaged(CacheDamaged):
+    """A float32 row of a vector cache file does not match its CRC-32 (``path``: the
+    file; the tier's index is then rebuilt from the tier: embeddings/recall.py)."""
 
-    def __init__(self, path: str, offset: int, shape: tuple[int, int]) -> None:
+    def __init__(self, path: str, row: int) -> None:
+        super().__init__(f"row {row} of the vector cache {path} fails its CRC-32")
+        self.path = path
+
+
+def check_rows(matrix: np.ndarray, crcs: np.ndarray, start: int, path: str | None = None) -> None:
+    """Check ``matrix``'s rows (float32), rows ``start..`` of the file ``path`` (its own
+    file when None), against ``crcs[start..]``."""
+    raw = memoryview(np.ascontiguousarray(matrix)).cast("B")
+    rb = matrix.shape[1] * matrix.itemsize
+    for i, want in enumerate(crcs[start:start + matrix.shape[0]].tolist()):
+        if crc32(raw[i * rb:(i + 1) * rb]) != want:
+            raise VectorRowDamaged(path or str(getattr(matrix, "filename", None)), start + i)
+
+
+class _RowFile:
+    """Float32 rows of a mapped ``.npy`` file read with ``pread`` (not through the map),
+    each checked against its CRC-32 when ``crcs`` are given (~0.5 us a row)."""
+
+    def __init__(self, path: str, offset: int, shape: tuple[int, int], crcs: np.ndarray | None = None) -> None:
         self.fd = os.open(path, os.O_RDONLY)
         weakref.finalize(self, os.close, self.fd)
-        self.offset, self.shape = offset, shape
+        self.path, self.offset, self.shape, self.crcs = path, offset, shape, crcs
         self.row_bytes = shape[1] * 4
 
     @classmethod
-    def of(cls, matrix: np.ndarray) -> _RowFile | None:
+    def of(cls, matrix: np.ndarray, crcs: np.ndarray | None = None) -> _RowFile | None:
         """A reader when ``matrix`` is a C-ordered float32 ``np.memmap`` of a file larger
         than ``PREAD_ABOVE_BYTES`` (a smaller one is read through the mapping)."""
         if not (isinstance(matrix, np.memmap) and matrix.filename and matrix.dtype == np.float32
                 and matrix.ndim == 2 and matrix.flags.c_contiguous and matrix.nbytes > PREAD_ABOVE_BYTES):
             return None
-        return cls(str(matrix.filename), int(matrix.offset), matrix.shape)
+        return cls(str(matrix.filename), int(matrix.offset), matrix.shape, crcs)
 
     def read(self, rows: np.ndarray) -> np.ndarray:
         fd, off, rb = self.fd, self.offset, self.row_bytes
-        data = b"".join([os.pread(fd, rb, off + r * rb) for r in rows.tolist()])
-        return self._check(np.frombuffer(data, dtype=np.float32), len(rows))
+        at = rows.tolist()
+        parts = [os.pread(fd, rb, off + r * rb) for r in at]
+        if self.crcs is not None:
+            for r, part, want in zip(at, parts, self.crcs[rows].tolist()):
+                if crc32(part) != want:
+                    raise VectorRowDamaged(self.path, r)
+        return self._check(np.frombuffer(b"".join(parts), dtype=np.float32), len(rows))
 
     def read_block(self, start: int, stop: int) -> np.ndarray:
         data = os.pread(self.fd, (stop - start) * self.row_bytes, self.offset + start * self.row_bytes)
-        return self._check(np.frombuffer(data, dtype=np.float32).copy(), stop - start)
+        block = self._check(np.frombuffer(data, dtype=np.float32).copy(), stop - start)
+        if self.crcs is not None:
+            check_rows(block, self.crcs, start, self.path)
+        return block
 
     def _check(self, flat: np.ndarray, count: int) -> np.ndarray:
         if flat.size != count * self.shape[1]:  # a short read: the file changed under us

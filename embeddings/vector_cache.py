@@ -8,6 +8,7 @@ One cache per (tier, model key):
   ``<token>.bounds.npy`` (per-row scales and error-bound terms, float32 (2, n):
   :func:`~tiervault.embeddings.vector_math.int8_codes`), so a process scans 1 byte
   a component and reads the float32 rows only where it rescores;
+* with the int8 files, ``<token>.crc.npy``: the CRC-32 of each float32 row (uint32);
 * ``<tier>.vec-<model>.ids``: one JSON header line -- version, tier uid, model,
   generation and the tier's epoch at it, shape, the names of the files above and
   their CRC-32s, the CRC-32 of the ids -- then one id per line.
@@ -21,8 +22,11 @@ Verified on open (:func:`read_cache`): header fields; tier uid, model and epoch
 (a cache of another tier, model or history is not used: None); every named file
 inside this cache's folder and name, its exact size, dtype and shape, and its
 CRC-32 (one sequential read, not mapped: ~0.4 s per GB here, once per process;
-the float32 rows' pages land in the OS cache, not in the process). Any failure
-raises. The float32 rows are then mapped; the int8 codes and bounds, which every
+the float32 rows' pages land in the OS cache, not in the process) -- but for float32
+rows read a row at a time (``vector_base.PREAD_ABOVE_BYTES``), with their rows' CRC-32s
+written: each row is then checked where it is read (a 1,000,000-entry vault's open read
+1.5 GB of rows it never rescores: ~0.4-0.6 s with the files in the OS cache, seconds
+without; issue 16, session 22). Any failure raises. The float32 rows are then mapped; the int8 codes and bounds, which every
 scan reads whole, are the bytes that read put in anonymous memory in 2 MiB pages
 (:mod:`.page_buffer`: a quarter less time a scan at 1,000,000 rows here), where the
 OS gives such pages (else mapped too).
@@ -44,6 +48,7 @@ import numpy as np
 
 from tiervault.embeddings.index import VectorIndex
 from tiervault.embeddings.page_buffer import huge_pages, read_resident
+from tiervault.embeddings import vector_base
 from tiervault.embeddings.vector_ids import table_of_lines
 from tiervault.embeddings.vector_math import Int8Codes, int8_codes
 from tiervault.errors import StorageError
@@ -55,19 +60,22 @@ __all__ = ["CACHE_VERSION", "CachedVectors", "cache_paths", "read_cache", "write
 
 CACHE_VERSION = 3  # 2: the tier epoch at the cached generation; 3: CRC-32s, int8 codes
 _CHUNK = 1 << 24  # bytes per read when a file's CRC-32 is checked
-_FILES = ("matrix", "codes", "bounds")
-_DTYPES = {"matrix": np.float32, "codes": np.int8, "bounds": np.float32}
+_FILES = ("matrix", "codes", "bounds", "row_crcs")
+_DTYPES = {"matrix": np.float32, "codes": np.int8, "bounds": np.float32, "row_crcs": np.uint32}
 
 
 @dataclass(frozen=True)
 class CachedVectors:
     """An opened, verified cache: ``ids[i]`` owns ``matrix[i]`` (mapped, read-only);
-    ``codes``: the int8 codes and bounds of those rows (read-only, in memory), when written."""
+    ``codes``: the int8 codes and bounds of those rows (read-only, in memory), when written;
+    ``row_crcs``: each row's CRC-32 when ``matrix`` was not checked whole (its rows are
+    checked where they are read)."""
 
     header: dict[str, Any]
     ids: StringTable  # NumPy arrays, not a str per id (vector_ids)
     matrix: np.ndarray
     codes: Int8Codes | None
+    row_crcs: np.ndarray | None = None
 
 
 def _slug(model_key: str) -> str:
@@ -100,11 +108,13 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
     token = f"{base}-{uuid.uuid4().hex[:12]}"
     names = {"matrix": Path(token + ".npy")}
     if index.dtype == "int8":
-        names.update(codes=Path(token + ".i8.npy"), bounds=Path(token + ".bounds.npy"))
+        names.update(codes=Path(token + ".i8.npy"), bounds=Path(token + ".bounds.npy"),
+                     row_crcs=Path(token + ".crc.npy"))
     previous = _named_files(ids_path)
     n, dim = len(index), index.dim
     ids: list[bytes] = []  # UTF-8 lines per block: no str per id kept for the whole save
     bounds: list[np.ndarray] = []
+    row_crcs: list[np.ndarray] = []
     crcs = dict.fromkeys(names, 0)
     try:
         # Owner-only like the tier it belongs to (np.save would follow the umask).
@@ -123,11 +133,15 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
                 handles[key].write(data)
 
             def sink(block_ids: np.ndarray, rows: np.ndarray) -> None:
-                put("matrix", rows.astype(np.float32, copy=False))
+                exact = np.ascontiguousarray(rows, dtype=np.float32)
+                put("matrix", exact)
                 if fc is not None:
                     codes, block_bounds = int8_codes(rows)
                     put("codes", codes)
                     bounds.append(block_bounds)
+                    raw, rb = memoryview(exact).cast("B"), exact.shape[1] * 4
+                    row_crcs.append(np.array([crc32(raw[i * rb:(i + 1) * rb]) for i in range(exact.shape[0])],
+                                             dtype=np.uint32))
                 ids.append("\n".join(block_ids.tolist()).encode("utf-8"))
 
             # One locked pass: ids and rows taken together, so they always match.
@@ -139,6 +153,10 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
             with atomic_write(names["bounds"], binary=True, mode=0o600) as fh:
                 np.save(fh, both)
             crcs["bounds"] = crc32(memoryview(both).cast("B"))
+            per_row = np.concatenate(row_crcs) if row_crcs else np.zeros(0, dtype=np.uint32)
+            with atomic_write(names["row_crcs"], binary=True, mode=0o600) as fh:
+                np.save(fh, per_row)
+            crcs["row_crcs"] = crc32(memoryview(per_row).cast("B"))
         body = b"\n".join(ids)
         del ids
         header = {"version": CACHE_VERSION, "model": model_key, "tier_uid": store.uid(), "gen": gen,
@@ -185,6 +203,7 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
         raise ValueError(f"{len(ids)} ids do not match the header ({n}, {dim})")
     prefix = Path(cache_paths(store, model)[1]).name + "-"
     arrays: dict[str, np.ndarray] = {}
+    by_row = "row_crcs" in header and "codes" in header  # the rows may be checked where read
     for key in _FILES:
         if key not in header and key != "matrix":
             continue
@@ -194,11 +213,14 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
             raise ValueError(f"the header names {str(name)[:80]!r}, not a file of this cache in its own folder")
         path = ids_path.parent / name
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        shape = (2, n) if key == "bounds" else (n, dim)
+        shape = (2, n) if key == "bounds" else (n,) if key == "row_crcs" else (n, dim)
         if arr.dtype != _DTYPES[key] or arr.shape != shape:
             raise ValueError(f"{name}: {arr.dtype} {arr.shape}, not {np.dtype(_DTYPES[key])} {shape}")
         if path.stat().st_size != arr.offset + arr.nbytes:
             raise ValueError(f"{name} is {path.stat().st_size} bytes, not {arr.offset + arr.nbytes}")
+        if key == "matrix" and by_row and arr.nbytes > vector_base.PREAD_ABOVE_BYTES:
+            arrays[key] = arr  # read with pread, each row checked against its CRC-32 there
+            continue
         if key != "matrix" and huge_pages():  # scanned whole every query: into 2 MiB pages
             arr, crc = read_resident(path, arr.offset, arr.dtype, arr.shape)
         else:  # mapped (the float32 rows: read only where rows are rescored)
@@ -209,7 +231,9 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
     if ("codes" in arrays) != ("bounds" in arrays):
         raise ValueError("the header names int8 codes without bounds (or bounds without codes)")
     codes = Int8Codes(arrays["codes"], arrays["bounds"]) if "codes" in arrays else None
-    return CachedVectors(header, ids, arrays["matrix"], codes)
+    checked_whole = not (by_row and arrays["matrix"].nbytes > vector_base.PREAD_ABOVE_BYTES)
+    return CachedVectors(header, ids, arrays["matrix"], codes,
+                         None if checked_whole else np.asarray(arrays["row_crcs"]))
 
 
 def _file_crc(path: Path, start: int) -> int:
