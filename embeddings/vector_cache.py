@@ -9,6 +9,9 @@ One cache per (tier, model key):
   :func:`~tiervault.embeddings.vector_math.int8_codes`), so a process scans 1 byte
   a component and reads the float32 rows only where it rescores;
 * with the int8 files, ``<token>.crc.npy``: the CRC-32 of each float32 row (uint32);
+* ``<token>.keys.npy`` / ``<token>.order.npy``: the ids' fingerprint index (uint64,
+  sorted; int64 slots), which a reader would otherwise compute (~0.15 s at 500,000 ids:
+  :meth:`~tiervault.vault.string_table.StringTable.with_index`);
 * ``<tier>.vec-<model>.ids``: one JSON header line -- version, tier uid, model,
   generation and the tier's epoch at it, shape, the names of the files above and
   their CRC-32s, the CRC-32 of the ids -- then one id per line.
@@ -60,8 +63,9 @@ __all__ = ["CACHE_VERSION", "CachedVectors", "cache_paths", "read_cache", "write
 
 CACHE_VERSION = 3  # 2: the tier epoch at the cached generation; 3: CRC-32s, int8 codes
 _CHUNK = 1 << 24  # bytes per read when a file's CRC-32 is checked
-_FILES = ("matrix", "codes", "bounds", "row_crcs")
-_DTYPES = {"matrix": np.float32, "codes": np.int8, "bounds": np.float32, "row_crcs": np.uint32}
+_FILES = ("matrix", "codes", "bounds", "row_crcs", "keys", "order")
+_DTYPES = {"matrix": np.float32, "codes": np.int8, "bounds": np.float32, "row_crcs": np.uint32,
+           "keys": np.uint64, "order": np.int64}
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,8 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
     assert paths is not None
     ids_path, base = paths
     token = f"{base}-{uuid.uuid4().hex[:12]}"
-    names = {"matrix": Path(token + ".npy")}
+    names = {"matrix": Path(token + ".npy"), "keys": Path(token + ".keys.npy"),
+             "order": Path(token + ".order.npy")}
     if index.dtype == "int8":
         names.update(codes=Path(token + ".i8.npy"), bounds=Path(token + ".bounds.npy"),
                      row_crcs=Path(token + ".crc.npy"))
@@ -148,17 +153,17 @@ def write_cache(store: Any, model_key: str, index: VectorIndex, gen: int, epoch:
             if index.export(sink) != n:
                 raise StorageError(f"the vector index of tier {store.name!r} changed while it was saved")
         if "bounds" in names:
-            both = np.ascontiguousarray(np.concatenate(bounds, axis=1) if bounds
-                                        else np.zeros((2, 0), dtype=np.float32), dtype=np.float32)
-            with atomic_write(names["bounds"], binary=True, mode=0o600) as fh:
-                np.save(fh, both)
-            crcs["bounds"] = crc32(memoryview(both).cast("B"))
-            per_row = np.concatenate(row_crcs) if row_crcs else np.zeros(0, dtype=np.uint32)
-            with atomic_write(names["row_crcs"], binary=True, mode=0o600) as fh:
-                np.save(fh, per_row)
-            crcs["row_crcs"] = crc32(memoryview(per_row).cast("B"))
+            crcs["bounds"] = _write_whole(names["bounds"], np.concatenate(bounds, axis=1).astype(np.float32)
+                                          if bounds else np.zeros((2, 0), dtype=np.float32))
+            crcs["row_crcs"] = _write_whole(names["row_crcs"], np.concatenate(row_crcs) if row_crcs
+                                            else np.zeros(0, dtype=np.uint32))
         body = b"\n".join(ids)
         del ids
+        # the ids' fingerprint index, so a reader need not compute it (StringTable.with_index)
+        table = table_of_lines(body)
+        crcs["keys"] = _write_whole(names["keys"], table.keys.a)
+        crcs["order"] = _write_whole(names["order"], table.order.a.astype(np.int64))
+        del table
         header = {"version": CACHE_VERSION, "model": model_key, "tier_uid": store.uid(), "gen": gen,
                   "epoch": epoch, "n": n, "dim": dim, "ids_crc": crc32(body)}
         for key, path in names.items():
@@ -197,10 +202,6 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
     n, dim = int(header["n"]), int(header["dim"])
     if crc32(body) != header.get("ids_crc"):
         raise ValueError("the ids fail their CRC-32")
-    ids = table_of_lines(body)
-    del body
-    if len(ids) != n or (n and dim < 1):
-        raise ValueError(f"{len(ids)} ids do not match the header ({n}, {dim})")
     prefix = Path(cache_paths(store, model)[1]).name + "-"
     arrays: dict[str, np.ndarray] = {}
     by_row = "row_crcs" in header and "codes" in header  # the rows may be checked where read
@@ -213,7 +214,7 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
             raise ValueError(f"the header names {str(name)[:80]!r}, not a file of this cache in its own folder")
         path = ids_path.parent / name
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        shape = (2, n) if key == "bounds" else (n,) if key == "row_crcs" else (n, dim)
+        shape = (2, n) if key == "bounds" else (n,) if key in ("row_crcs", "keys", "order") else (n, dim)
         if arr.dtype != _DTYPES[key] or arr.shape != shape:
             raise ValueError(f"{name}: {arr.dtype} {arr.shape}, not {np.dtype(_DTYPES[key])} {shape}")
         if path.stat().st_size != arr.offset + arr.nbytes:
@@ -230,10 +231,23 @@ def read_cache(store: Any, ids_path: Path, model_key: str | None = None) -> Cach
         arrays[key] = arr
     if ("codes" in arrays) != ("bounds" in arrays):
         raise ValueError("the header names int8 codes without bounds (or bounds without codes)")
+    saved = "keys" in arrays and "order" in arrays  # the ids' fingerprint index, else computed
+    ids = table_of_lines(body, (np.asarray(arrays["keys"]), np.asarray(arrays["order"])) if saved else None)
+    del body
+    if len(ids) != n or (n and dim < 1):
+        raise ValueError(f"{len(ids)} ids do not match the header ({n}, {dim})")
     codes = Int8Codes(arrays["codes"], arrays["bounds"]) if "codes" in arrays else None
     checked_whole = not (by_row and arrays["matrix"].nbytes > vector_base.PREAD_ABOVE_BYTES)
     return CachedVectors(header, ids, arrays["matrix"], codes,
                          None if checked_whole else np.asarray(arrays["row_crcs"]))
+
+
+def _write_whole(path: Path, arr: np.ndarray) -> int:
+    """``arr`` written as an owner-only ``.npy`` file; the CRC-32 of its data."""
+    data = np.ascontiguousarray(arr)
+    with atomic_write(path, binary=True, mode=0o600) as fh:
+        np.save(fh, data)
+    return crc32(memoryview(data).cast("B"))
 
 
 def _file_crc(path: Path, start: int) -> int:

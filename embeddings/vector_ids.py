@@ -180,9 +180,10 @@ def _same_strings(a: StringTable, ia: np.ndarray, b: StringTable, ib: np.ndarray
     return same
 
 
-def table_of_lines(data: bytes) -> StringTable:
+def table_of_lines(data: bytes, index: tuple[np.ndarray, np.ndarray] | None = None) -> StringTable:
     """The table of the ``\\n``-separated strings of ``data`` (empty: no string),
-    split with NumPy: no Python string per line."""
+    split with NumPy: no Python string per line. ``index``: its (keys, order) as saved
+    (``StringTable.with_index``), else computed."""
     raw = np.frombuffer(data, dtype=np.uint8)
     if not raw.size:
         return StringTable.build([])
@@ -193,7 +194,7 @@ def table_of_lines(data: bytes) -> StringTable:
     offsets[1:n] = ends - np.arange(ends.size)  # each separator removed before a string's end
     offsets[n] = raw.size - ends.size
     blob = raw[raw != 10] if ends.size else raw.copy()
-    return StringTable.from_blob(blob, offsets)
+    return StringTable.from_blob(blob, offsets) if index is None else StringTable.with_index(blob, offsets, *index)
 
 
 def _refuse_duplicates(table: StringTable) -> None:

@@ -228,7 +228,7 @@ def test_persisted_index_opens_memory_mapped_and_catches_up(vault, monkeypatch):
     first.search(q, 5)
     ids_path, base = cache_paths(store, MODEL)
     files = list(ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.npy"))
-    assert ids_path.exists() and len(files) == (4 if first.dtype == "int8" else 1)  # + int8 codes, bounds, row CRCs
+    assert ids_path.exists() and len(files) == (6 if first.dtype == "int8" else 3)  # + ids' index; int8 codes, bounds, row CRCs
 
     reopened = VectorRecall(vault, MODEL).index("agent")
     # not copied: owned is the id table only (~9 KB here, a quarter of the 24-d rows; a copy is > 1/2)

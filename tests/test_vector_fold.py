@@ -35,7 +35,7 @@ def tiers(tmp_path: Path) -> dict[str, str]:
 
 
 def matrices(ids_path: Path) -> set[str]:
-    """The float32 matrix files of the cache (not the int8 codes, bounds and row CRCs)."""
+    """The float32 matrix files of the cache (not the ids' index, int8 codes, bounds, row CRCs)."""
     return {p.name for p in ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.npy")
             if p.name.count(".") == ids_path.name.count(".")}
 
@@ -96,7 +96,7 @@ def test_a_fold_killed_at_any_point_leaves_a_usable_index(tmp_path, small_bound,
         VectorRecall(vm, MODEL, dtype=dtype).search(unit(rng, 1)[0], 1)  # builds and saves the cache
         ids_path, _ = cache_paths(store, MODEL)
         files = len(list(ids_path.parent.glob("*.npy")))
-        assert files == (4 if dtype == "int8" else 1)  # matrix (+ int8 codes, bounds, row CRCs)
+        assert files == (6 if dtype == "int8" else 3)  # matrix, ids' index (+ int8 codes, bounds, row CRCs)
         before = matrices(ids_path)
         assert len(before) == 1
         write_more(store, rng, vecs)
@@ -146,7 +146,7 @@ def test_a_fold_in_process_remaps_the_new_file(tmp_path, small_bound, dtype):
         index = recall.index("agent")
         assert index.mapped and index.delta_rows == 0 and len(index) == len(vecs)
         assert matrices(ids_path) == {named_matrix(ids_path)} != first  # the old files went
-        assert len(list(ids_path.parent.glob("*.npy"))) == (4 if dtype == "int8" else 1)
+        assert len(list(ids_path.parent.glob("*.npy"))) == (6 if dtype == "int8" else 3)
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "extend", "ids"])

@@ -68,3 +68,25 @@ def test_rows_of_a_mirror_column_with_delta_and_tombstones(monkeypatch) -> None:
     assert len(set(rows.tolist())) == 4 and index.row_count == 42
     ids, _ = index.search(np.eye(48)[40], 1)
     assert ids.tolist() == ["e003"] and "e005" not in index and "e003" in index and "new1" not in index
+
+
+def test_a_saved_fingerprint_index_is_used_as_saved_or_refused() -> None:
+    """The vector cache saves the ids' (keys, order) beside them: read back, the table is
+    the computed one; an index out of order, out of range or of other strings is refused
+    (the cache is then rebuilt: disposable)."""
+    ids = [f"id-{i:05d}-\u00e9" if i % 7 == 0 else f"id-{i:05d}" for i in range(3000)]
+    body = "\n".join(ids).encode()
+    computed = table_of_lines(body)
+    keys, order = computed.keys.a.copy(), computed.order.a.astype(np.int64)
+    saved = table_of_lines(body, (keys, order))
+    assert saved.tolist() == ids and np.array_equal(saved.keys.a, computed.keys.a)
+    assert np.array_equal(saved.order.a, computed.order.a) and saved.order.a.dtype == computed.order.a.dtype
+    assert slots_in(saved, StringTable.build(["id-00008", "nope", "id-00014-\u00e9"])).tolist() == [8, -1, 14]
+    swapped = order.copy()
+    swapped[[0, -1]] = swapped[[-1, 0]]  # keys no longer match their slots
+    for bad in ((keys[::-1].copy(), order), (keys, np.where(order == 0, 3000, order)), (keys, swapped)):
+        with pytest.raises(ValueError, match="saved string index"):
+            table_of_lines(body, bad)
+    other = "\n".join(i + "x" for i in ids).encode()  # same lengths of index, other strings
+    with pytest.raises(ValueError, match="does not match its strings"):
+        table_of_lines(other, (keys, order))

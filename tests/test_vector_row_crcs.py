@@ -5,7 +5,10 @@ from the tier, and the answer is the undamaged one (embeddings/recall.py)."""
 
 from __future__ import annotations
 
+import builtins
+import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,14 +28,14 @@ def by_row(monkeypatch) -> list[str]:
     names of the files whose CRC-32 is read whole at open."""
     monkeypatch.setattr(vector_base, "PREAD_ABOVE_BYTES", 0)
     read_whole: list[str] = []
-    real = vector_cache._file_crc
 
-    def spy(path, start):
-        read_whole.append(path.name)
-        return real(path, start)
+    def spy(path, *args, **kwargs):  # the module's open(): the ids file and the CRCs' reads
+        if str(path).endswith(".npy"):
+            read_whole.append(Path(path).name)
+        return builtins.open(path, *args, **kwargs)
 
-    monkeypatch.setattr(vector_cache, "_file_crc", spy)
-    monkeypatch.setattr(vector_cache, "huge_pages", lambda: False)  # every file through _file_crc
+    monkeypatch.setattr(vector_cache, "open", spy, raising=False)
+    monkeypatch.setattr(vector_cache, "huge_pages", lambda: False)  # every file read by that CRC
     return read_whole
 
 
@@ -52,8 +55,7 @@ def test_rows_are_checked_where_read_and_a_damaged_row_rebuilds_the_index(tmp_pa
         want = _answers(VectorRecall(m, MODEL, persist=False, dtype="int8"), queries)
         VectorRecall(m, MODEL, dtype="int8").warm()  # writes the cache
         ids_path, base = cache_paths(m.store("agent"), MODEL)
-        matrix = next(p for p in ids_path.parent.glob(ids_path.name.replace(".ids", "") + "-*.npy")
-                      if not p.name.endswith((".i8.npy", ".bounds.npy", ".crc.npy")))
+        matrix = ids_path.parent / json.loads(ids_path.read_bytes().split(b"\n", 1)[0])["matrix"]
 
         by_row.clear()
         fresh = VectorRecall(m, MODEL, dtype="int8")

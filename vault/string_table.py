@@ -207,6 +207,30 @@ class StringTable:
         return cls(CheckedArray(blob), CheckedArray(offsets), CheckedArray(keys[order]),
                    CheckedArray(order))
 
+    @classmethod
+    def with_index(cls, blob: np.ndarray, offsets: np.ndarray, keys: np.ndarray,
+                   order: np.ndarray) -> "StringTable":
+        """:meth:`from_blob`'s table with its index as saved beside the strings (``keys``:
+        sorted fingerprints, ``order``: the slot of each), not recomputed (~0.15 s at
+        500,000 strings). Refused (ValueError) unless sorted, in range, and the
+        fingerprints of a few strings spread over the table are the saved ones."""
+        n = offsets.size - 1
+        if keys.dtype != np.uint64 or keys.shape != (n,) or order.shape != (n,) or order.dtype.kind != "i":
+            raise ValueError("a saved string index of the wrong shape or type")
+        if n and (bool(np.any(keys[1:] < keys[:-1])) or int(order.min()) < 0 or int(order.max()) >= n):
+            raise ValueError("a saved string index out of order or out of range")
+        at = np.unique(np.linspace(0, n - 1, num=min(n, 64)).astype(np.int64)) if n else np.zeros(0, np.int64)
+        slots = order[at].astype(np.int64)
+        starts = np.asarray(offsets, dtype=np.int64)
+        for j, slot in zip(at.tolist(), slots.tolist()):
+            if _py_fingerprint(blob[starts[slot]:starts[slot + 1]].tobytes()) != int(keys[j]):
+                raise ValueError("a saved string index does not match its strings")
+        order = order.astype(np.int32 if n < 2**31 - 1 else np.int64)
+        if blob.size < 2**31 - 1:
+            offsets = offsets.astype(np.int32)
+        return cls(CheckedArray(blob), CheckedArray(offsets), CheckedArray(np.asarray(keys)),
+                   CheckedArray(order))
+
     def arrays(self) -> dict[str, np.ndarray]:
         """The four arrays to save (raw, as held)."""
         return {name: getattr(self, name).a for name in self.ARRAYS}
