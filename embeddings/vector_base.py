@@ -19,9 +19,10 @@ against their own ``eps_i`` (the bound's full array is never built).
 The float32 rows of a compressed base that is a large file mapping (over
 ``PREAD_ABOVE_BYTES``) are read with ``pread`` where they are rescored (and by
 :meth:`BaseScan.rows`), each checked against its own CRC-32 when the cache file has
-them (``row_crcs``: a damaged row raises :class:`VectorRowDamaged`), never through the mapping: the process's resident set then
-holds the codes (1 byte a component), not the float32 pages of every row ever
-rescored (at 1,000,000 rows most of 1.5 GB after a few hundred queries). A small
+them (``row_crcs``: a damaged row raises :class:`VectorRowDamaged`), never through
+the mapping: the process's resident set then holds the codes (1 byte a component),
+not the float32 pages of every row ever rescored (at 1,000,000 rows most of 1.5 GB
+after a few hundred queries). A small
 file's rows are read through its mapping (a few hundred ``pread`` calls cost
 ~0.1-0.4 ms per query here); a float32 base keeps its mapping (it scans every page).
 """

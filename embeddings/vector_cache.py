@@ -29,8 +29,8 @@ the float32 rows' pages land in the OS cache, not in the process) -- but for flo
 rows read a row at a time (``vector_base.PREAD_ABOVE_BYTES``), with their rows' CRC-32s
 written: each row is then checked where it is read (a 1,000,000-entry vault's open read
 1.5 GB of rows it never rescores: ~0.4-0.6 s with the files in the OS cache, seconds
-without; issue 16, session 22). Any failure raises. The float32 rows are then mapped; the int8 codes and bounds, which every
-scan reads whole, are the bytes that read put in anonymous memory in 2 MiB pages
+without; issue 16, session 22). Any failure raises. The float32 rows are then mapped;
+the int8 codes and bounds, which every scan reads whole, are the bytes that read put in anonymous memory in 2 MiB pages
 (:mod:`.page_buffer`: a quarter less time a scan at 1,000,000 rows here), where the
 OS gives such pages (else mapped too).
 """
