@@ -102,6 +102,11 @@ class EmbeddingRuntime:
         (:meth:`VectorRecall.prefetch`)."""
         return self.recall.prefetch(query_vector, tiers)
 
+    def run_prefetch(self) -> None:
+        """The prefetched int8 products the scan pool has not started, computed now on the
+        calling thread (:meth:`VectorRecall.run_prefetch`)."""
+        self.recall.run_prefetch()
+
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str] | None = None,
                filters: Filters | None = None) -> list[VectorMatch]:
         """Top ``k`` (id, tier, cosine) over ``tiers``, filters applied first."""
