@@ -68,3 +68,57 @@ def test_the_pool_takes_a_prefetch_from_its_last_base_and_the_caller_from_its_fi
     assert simd.calls[2][1] == sizes[2] and simd.calls[2][0] != me
     for got, b in zip((first, middle, last), bases):
         assert got.tolist() == (b.astype(np.int32) @ qcodes[0].astype(np.int32)).tolist()
+
+
+class _EnteringSimd(_RecordingSimd):
+    """:class:`_RecordingSimd` that also says when the held scan has begun."""
+
+    def __init__(self, hold_rows: int) -> None:
+        super().__init__(hold_rows)
+        self.entered = threading.Event()
+
+    def cdist(self, qcodes, codes, metric: str, out_dtype: str):
+        if codes.shape[0] == self.hold_rows:
+            self.entered.set()
+        return super().cdist(qcodes, codes, metric, out_dtype)
+
+
+def test_run_prefetched_scans_the_bases_no_thread_took_without_waiting_for_the_pool() -> None:
+    """``run_prefetched``: the caller scans, first-asked first, every base of the last
+    prefetch the pool's thread has not begun, and returns while the pool is still inside
+    its own (held) base; the jobs then hand over the same products as before."""
+    rng = np.random.default_rng(6)
+    sizes = (20, 40, 60)
+    bases = [rng.integers(-127, 128, (n, 8), dtype=np.int8) for n in sizes]
+    qcodes = rng.integers(-127, 128, (1, 8), dtype=np.int8)
+    simd = _EnteringSimd(hold_rows=sizes[-1])
+    pool = dot_job.scan_pool()
+    spare, held = threading.Event(), threading.Semaphore(0)
+
+    def block(until: threading.Event) -> None:
+        held.release()
+        until.wait(30)
+
+    for _ in range(dot_job.pool_threads() - 1):  # one pool thread serves the prefetch
+        pool.submit(block, spare)
+    try:
+        for _ in range(dot_job.pool_threads() - 1):
+            assert held.acquire(timeout=10)
+        dot_job.prefetch(simd, qcodes, [(b, b.shape[0]) for b in bases])
+        assert simd.entered.wait(10)  # the pool's thread is inside the last base (held)
+        dot_job.run_prefetched()  # returns with the last base still held: no wait for it
+        me = threading.current_thread().name
+        assert simd.calls == [(me, sizes[0]), (me, sizes[1])]
+        got = [dot_job.prefetched(qcodes, b) for b in bases]
+        assert [j.ready() for j in got] == [True, True, False]
+        simd.hold.set()
+        out = [j.result() for j in got]
+    finally:
+        simd.hold.set()
+        spare.set()
+    assert [c for c in simd.calls if c[1] == sizes[-1]][0][0] != me
+    assert len(simd.calls) == 3  # each base scanned once
+    for o, b in zip(out, bases):
+        assert o.tolist() == (b.astype(np.int32) @ qcodes[0].astype(np.int32)).tolist()
+    dot_job.run_prefetched()  # every claim taken: nothing is scanned again
+    assert len(simd.calls) == 3
