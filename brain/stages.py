@@ -86,13 +86,11 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     # statement a tier instead of two; rows from a mirror's records: no texts, no SQL);
     # an FTS-only scan reads its proximity before its rows
     ctx.pool.keep_texts = ctx.qvec is not None and bool(pairs)
-    if ctx.qvec is not None:
-        # the scan pool's thread reads the int8 codes (the prefetch above): the bases it has
-        # not started are scanned here first, then the candidates' cosines and proximity
-        # read while it finishes, not after the vector leg (which would wait for it)
-        run = getattr(brain.vectors, "run_prefetch", None)
-        if run is not None:
-            run()
+    run = getattr(brain.vectors, "run_prefetch", None) if ctx.qvec is not None else None
+    if run is not None and run():
+        # the scan pool's thread reads the int8 codes (the prefetch above): the bases it had
+        # not started were scanned here, and while it finishes its own the candidates'
+        # cosines and proximity are read, not after the vector leg (which would wait for it)
         ctx.pairs = pairs
         evidence.early(brain, ctx)
     hits = (brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],

@@ -168,13 +168,17 @@ def prefetched(qcodes: np.ndarray, codes: np.ndarray) -> DotJob | None:
     return found[1] if found is not None and found[0] is codes else None
 
 
-def run_prefetched() -> None:
+def run_prefetched() -> bool:
     """Compute on the calling thread the claims of the last prefetch that no thread has
     taken yet, the first-asked base first (as :func:`prefetched`'s caller would), without
     waiting for the pool's: for a caller with other work to do before it asks for the
     products. That work, in Python, would hold the GIL the pool's thread needs between
-    two bases; done after the claims, it runs while the pool finishes its own."""
+    two bases; done after the claims, it runs while the pool finishes its own. True when
+    the pool is still computing some (the caller would wait for them now)."""
     last = _PREFETCHED
-    if last is not None:
-        for _, job in reversed(list(last[1].values())):
-            job.claim()
+    if last is None:
+        return False
+    jobs = [job for _, job in reversed(list(last[1].values()))]
+    for job in jobs:
+        job.claim()
+    return not all(job.ready() for job in jobs)

@@ -176,12 +176,13 @@ class VectorRecall:
                 bases.append(codes)
         return unit is not None and prefetch_int8(unit, bases)
 
-    def run_prefetch(self) -> None:
+    def run_prefetch(self) -> bool:
         """Compute on the calling thread the int8 products of the last :meth:`prefetch`
         that the scan pool has not started (``dot_job.run_prefetched``), so that the
         caller's work before its :meth:`search` leaves the pool's thread free to finish
-        its own. The same numbers; nothing when nothing was prefetched."""
-        run_prefetched()
+        its own. The same numbers. True while the pool still computes some of them (a
+        :meth:`search` now would wait for it); False when nothing is left to wait for."""
+        return run_prefetched()
 
     @_recovering
     def scores_for(self, query_vec: np.ndarray, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

@@ -106,7 +106,7 @@ def test_run_prefetched_scans_the_bases_no_thread_took_without_waiting_for_the_p
             assert held.acquire(timeout=10)
         dot_job.prefetch(simd, qcodes, [(b, b.shape[0]) for b in bases])
         assert simd.entered.wait(10)  # the pool's thread is inside the last base (held)
-        dot_job.run_prefetched()  # returns with the last base still held: no wait for it
+        assert dot_job.run_prefetched()  # returns with the last base still held: no wait
         me = threading.current_thread().name
         assert simd.calls == [(me, sizes[0]), (me, sizes[1])]
         got = [dot_job.prefetched(qcodes, b) for b in bases]
@@ -120,5 +120,5 @@ def test_run_prefetched_scans_the_bases_no_thread_took_without_waiting_for_the_p
     assert len(simd.calls) == 3  # each base scanned once
     for o, b in zip(out, bases):
         assert o.tolist() == (b.astype(np.int32) @ qcodes[0].astype(np.int32)).tolist()
-    dot_job.run_prefetched()  # every claim taken: nothing is scanned again
+    assert not dot_job.run_prefetched()  # every claim written: none scanned again, no wait
     assert len(simd.calls) == 3

@@ -68,6 +68,9 @@ class RecordingVectors:
     def prefetch(self, qv: np.ndarray, tiers: list[str]) -> bool:
         return False
 
+    def run_prefetch(self) -> bool:
+        return True  # as while the scan pool still reads the codes: the early reads are made
+
     def search(self, qv: np.ndarray, k: int, tiers: list[str], filters) -> list[VectorMatch]:
         self.calls.append("search")
         hits = sorted(((float(v @ qv), t, i) for (t, i), v in self.vecs.items() if t in tiers),
