@@ -14,6 +14,7 @@ import pytest
 from tiervault.errors import ValidationError
 from tiervault.vault.entry import Entry
 from tiervault.vault.filters import Filters
+from tiervault.vault.mirror_search import MirrorSearch
 from tiervault.vault.rows import LexicalHit
 from tiervault.vault.scoring import B, K1
 from tiervault.vault.tokenizer import STEMMER, split_words
@@ -231,3 +232,22 @@ def test_key_columns_hold_each_slots_id_and_hash(tier):
     if cols.build == before.build:  # (a small tier's mirror is rebuilt by every write)
         assert cols.slots >= before.slots and "b" in ids  # dead slots count too
         assert ids[:before.slots] == before.ids.take(list(range(before.slots)))
+
+
+def test_lexical_scores_without_content_hashes_answer_the_same(tier):
+    """``content_hashes=False`` (a caller reading none: the manager's scores of the pool):
+    the same hits, scores, TF-IDF and verdicts; each hash is the entry's or "" (not read).
+    A mirror-backed tier reads none."""
+    tier.capture_many([Entry.create(**d) for d in CORPUS])
+    stems, words = terms_of("retry")
+    stats = tier.term_stats(stems)
+    ask = dict(ids=["retry-policy", "db-index", "retry-storm", "zz"], filters=Filters(types=("pattern",)),
+               words=words)
+    full = {h.id: h for h in tier.lexical_scores(stems, stats, **ask)}
+    bare = {h.id: h for h in tier.lexical_scores(stems, stats, content_hashes=False, **ask)}
+    assert set(bare) == set(full) == {"retry-policy", "db-index", "retry-storm"}
+    for eid, h in bare.items():
+        assert (h.id, h.score, h.tfidf, h.passes) == (eid, full[eid].score, full[eid].tfidf, full[eid].passes)
+        assert h.content_hash in ("", tier.get(eid).content_hash)
+    if isinstance(tier, MirrorSearch):
+        assert all(h.content_hash == "" for h in bare.values())

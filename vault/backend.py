@@ -225,10 +225,11 @@ class TierBackend(Protocol):
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *,
                        ids: Sequence[str] = (), hashes: Sequence[str] = (),
                        filters: Filters | None = None,
-                       words: Sequence[str] = ()) -> list[LexicalHit]:
+                       words: Sequence[str] = (), content_hashes: bool = True) -> list[LexicalHit]:
         """The entries held here whose id is in ``ids`` or content hash in ``hashes``,
         scored with ``stats`` (score may be 0); ``passes`` tells whether each passes
-        ``filters``. Order: unspecified."""
+        ``filters``. Order: unspecified. ``content_hashes`` False: a caller that reads no
+        hit's ``content_hash`` (it may then be ``""``: not read)."""
         ...
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:

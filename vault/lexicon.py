@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
+from itertools import repeat
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -354,12 +355,13 @@ class MirrorLexicon:
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
-                       words: Sequence[str] = ()) -> list[LexicalHit]:
-        return self._answer(lambda p: self._scores(p, terms, stats, ids, hashes, filters, words))
+                       words: Sequence[str] = (), content_hashes: bool = True) -> list[LexicalHit]:
+        return self._answer(lambda p: self._scores(p, terms, stats, ids, hashes, filters, words,
+                                                   content_hashes))
 
     def _scores(self, p: Postings, terms: Sequence[str], stats: TermStats, ids: Sequence[str],
                 hashes: Sequence[str], filters: Filters | None,
-                words: Sequence[str]) -> list[LexicalHit]:
+                words: Sequence[str], content_hashes: bool = True) -> list[LexicalHit]:
         # batched look-ups; the distinct slots found, in the order asked (ids, then hashes)
         if hashes:
             slots = dict.fromkeys([*p.slots_of(list(ids)), *p.slots_by_hash(list(hashes))])
@@ -375,9 +377,10 @@ class MirrorLexicon:
         kept = None if filters is None else self._kept_mask(p, filters)
         passes = ([True] * n if filters is None else
                   _mask_at(p, filters, at).tolist() if kept is None else kept[at].tolist())
-        # a slot found by its id holds that id: only the hashes read (ids only asked)
-        ids, hashes = (p.ids.take(at) if hashes else list(slots.values())), p.hashes.take(at)
-        return hits_of(ids, hashes, bm25, tfidf, passes)
+        # a slot found by its id holds that id: only the hashes read (ids only asked), and
+        # not even those for a caller that reads none (the manager's scores of the pool)
+        ids = p.ids.take(at) if hashes else list(slots.values())
+        return hits_of(ids, p.hashes.take(at) if content_hashes else repeat("", n), bm25, tfidf, passes)
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
         if not terms:

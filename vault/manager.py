@@ -369,8 +369,9 @@ class VaultManager:
             return {}
         bound = lq.bound if lq.bound > 0 else 1.0
         out: dict[str, tuple[float, float]] = {}
-        for _, hits in self._each([t], lambda s: s.lexical_scores(lq.stems, lq.stats, ids=ids,
-                                                                  words=lq.words)):
+        # the content hashes are not read here: not asked for
+        for _, hits in self._each([t], lambda s: s.lexical_scores(
+                lq.stems, lq.stats, ids=ids, words=lq.words, content_hashes=False)):
             for h in hits:
                 out[h.id] = (h.score / bound if lq.bound > 0 else 0.0, h.tfidf)
         return out

@@ -59,9 +59,9 @@ class MirrorSearch:
 
     def lexical_scores(self, terms: Sequence[str], stats: TermStats, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
-                       words: Sequence[str] = ()) -> list[LexicalHit]:
+                       words: Sequence[str] = (), content_hashes: bool = True) -> list[LexicalHit]:
         return self.lexicon.lexical_scores(terms, stats, ids=ids, hashes=hashes, filters=filters,
-                                           words=words)
+                                           words=words, content_hashes=content_hashes)
 
     def lexical_count(self, terms: Sequence[str], filters: Filters, cap: int) -> int:
         return self.lexicon.lexical_count(terms, filters, cap)

@@ -186,7 +186,9 @@ class RemoteTier:
 
     def lexical_scores(self, terms: Sequence[str], stats: Any, *, ids: Sequence[str] = (),
                        hashes: Sequence[str] = (), filters: Filters | None = None,
-                       words: Sequence[str] = ()) -> list[Any]:
+                       words: Sequence[str] = (), content_hashes: bool = True) -> list[Any]:
+        # ``content_hashes`` is not sent: the server answers with them (an older one knows no
+        # such option), the caller reads none
         if not ids and not hashes:
             return []
         return self._call("lexical_scores", terms=list(terms), stats=stats, ids=list(ids),
