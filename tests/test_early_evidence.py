@@ -66,9 +66,10 @@ class RecordingVectors:
                          for i in ids], dtype=np.float32)
 
     def prefetch(self, qv: np.ndarray, tiers: list[str]) -> bool:
-        return False
+        return True  # as a scan started on the scan pool
 
     def run_prefetch(self) -> bool:
+        self.calls.append("run_prefetch")
         return True  # as while the scan pool still reads the codes: the early reads are made
 
     def search(self, qv: np.ndarray, k: int, tiers: list[str], filters) -> list[VectorMatch]:
@@ -113,7 +114,7 @@ def _scans(manager: VaultManager, monkeypatch: pytest.MonkeyPatch) -> tuple[list
         vectors.calls.clear()
         rows.append(b.search_intelligent(q, explain=True, limit=3))
         if evidence.early is not _no_early:
-            assert vectors.calls[0] == "similarities" and "search" in vectors.calls
+            assert vectors.calls[:2] == ["run_prefetch", "similarities"] and "search" in vectors.calls
     return rows, ctxs, asked
 
 
@@ -161,3 +162,17 @@ def test_a_candidate_read_early_but_out_of_the_whole_pools_pick_keeps_0() -> Non
     out = evidence.proximity(brain, ctx, 0)
     assert out.tolist() == [1.0, 0.5, 0.0, 1.0]  # c2 (BM25 0.2) is out of the best 3
     assert brain.asked == [3]  # only the hit's texts were read
+
+
+def test_a_filtered_scan_or_one_without_a_prefetch_reads_nothing_early(manager, monkeypatch):
+    """The early reads need this query's prefetch still running: a source whose prefetch
+    started nothing is not asked to run one (an older prefetch's bases are not scanned),
+    nor is a scan with filters (its vector leg may read only the few rows they leave)."""
+    vectors = RecordingVectors(manager)
+    b = Brain(manager, fixed_brain(manager).settings, vectors=vectors, clock=lambda: NOW)
+    b.search_intelligent("connection pool", type="pattern")
+    assert "run_prefetch" not in vectors.calls and vectors.calls.index("search") == 0
+    monkeypatch.setattr(vectors, "prefetch", lambda qv, tiers: False)
+    vectors.calls.clear()
+    b.search_intelligent("connection pool")
+    assert "run_prefetch" not in vectors.calls and vectors.calls.index("search") == 0
