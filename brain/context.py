@@ -53,9 +53,6 @@ class ScoringContext:
     pool: Pool = field(default_factory=Pool)
     cosines: np.ndarray = field(default_factory=lambda: np.zeros(0))  # NaN = no vector
     known_cosines: dict[tuple[str, str], float] = field(default_factory=dict)  # (tier, id)
-    # the FTS candidates' evidence read before the vector leg (evidence.early), by (tier, id)
-    early_cosines: dict[tuple[str, str], float] = field(default_factory=dict)
-    early_proximity: dict[tuple[str, str], float] = field(default_factory=dict)
     complete: bool = False  # every FTS match is in the pool
     n_fts: int = 0
     memories: MemorySignals | None = None

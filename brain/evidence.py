@@ -29,7 +29,7 @@ from tiervault.brain.proximity import proximities
 from tiervault.errors import EmbeddingError
 from tiervault.vault.tokenizer import split_words
 
-__all__ = ["query_vector", "cosines", "early", "proximity_weight", "proximity", "latent_share",
+__all__ = ["query_vector", "cosines", "proximity_weight", "proximity", "latent_share",
            "latent_raw"]
 
 log = logging.getLogger(__name__)
@@ -57,46 +57,16 @@ def cosines(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     out[:start] = ctx.cosines[:start]
     if n <= start:
         return out
-    known, early = ctx.known_cosines, ctx.early_cosines
     by_tier: dict[str, list[int]] = {}
     for i in range(start, n):  # a vector hit's cosine is known: its row is not read again
-        key = (pool.tiers[i], pool.ids[i])
-        cos = known.get(key)
-        if cos is None:
-            cos = early.get(key)  # read before the vector leg (early)
-        if cos is None:
+        known = ctx.known_cosines.get((pool.tiers[i], pool.ids[i]))
+        if known is None:
             by_tier.setdefault(pool.tiers[i], []).append(i)
         else:
-            out[i] = cos
+            out[i] = known
     for tier, idx in by_tier.items():
         out[idx] = brain.vectors.similarities(ctx.qvec, tier, [pool.ids[i] for i in idx])
     return out
-
-
-def early(brain: Any, ctx: ScoringContext) -> None:
-    """The FTS candidates' cosines and term proximity, read while the scan pool's thread
-    still reads the int8 codes (a hybrid gather: after the lexical leg, before the vector
-    leg, which would otherwise wait for that thread; no light row needed), kept by
-    ``(tier, id)`` in ``ctx.early_cosines`` / ``ctx.early_proximity`` for :func:`cosines`
-    and :func:`proximity` at ``start`` 0: the same numbers as read there (each a function
-    of one row and the query; :func:`proximity`'s pick over the whole pool takes a
-    candidate only if it is in the candidates' own pick, made here: the same stable order
-    by BM25). Read for nothing: the cosines of candidates that turn out to be vector hits
-    (known from the scan), candidates that leave the pool or the pick."""
-    pool = ctx.pool
-    by_tier: dict[str, list[int]] = {}
-    for i, tier in enumerate(pool.tiers):
-        by_tier.setdefault(tier, []).append(i)
-    cos: dict[tuple[str, str], float] = {}
-    for tier, idx in by_tier.items():
-        ids = [pool.ids[i] for i in idx]
-        cos.update(zip(zip([tier] * len(ids), ids),
-                       brain.vectors.similarities(ctx.qvec, tier, ids).tolist()))
-    ctx.early_cosines = cos
-    idx = _proximity_picks(ctx, 0) if ctx.pairs else []
-    if idx:
-        ctx.early_proximity = dict(zip([(pool.tiers[i], pool.ids[i]) for i in idx],
-                                       _proximities_at(brain, ctx, idx).tolist()))
 
 
 def proximity_weight(ctx: ScoringContext) -> float:
@@ -108,49 +78,23 @@ def proximity_weight(ctx: ScoringContext) -> float:
 def proximity(brain: Any, ctx: ScoringContext, start: int) -> np.ndarray:
     """ctx.proximity extended to the pool's candidates from ``start`` on
     (brain/proximity.py): the ``max(limit, min_fetch)`` best lexical matches among them
-    (an entry without a lexical match holds no pair) are read; the rest stay 0. Those
-    :func:`early` read already are not read again."""
+    (an entry without a lexical match holds no pair) are read; the rest stay 0."""
     pool, n = ctx.pool, len(ctx.pool)
     out = np.zeros(n)
     if not ctx.pairs:  # no pair of query words: every candidate's proximity is 0
         return out
     out[:start] = ctx.proximity[:start]
-    idx = _proximity_picks(ctx, start)
-    early = ctx.early_proximity
-    if early and idx:
-        rest = []
-        for i in idx:
-            value = early.get((pool.tiers[i], pool.ids[i]))
-            if value is None:
-                rest.append(i)
-            else:
-                out[i] = value
-        idx = rest
-    if idx:
-        out[idx] = _proximities_at(brain, ctx, idx)
-    return out
-
-
-def _proximity_picks(ctx: ScoringContext, start: int) -> list[int]:
-    """The candidates from ``start`` on whose proximity is read: the ``max(limit,
-    min_fetch)`` best by BM25 among them (stable: ties by position) with a lexical match,
-    ascending."""
-    pool, n = ctx.pool, len(ctx.pool)
-    if n <= start:
-        return []
     lex = np.asarray(pool.lexical)
-    depth = max(ctx.limit, ctx.config.min_fetch)  # the answer's length bounds the cost
-    best = start + np.argsort(-lex[start:], kind="stable")[:depth]
-    return np.sort(best[lex[best] > 0]).tolist()  # ascending Python ints (distinct)
-
-
-def _proximities_at(brain: Any, ctx: ScoringContext, idx: list[int]) -> np.ndarray:
-    """Term proximity of the pool's candidates ``idx`` (their texts read; a row its tier
-    proves to hold no pair is not)."""
-    pool = ctx.pool
-    texts = brain.field_texts(pool, idx, ctx.pairs)  # rows holding no pair: not read
-    docs = [texts.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
-    return proximities(docs, ctx.pairs, ctx.config.proximity_window)
+    idx: list[int] = []
+    if n > start:
+        depth = max(ctx.limit, ctx.config.min_fetch)  # the answer's length bounds the cost
+        best = start + np.argsort(-lex[start:], kind="stable")[:depth]
+        idx = np.sort(best[lex[best] > 0]).tolist()  # ascending Python ints (distinct)
+    if idx:
+        texts = brain.field_texts(pool, idx, ctx.pairs)  # rows holding no pair: not read
+        docs = [texts.get(f"{pool.tiers[i]}\0{pool.ids[i]}") for i in idx]
+        out[idx] = proximities(docs, ctx.pairs, ctx.config.proximity_window)
+    return out
 
 
 def latent_share(ctx: ScoringContext) -> float:

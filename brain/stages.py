@@ -62,11 +62,10 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     ctx.qvec = modulating.shifted_query(brain, evidence.query_vector(brain, ctx.query), mods,
                                         ctx.tiers)
     ctx.weights = brain.weights(hybrid=ctx.qvec is not None)
-    prefetched = False
     if ctx.qvec is not None:
         # the vector leg's int8 scan read on the scan pool's thread while the lexical leg
         # runs here (embeddings/dot_job.py; the same numbers whoever computes them)
-        prefetched = brain.vectors.prefetch(ctx.qvec, [t.name for t in manager.ordered(ctx.tiers)])
+        brain.vectors.prefetch(ctx.qvec, [t.name for t in manager.ordered(ctx.tiers)])
     fetch = mods.pool or max(cfg.fetch_factor * ctx.limit, cfg.min_fetch)
     lexical_text = _lexical_text(ctx.query, cfg)
     cands = manager.search(lexical_text, filters=ctx.filters, limit=fetch, tiers=ctx.tiers)
@@ -87,15 +86,6 @@ def gather(brain: Any, ctx: ScoringContext) -> None:
     # statement a tier instead of two; rows from a mirror's records: no texts, no SQL);
     # an FTS-only scan reads its proximity before its rows
     ctx.pool.keep_texts = ctx.qvec is not None and bool(pairs)
-    # this query's prefetch, unfiltered (a filter may leave so few rows that the vector leg
-    # reads just those, and stops the prefetch's bases not begun: not scanned here)
-    run = getattr(brain.vectors, "run_prefetch", None) if prefetched and not ctx.filters.restricts else None
-    if run is not None and run():
-        # the scan pool's thread reads the int8 codes (the prefetch above): the bases it had
-        # not started were scanned here, and while it finishes its own the candidates'
-        # cosines and proximity are read, not after the vector leg (which would wait for it)
-        ctx.pairs = pairs
-        evidence.early(brain, ctx)
     hits = (brain.vectors.search(ctx.qvec, fetch, [t.name for t in manager.ordered(ctx.tiers)],
                                  ctx.filters) if ctx.qvec is not None else [])
     if not rows_wait_for_neighbours(ctx):

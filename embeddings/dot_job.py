@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CLAIM_ROWS", "DotJob", "pool_threads", "scan_pool", "prefetch", "prefetched", "run_prefetched"]
+__all__ = ["CLAIM_ROWS", "DotJob", "pool_threads", "scan_pool", "prefetch", "prefetched"]
 
 #: Rows a thread claims at a time (6 MB of 384-d codes, ~0.5 ms on one core).
 CLAIM_ROWS = 16_384
@@ -92,11 +92,6 @@ class DotJob:
         (Two threads finishing claims together may leave the count one short: then
         False, never True too early.)"""
         return self._written >= self.chunks
-
-    def claim(self) -> None:
-        """Compute every claim no thread has taken yet on the calling thread (no wait for
-        claims running elsewhere: :meth:`result` does that)."""
-        self._work(False)
 
     def result(self) -> np.ndarray:
         """Every row's product (the caller claims what is left), float32 (n,)."""
@@ -166,19 +161,3 @@ def prefetched(qcodes: np.ndarray, codes: np.ndarray) -> DotJob | None:
         return None
     found = last[1].pop(id(codes), None)
     return found[1] if found is not None and found[0] is codes else None
-
-
-def run_prefetched() -> bool:
-    """Compute on the calling thread the claims of the last prefetch that no thread has
-    taken yet, the first-asked base first (as :func:`prefetched`'s caller would), without
-    waiting for the pool's: for a caller with other work to do before it asks for the
-    products. That work, in Python, would hold the GIL the pool's thread needs between
-    two bases; done after the claims, it runs while the pool finishes its own. True when
-    the pool is still computing some (the caller would wait for them now)."""
-    last = _PREFETCHED
-    if last is None:
-        return False
-    jobs = [job for _, job in reversed(list(last[1].values()))]
-    for job in jobs:
-        job.claim()
-    return not all(job.ready() for job in jobs)

@@ -50,7 +50,6 @@ from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
-from tiervault.embeddings.dot_job import run_prefetched
 from tiervault.embeddings.index import VectorIndex
 from tiervault.embeddings.slot_map import SlotMap, allowed_rows, kept_plan, ids_by_slot, rows_by_slot
 from tiervault.embeddings.tier_scan import TierScan, rescore_federated
@@ -175,14 +174,6 @@ class VectorRecall:
                 unit = unit if unit is not None else unit_query(q, index.dim, index.model)
                 bases.append(codes)
         return unit is not None and prefetch_int8(unit, bases)
-
-    def run_prefetch(self) -> bool:
-        """Compute on the calling thread the int8 products of the last :meth:`prefetch`
-        that the scan pool has not started (``dot_job.run_prefetched``), so that the
-        caller's work before its :meth:`search` leaves the pool's thread free to finish
-        its own. The same numbers. True while the pool still computes some of them (a
-        :meth:`search` now would wait for it); False when nothing is left to wait for."""
-        return run_prefetched()
 
     @_recovering
     def scores_for(self, query_vec: np.ndarray, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

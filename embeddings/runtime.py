@@ -102,12 +102,6 @@ class EmbeddingRuntime:
         (:meth:`VectorRecall.prefetch`)."""
         return self.recall.prefetch(query_vector, tiers)
 
-    def run_prefetch(self) -> bool:
-        """The prefetched int8 products the scan pool has not started, computed now on the
-        calling thread; True while the pool still computes others
-        (:meth:`VectorRecall.run_prefetch`)."""
-        return self.recall.run_prefetch()
-
     def search(self, query_vector: np.ndarray, k: int, tiers: Sequence[str] | None = None,
                filters: Filters | None = None) -> list[VectorMatch]:
         """Top ``k`` (id, tier, cosine) over ``tiers``, filters applied first."""
