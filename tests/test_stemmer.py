@@ -36,3 +36,28 @@ def test_stems_match_fts5_across_successive_fills():
     assert got["running"] == "run" and got["naïve"] == "naiv"
     assert len(stemmer) == len(WORDS)
     assert stemmer.stems(["runs", "jumped"]) == {"runs": "run", "jumped": "jump"}
+
+
+def test_many_plain_words_batched_with_odd_ones_stem_as_one_word_a_document(monkeypatch):
+    """Plain words ([a-z0-9]+) reach FTS5 as documents of many words each, any other word
+    as one of its own: the terms are those of one document per word (the reference),
+    across batch boundaries and with words that make no token or several."""
+    import random
+
+    import tiervault.vault.tokenizer as tokenizer
+
+    monkeypatch.setattr(tokenizer, "FTS5_BATCH", 7)  # many batches, a partial last one
+    rng = random.Random(23)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    plain = {"".join(rng.choice(letters) for _ in range(rng.randint(3, 12))) + rng.choice(["", "ing", "ed", "ies"])
+             for _ in range(300)}
+    plain |= {"a" * 64, "b" * 70, "walking", "relational"}
+    odd = ["naïve", "straße", "Running", "ﬁle", "a-b", "x y", "...", "Ⅻ", "ünïcödé", "co-operated"]
+    words = sorted(plain) + odd
+    rng.shuffle(words)
+    stemmer = Stemmer()
+    got = stemmer.fts5_stems(words)
+    want = _fts5_terms(words)
+    assert got == [want[w] for w in words]
+    assert got[words.index("walking")] == "walk" and got[words.index("...")] == ""
+    assert got[words.index("a-b")] == "a"  # several tokens: the first one's term
