@@ -22,7 +22,9 @@ Then an array written with ``crc`` (small ones) is checked whole at once, and
 one written with ``blocks`` (large ones, ``lazy=True`` at write) comes back as a
 :class:`~tiervault.vault.checked_array.CheckedArray` verified block by block on
 first read. Writes are atomic (:func:`~tiervault.vault.atomic_file.atomic_write`:
-temporary file, fsync, rename), so a reader's mapping never changes under it.
+temporary file, rename), so a reader's mapping never changes under it; not fsynced
+(``durable=False``): these checks cover every byte a reader uses, so what an OS
+crash leaves of an unsynced file is refused like any damage (atomic_file.py).
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
         if need == start:
             break
         start = need
-    with atomic_write(path, binary=True, mode=mode) as fh:
+    with atomic_write(path, binary=True, mode=mode, durable=False) as fh:
         fh.write(_PREFIX.pack(MAGIC, LAYOUT, crc32(header), len(header)))
         fh.write(header)
         pos = _PREFIX.size + len(header)

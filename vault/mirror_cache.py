@@ -24,8 +24,8 @@ What is checked, and when:
   from a rebuilt mirror, with one warning.
 
 Not caught: a file edited in place *after* a block was verified by a process
-that maps it (tiervault never does that: a save writes a temporary file, fsyncs
-it and renames it over the old one), and a deliberately forged file whose CRCs
+that maps it (tiervault never does that: a save writes a temporary file and
+renames it over the old one; no fsync: what a crash leaves is refused, atomic_file.py), and a deliberately forged file whose CRCs
 were recomputed (only its structure is checked). Anything else costs a rebuild,
 never a wrong answer.
 """
@@ -111,8 +111,8 @@ def _table(column: StringColumn | Vocabulary) -> "StringTable | HashTable":
 
 
 def save(m: "Postings", store: Any) -> None:
-    """Write the base segment of ``m`` atomically (fsync, rename; the temporary file
-    never outlives a failure); failure only costs a rebuild next time."""
+    """Write the base segment of ``m`` atomically (rename, no fsync: atomic_file.py; the
+    temporary file never outlives a failure); failure only costs a rebuild next time."""
     if store.read_only or m.delta_W or not store.exists:
         return
     path = cache_path(store)
