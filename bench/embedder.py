@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     from tiervault.embeddings.providers.local import PACKAGED_FP32, LocalEmbedder
     from tiervault.embeddings.providers.local_model import physical_cores
 
+    from bench.run import machine_info
+
     texts, origin = entries(args.data, args.n)
     base, base_origin = baseline_embedder(args.baseline_rev)
     fp32, int8 = LocalEmbedder(model=PACKAGED_FP32), LocalEmbedder()
@@ -155,11 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     fp32.close()
     int8.close()
     old, new = ndcg(args.ndcg_old), ndcg(args.ndcg_new)
+    here = machine_info()
+    cpu, cores = here["cpu"], here["cores"]
     ratio = round(stats["int8"]["entries_per_s"] / stats["baseline"]["entries_per_s"], 2)
     result = {
         "entries": {"n": len(texts), "words": WORDS, "origin": origin,
                     "tokens_mean": round(float(np.mean(tokens)), 1), "tokens_max": int(max(tokens))},
-        "machine": {"cpu_count": os.cpu_count(), "physical_cores": physical_cores(),
+        "machine": {"cpu": cpu, "cores": cores, "cpu_count": os.cpu_count(), "physical_cores": physical_cores(),
                     "load_avg_before": [round(x, 2) for x in load_before],
                     "load_avg_after": [round(x, 2) for x in load_after]},
         "rounds": args.rounds,
@@ -179,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                "ndcg_scifact_baseline": old["vector"] if old else None,
                "ndcg_scifact_hybrid": new["brain_hybrid"] if new else None,
                "ndcg_scifact_hybrid_baseline": old["brain_hybrid"] if old else None,
-               "model": int8.model, "load_avg": result["machine"]["load_avg_after"][0]}
+               "model": int8.model, "load_avg": result["machine"]["load_avg_after"][0],
+               # which machine: bench/run.py joins this summary only to a run on the same CPU
+               "cpu": cpu, "cores": cores}
     result["local_embedder"] = summary
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")

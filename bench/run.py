@@ -47,6 +47,20 @@ TARGETS = {"scan_fts_p50": 10, "scan_fts_p95": 25, "hybrid_p50": 20, "import_rat
 PHASE_TIMEOUT_S = 3 * 3600
 
 
+def embedder_summary(summary: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]:
+    """``bench/embedder.py``'s summary when it was measured on this run's CPU (model name and
+    cores); otherwise not available, saying where it was measured: another machine's
+    embedder rate must not pass for this one's."""
+    here = (machine.get("cpu"), machine.get("cores"))
+    there = (summary.get("cpu"), summary.get("cores"))
+    if there == here:
+        return summary
+    where = f"{there[0]} x{there[1]}" if there[0] else "a machine it does not name"
+    return {"entries_per_s": None, "available": False,
+            "reason": f"bench/results/local-embedder.json was measured on {where}, not on this "
+                      f"{here[0]} x{here[1]}: run python bench/embedder.py here"}
+
+
 def machine_info() -> dict[str, Any]:
     """What the numbers were taken on (CPU, cores, memory, versions, load)."""
     import sqlite3
@@ -360,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     # The local embedder is timed by bench/embedder.py (issue 16); its summary joins here.
     embedder_json = Path(__file__).resolve().parent / "results" / "local-embedder.json"
     if embedder_json.is_file():
-        result["local_embedder"] = json.loads(embedder_json.read_text())["local_embedder"]
+        result["local_embedder"] = embedder_summary(
+            json.loads(embedder_json.read_text())["local_embedder"], result["machine"])
     print(markdown(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

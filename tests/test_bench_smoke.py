@@ -105,6 +105,20 @@ def test_growth_exponents_between_sizes() -> None:
     assert ks["10000->100000"]["mirror_build_s"] is None  # missing figure: null, not a guess
 
 
+def test_embedder_summary_joins_only_a_run_on_the_same_cpu() -> None:
+    sys.path.insert(0, str(ROOT))
+    from bench.run import embedder_summary
+
+    here = {"cpu": "AMD EPYC", "cores": 2}
+    measured = {"entries_per_s": 125.6, "cpu": "AMD EPYC", "cores": 2}
+    assert embedder_summary(measured, here) == measured
+    for other in ({**measured, "cpu": "Intel Xeon"}, {**measured, "cores": 8},
+                  {"entries_per_s": 311.4}):  # older files name no machine
+        joined = embedder_summary(other, here)
+        assert joined["available"] is False and joined["entries_per_s"] is None
+        assert "bench/embedder.py" in joined["reason"]
+
+
 def _write_beir(root: Path) -> None:
     """Ten documents, each with one rare word of its own; queries that name them."""
     words = ["zebra", "quasar", "marmot", "fjord", "tundra", "geyser", "lichen", "bauxite",
