@@ -123,9 +123,11 @@ def ndcg(path: Path) -> dict[str, Any] | None:
     """nDCG@10 of the dense and hybrid methods in an ``eval/beir.py --json`` file."""
     if not path.is_file():
         return None
+    path = path.resolve()
     report = json.loads(path.read_text())
     res = report["results"]
-    return {"model_key": report["info"].get("model_key"), "file": str(path.relative_to(ROOT)),
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return {"model_key": report["info"].get("model_key"), "file": str(shown),
             "vector": round(res["vector"]["ndcg@10"], 4), "brain_hybrid": round(res["brain_hybrid"]["ndcg@10"], 4),
             "rrf": round(res["rrf"]["ndcg@10"], 4)}
 
@@ -141,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=RESULTS / "local-embedder.json")
     parser.add_argument("--merge", type=Path, help="also add the local_embedder key to this bench JSON")
     args = parser.parse_args(argv)
+    # checked before the minutes of timing, not after them
+    for flag, path in (("--ndcg-old", args.ndcg_old), ("--ndcg-new", args.ndcg_new)):
+        if not path.is_file():
+            parser.error(f"{flag} {path}: no such file (an eval/beir.py --json result)")
 
     from tiervault.embeddings.providers.local import PACKAGED_FP32, LocalEmbedder
     from tiervault.embeddings.providers.local_model import physical_cores
