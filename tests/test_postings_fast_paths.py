@@ -359,3 +359,25 @@ def test_kept_live_count_and_query_weights_follow_every_write(tmp_path):
     fresh = TierStore(tmp_path / "a.db").postings().query_tfidf(words)
     assert m.query_tfidf(words).weights.tobytes() == fresh.weights.tobytes()
     store.close()
+
+
+def test_tag_slots_equal_a_loop_over_rows_few_and_many_distinct_tags():
+    """tag_slots (codes given in order of first appearance, a stable sort of 16-bit codes
+    when the chunk's tags fit, else of 64-bit ones) equals a loop over the rows: the tags
+    in order of first appearance, each with its ascending slots, a repeat repeated."""
+    from tiervault.vault.slot_columns import tag_slots
+
+    def loop(texts, first):
+        out: dict[str, list[int]] = {}
+        for offset, text in enumerate(texts):
+            for tag in (text or "").split():
+                out.setdefault(tag, []).append(first + offset)
+        return out
+
+    rng = np.random.default_rng(5)
+    few = [" ".join(f"t{j}" for j in rng.integers(0, 300, rng.integers(0, 6))) for _ in range(3000)]
+    many = [f"u{i} u{i + 1} shared" for i in range(40_000)]  # 40,001 distinct tags: past int16
+    for texts, first in ((few + [None, "", "dup x dup"], 7), (many + ["shared shared", None], 0), ([""], 3)):
+        got, want = tag_slots(texts, first), loop(texts, first)
+        assert list(got) == list(want)
+        assert all(got[t].dtype == np.int64 and got[t].tolist() == s for t, s in want.items())

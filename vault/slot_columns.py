@@ -17,6 +17,8 @@ stable sort.
 
 from __future__ import annotations
 
+import itertools
+from collections import defaultdict
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -123,15 +125,19 @@ def tag_slots(tag_texts: Sequence[str | None], first: int) -> dict[str, np.ndarr
                 out.setdefault(tag, []).append(first + offset)
         return {t: np.asarray(s, dtype=np.int64) for t, s in out.items()}
     tokens = big.split()
-    names = dict.fromkeys(tokens)
-    names.pop(_TAG_SEP, None)
-    code_of = {t: i for i, t in enumerate(names)}
-    code_of[_TAG_SEP] = -1
+    # each tag's code in order of first appearance, given as it is first met: one C-level
+    # pass over the tokens (a dict of the names first, then their codes, took two: ~0.17 s
+    # a 1M team tier's ~2M tags; issue 16, session 24); the separator is -1
+    code_of: defaultdict[str, int] = defaultdict(itertools.count().__next__, {_TAG_SEP: -1})
     tag_codes = np.fromiter(map(code_of.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    names = list(code_of)[1:]
     row = np.cumsum(tag_codes < 0)
     keep = tag_codes >= 0
     tag_codes, row = tag_codes[keep], row[keep] + first
-    order = np.argsort(tag_codes, kind="stable")
-    bounds = np.cumsum(np.bincount(tag_codes, minlength=len(code_of) - 1))
+    # the same stable order from narrower codes: NumPy sorts 16-bit keys by radix (0.066
+    # -> 0.008 s a 1M team tier's chunks)
+    narrow = tag_codes.astype(np.int16) if len(names) <= np.iinfo(np.int16).max else tag_codes
+    order = np.argsort(narrow, kind="stable")
+    bounds = np.cumsum(np.bincount(tag_codes, minlength=len(names)))
     slots = np.split(row[order], bounds[:-1])
     return dict(zip(names, slots))
