@@ -19,13 +19,16 @@ worker does.
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+from bench.output import emit  # noqa: E402
 
 
 def old_fit(fit: Any, k: int) -> np.ndarray:
@@ -97,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
            "env": {k: os.environ.get(k) for k in ("OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_NUM_THREADS")},
            "tiers": [one_tier(Path(db), name, args.rounds, args.k)
                      for db, name in zip(args.pairs[0::2], args.pairs[1::2])]}
-    print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    emit(out, args.json)
     return 0
 
 

@@ -42,6 +42,16 @@ def sklearn_rows(c: sp.csr_matrix) -> sp.csr_matrix:
     return out
 
 
+def truncated(m: sp.csr_matrix, k: int) -> np.ndarray:
+    """scikit-learn's TruncatedSVD(k, randomized, random_state SEED)'s V_k, float32."""
+    from sklearn.decomposition import TruncatedSVD
+
+    svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=vlatent.SEED)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        svd.fit(m)
+    return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
+
+
 def test_weights_equal_scikit_learn_bit_for_bit():
     for seed, big in ((1, False), (2, True)):
         c = counts(400, 2000, seed, big)
@@ -198,14 +208,6 @@ def test_fit_components_equals_truncated_svd_bit_for_bit(monkeypatch):
     """V_k by scikit-learn's public randomized_svd + svd_flip is TruncatedSVD's
     components_ (its randomized fit, random_state SEED) to the last bit: over a SciPy
     matrix, and over TfidfRows sampled in chunks (MAX_FIT_ROWS lowered to sample)."""
-    from sklearn.decomposition import TruncatedSVD
-
-    def truncated(m: sp.csr_matrix, k: int) -> np.ndarray:
-        svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=vlatent.SEED)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            svd.fit(m)
-        return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
-
     for seed, k in ((11, 4), (12, 16)):
         c = counts(300, 900, seed)
         want_rows = sklearn_rows(c)
@@ -263,13 +265,6 @@ def test_fit_components_factors_only_the_sampled_terms(monkeypatch):
     LU factors have one row per present term, not per vocabulary term; it stays within
     float rounding of the fit over every column (same algorithm, same random start)."""
     import scipy.linalg
-    from sklearn.decomposition import TruncatedSVD
-
-    def truncated(m: sp.csr_matrix, k: int) -> np.ndarray:
-        svd = TruncatedSVD(n_components=k, algorithm="randomized", random_state=vlatent.SEED)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            svd.fit(m)
-        return np.ascontiguousarray(svd.components_.T, dtype=np.float32)
 
     for seed, k in ((31, 4), (32, 16)):
         # ~30,000 counts over 20,000 terms (many absent), then seven terms absent at the end
