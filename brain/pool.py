@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tiervault.errors import TierVaultError
-from tiervault.vault.filter_compile import matches
+from tiervault.vault.filter_compile import matches, row_test
 from tiervault.vault.filters import Filters
 from tiervault.vault.rows import LIGHT_FIELDS, FieldTexts, LightRow
 
@@ -188,6 +188,7 @@ class Pool:
                 found[eid] = (tier.name, tier.weight, row)
         joining: list[tuple[str, str, float, LightRow]] = []
         hashes = set(self._hashes)
+        passes = row_test(filters)  # passes_filters, the filters bound once
         for eid in wanted:
             if len(joining) >= limit:
                 break
@@ -195,7 +196,7 @@ class Pool:
             if hit is None:
                 continue
             tier, weight, row = hit
-            if row.content_hash in hashes or not passes_filters(filters, row):
+            if row.content_hash in hashes or not passes(row):
                 continue
             hashes.add(row.content_hash)
             joining.append((eid, tier, weight, row))

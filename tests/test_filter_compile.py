@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from tiervault.errors import QueryError
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES, Entry, format_timestamp
-from tiervault.vault.filter_compile import (matches, memory_matches, to_postgres, to_sqlite)
+from tiervault.vault.filter_compile import (matches, memory_matches, row_test, to_postgres, to_sqlite)
 from tiervault.vault.filters import Filters
-from tiervault.vault.rows import MemoryHit
+from tiervault.vault.rows import LightRow, MemoryHit
 from tiervault.vault.store import TierStore
 from tiervault.vault.tokenizer import STEMMER
 
@@ -164,6 +164,43 @@ def test_describe_round_trips(args):
 def echoed_wire(f: Filters) -> dict:
     import dataclasses
     return {k.name: getattr(f, k.name) for k in dataclasses.fields(f)}
+
+
+_BOUND = st.one_of(st.none(), st.just(float("nan")), st.sampled_from(MOMENTS))
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields=entry_fields, args=filter_args, until=_BOUND, since=_BOUND, now=st.sampled_from((NOW, None)))
+def test_a_bound_row_test_answers_as_matches(fields, args, until, since, now):
+    """row_test(filters) is matches(filters, .) on every row: validity bounds missing, NaN,
+    on the instant or either side of it; filters restricting or not; now set or not."""
+    try:
+        filters = Filters.build(**args) if now is None else Filters.build(now=now, **args)
+    except QueryError:
+        return
+    row = LightRow(fields["tags"] and "e1" or "e2", fields["type"], fields["domain"], fields["severity"],
+                   "t", "s", " ".join(fields["tags"]), NOW - 100.0, fields["updated_at"], since, until,
+                   "h", 10, fields["origin"])
+    assert row_test(filters)(row) == matches(filters, row)
+
+
+def test_the_bound_test_of_unrestricting_filters_reads_validity_only():
+    """Without a restricting field and with ``now`` set, the test reads the two bounds
+    only (a row lacking every other attribute is tested), answering as matches."""
+    class Bounds:
+        def __init__(self, since, until):
+            self.valid_from, self.valid_until = since, until
+
+    for include in ({}, {"include_expired": True}, {"include_future": True},
+                    {"include_expired": True, "include_future": True}):
+        filters = Filters.build(now=NOW, **include)
+        for since in (None, float("nan"), NOW - 1, NOW, NOW + 1):
+            for until in (None, float("nan"), NOW - 1, NOW, NOW + 1):
+                full = LightRow("e", "rule", "net", SEVERITIES[0], "t", "s", "a", 0.0, 0.0, since, until, "h", 1,
+                                ORIGINS[0])
+                assert row_test(filters)(Bounds(since, until)) == matches(filters, full), (include, since, until)
+    with pytest.raises(AttributeError):  # a restricting filter reads the other fields
+        row_test(Filters.build(now=NOW, type=["rule"]))(Bounds(None, None))
 
 
 def test_dates_are_iso_8601_and_errors_name_the_field():

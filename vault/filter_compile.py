@@ -6,7 +6,8 @@ compiled to each form that applies them:
 - :func:`mirror_mask` -- a boolean mask over the search mirror's column arrays
   (:class:`~tiervault.vault.postings.Postings`);
 - :func:`matches` -- a predicate on one row (a :class:`~tiervault.vault.rows.LightRow`
-  or anything with the same attributes);
+  or anything with the same attributes); :func:`row_test` -- the same predicate with
+  the filters bound, for many rows;
 - :func:`memory_matches` -- a predicate on one session memory.
 
 User values are ALWAYS bound parameters (or compared as Python values), never spliced
@@ -26,14 +27,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Protocol, Sequence
+from functools import partial
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from tiervault.vault.entry import ENTRY_TYPES, ORIGINS, SEVERITIES
 from tiervault.vault.filters import Filters
 
-__all__ = ["to_sqlite", "to_postgres", "mirror_mask", "matches", "memory_matches",
+__all__ = ["to_sqlite", "to_postgres", "mirror_mask", "matches", "row_test", "memory_matches",
            "memories_possible", "MirrorColumns"]
 
 
@@ -257,6 +259,31 @@ def matches(filters: Filters, row: Any) -> bool:
     if not filters.include_future and _given(row.valid_from) and row.valid_from > now:
         return False
     return True
+
+
+def _passes(row: Any) -> bool:
+    return True
+
+
+def row_test(filters: Filters) -> Callable[[Any], bool]:
+    """``matches(filters, row)`` as a function of ``row``: the same answers. Filters that
+    narrow nothing beyond the validity window (``restricts`` false: every search without
+    filters) at a fixed instant (``now`` set, as a search sets it) compare the row's two
+    validity bounds only: a missing or NaN bound never excludes (a NaN compares false),
+    as :func:`_given` decides in :func:`matches`. A hybrid scan tests ~30 rows (its
+    vector hits joining the pool): ~1.3 us a row through :func:`matches`, most of it the
+    tag set made and the member tests of empty filters (issue 16, session 24)."""
+    if filters.restricts or filters.now is None:  # now None: the wall clock read at each row
+        return partial(matches, filters)
+    now, expired, future = filters.now, not filters.include_expired, not filters.include_future
+    if not (expired or future):
+        return _passes
+
+    def valid(row: Any) -> bool:
+        until, since = row.valid_until, row.valid_from
+        return not ((expired and until is not None and until <= now)
+                    or (future and since is not None and since > now))
+    return valid
 
 
 def memories_possible(filters: Filters) -> bool:
