@@ -15,6 +15,8 @@ Parts nest: compare them, do not add them up. Run from another checkout's interp
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import statistics
 import sys
 import time
@@ -27,7 +29,29 @@ from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
 from bench.phases import numpy_topk, open_hybrid_brain, query_kwargs  # noqa: E402
-from bench.s20_hyb_parts import PARTS, _wrap  # noqa: E402
+from bench.s20_hyb_parts import PARTS  # noqa: E402
+
+def _wrap(module: str, attr: str, spent: dict[str, list[float]]) -> None:
+    """``module.attr`` timed into ``spent[attr]`` ([seconds, calls]), as s20_hyb_parts.py does."""
+    owner: Any = importlib.import_module(module)
+    *path, name = attr.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    fn = getattr(owner, name, None)
+    if fn is None:  # a part the timed checkout does not have: 0 calls
+        return
+
+    @functools.wraps(fn)
+    def timed(*a: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            got = spent.setdefault(attr, [0.0, 0])
+            got[0] += time.perf_counter() - t0
+            got[1] += 1
+    setattr(owner, name, timed)
+
 
 MORE = (
     ("tiervault.brain.stages", "gather"),

@@ -86,3 +86,50 @@ def test_an_unfinished_prefetch_is_stopped_and_the_rows_scanned(monkeypatch) -> 
         release.set()
     assert got[0].tolist() == want[0].tolist() and got[1].tobytes() == want[1].tobytes()
     assert sum(scanned) == rows.size and stopped == started  # its own scan; the job stopped
+
+
+def _prefetch_done(unit: np.ndarray, codes: np.ndarray, scales: list[np.ndarray] | None,
+                   started: list[dot_job.DotJob]) -> dot_job.DotJob:
+    """A prefetch of ``codes`` (scaled by ``scales``, else raw), waited for, not taken."""
+    started.clear()
+    assert vector_math.prefetch_int8(unit, [codes], scales)
+    job, = started
+    deadline = time.monotonic() + 30
+    while not job.ready():
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    return job
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_prefetch_scaled_in_its_claims_gives_the_same_scores(monkeypatch, seed) -> None:
+    """A prefetch given the rows' scales (the Brain's: VectorRecall.prefetch) writes the
+    scaled scores in its claims: int8_approx and int8_approx_at return them as they are
+    (no product of their own), bit for bit the scores of an unprefetched call; a job
+    scaled by other scales is not used (the call scans for itself)."""
+    index, rows, q = _index_and_rows(seed)
+    codes, scale = index.prefetch_codes(), index.prefetch_scales()
+    unit = vector_math.unit_query(q, index.dim)
+    want, want_qc = vector_math.int8_approx(codes, scale, unit)
+    want_at = want[rows]
+    _, started, _ = _recording(monkeypatch)
+    job = _prefetch_done(unit, codes, [scale], started)
+    assert job.scaled_as(index.prefetch_scales(), np.float32(vector_math.query_code(unit)[2]))
+    got, qc = vector_math.int8_approx(codes, scale, unit)
+    assert got is job.out and got.tobytes() == want.tobytes() and qc == want_qc
+    job = _prefetch_done(unit, codes, [scale], started)
+    at = vector_math.int8_approx_at(codes, scale, unit, rows)
+    assert at is not None and at[0].tobytes() == want_at.tobytes()
+    raw = _prefetch_done(unit, codes, None, started)  # unscaled products: the caller scales them
+    got, _ = vector_math.int8_approx(codes, scale, unit)
+    assert got is raw.out and got.tobytes() == want.tobytes()
+    other = scale * np.float32(2)  # another array of scales: the job's products are not these
+    job = _prefetch_done(unit, codes, [other], started)
+    got, _ = vector_math.int8_approx(codes, scale, unit)
+    assert got is not job.out and got.tobytes() == want.tobytes()
+    job = _prefetch_done(unit, codes, [other], started)
+    assert vector_math.int8_approx_at(codes, scale, unit, rows) is None  # the caller scans its rows
+    got = index.search(q, 20)
+    _prefetch_done(unit, codes, [scale], started)
+    again = index.search(q, 20)
+    assert again[0].tolist() == got[0].tolist() and again[1].tobytes() == got[1].tobytes()
