@@ -8,10 +8,7 @@ and SimSIMD releases the GIL while it reads. A :class:`DotJob` computes
 
 for every row ``c_i`` of ``codes``, in claims of ``CLAIM_ROWS`` rows: each claim is one
 SimSIMD call writing its slice of ``out``, so the numbers are one call's, bit for bit,
-whoever computes them. A job given the rows' ``scale`` and the query's ``factor`` writes
-``(out[i] * scale[i]) * factor`` (float32, :func:`~tiervault.embeddings.vector_math.int8_approx`'s
-two products) in the same claim: the thread that wrote the slice scales it while it is
-in its cache, and a caller that finds the job done reads the scores ready. Threads of the process's scan pool (:func:`scan_pool`) claim
+whoever computes them. Threads of the process's scan pool (:func:`scan_pool`) claim
 rows once started; the thread that asks for the result (:meth:`DotJob.result`) claims
 whatever is left, then waits only for claims already running. A pool task that has not
 started by then is cancelled, so with no core free a job costs one thread's work plus
@@ -66,11 +63,8 @@ class DotJob:
     """SimSIMD's i8 ``dot`` of ``qcodes`` (1, d) with every row of ``codes`` (n, d),
     claimed ``CLAIM_ROWS`` rows at a time (module docstring)."""
 
-    def __init__(self, simd: Any, qcodes: np.ndarray, codes: np.ndarray, claim_rows: int = 0,
-                 scale: np.ndarray | None = None, factor: np.float32 | None = None) -> None:
+    def __init__(self, simd: Any, qcodes: np.ndarray, codes: np.ndarray, claim_rows: int = 0) -> None:
         self.simd, self.qcodes, self.codes = simd, qcodes, codes
-        # scale (n,) float32 and factor: each product's two factors, applied in its claim
-        self.scale, self.factor = (scale, np.float32(factor)) if scale is not None else (None, None)
         self.out = np.empty(codes.shape[0], dtype=np.float32)
         self.claim_rows = max(1, claim_rows or CLAIM_ROWS)
         self.chunks = -(-codes.shape[0] // self.claim_rows)
@@ -93,13 +87,6 @@ class DotJob:
         for f in self._helpers:
             f.cancel()
 
-    def scaled_as(self, scale: np.ndarray, factor: np.float32) -> bool:
-        """Whether :meth:`result` is the products times exactly ``scale`` (the same memory,
-        shape and strides: a view of the same rows) and ``factor``."""
-        mine = self.scale
-        return mine is not None and self.factor == factor and (
-            mine is scale or mine.__array_interface__ == scale.__array_interface__)
-
     def ready(self) -> bool:
         """Whether every claim is written already: :meth:`result` would return at once.
         (Two threads finishing claims together may leave the count one short: then
@@ -120,17 +107,13 @@ class DotJob:
         if helper:
             self.started.set()
         rows, qcodes, codes, simd = self.claim_rows, self.qcodes, self.codes, self.simd
-        scale, factor = self.scale, self.factor
         while not (helper and self._stopped):  # checked before a claim: a claim taken is done
             i = next(self._claims)
             if i >= self.chunks:
                 return
             s = i * rows
-            part = self.out[s:s + rows]
-            part[:] = np.asarray(simd.cdist(qcodes, codes[s:s + rows], metric="dot", out_dtype="float32"))[0]
-            if scale is not None:
-                part *= scale[s:s + rows]
-                part *= factor
+            self.out[s:s + rows] = np.asarray(
+                simd.cdist(qcodes, codes[s:s + rows], metric="dot", out_dtype="float32"))[0]
             self._written = next(self._finished)
 
 
@@ -147,12 +130,10 @@ _PREFETCHED: tuple[bytes, dict[int, tuple[np.ndarray, DotJob]]] | None = None
 START_WAIT_S = 0.0002
 
 
-def prefetch(simd: Any, qcodes: np.ndarray, bases: list[tuple[np.ndarray, int]],
-             scales: list[np.ndarray] | None = None, factor: np.float32 | None = None) -> None:
+def prefetch(simd: Any, qcodes: np.ndarray, bases: list[tuple[np.ndarray, int]]) -> None:
     """Start a job for each ``(codes, claim_rows)`` of ``bases`` on the pool, the last
     first, waiting up to ``START_WAIT_S`` for it to begin; the previous prefetch's jobs
-    are stopped. ``scales`` (aligned with ``bases``) and ``factor``: each job's
-    ``scale`` and ``factor`` (:class:`DotJob`), else raw products.
+    are stopped.
 
     ``bases`` come in the order the caller will ask for them (:func:`prefetched`). The
     pool takes them from the end, so a caller that comes before the pool is done finds
@@ -165,9 +146,8 @@ def prefetch(simd: Any, qcodes: np.ndarray, bases: list[tuple[np.ndarray, int]],
     if last is not None:
         for _, job in last[1].values():
             job.stop()
-    given = scales if scales is not None else [None] * len(bases)
-    jobs = {id(codes): (codes, DotJob(simd, qcodes, codes, rows, scale, factor).start(1))
-            for (codes, rows), scale in reversed(list(zip(bases, given)))}
+    jobs = {id(codes): (codes, DotJob(simd, qcodes, codes, rows).start(1))
+            for codes, rows in reversed(bases)}
     _PREFETCHED = (qcodes.tobytes(), jobs)
     if jobs:
         next(iter(jobs.values()))[1].started.wait(START_WAIT_S)

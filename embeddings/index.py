@@ -367,11 +367,6 @@ class VectorIndex:
         with self._lock:
             return self._scan.codes if self.dtype == "int8" and self.threads > 1 else None
 
-    def prefetch_scales(self) -> np.ndarray | None:
-        """The row scales of :meth:`prefetch_codes` (its products' factors), or None."""
-        with self._lock:
-            return self._scan.bounds[0] if self.dtype == "int8" and self.threads > 1 else None
-
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
         """The ids of ``rows`` (an object array of ``str``)."""
         with self._lock:

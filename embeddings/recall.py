@@ -163,18 +163,17 @@ class VectorRecall:
         search that scans other codes, or another query, computes its own). True if
         something was started."""
         q = _query(query_vec)
-        unit, bases, scales = None, [], []
+        unit, bases = None, []
         for tier in self.manager.ordered(tiers):
             state = self._tiers.get(tier.name)
             index = state.index if state is not None else None
             if index is None or index.dim != q.shape[0]:
                 continue
-            codes, scale = index.prefetch_codes(), index.prefetch_scales()
-            if codes is not None and scale is not None:
+            codes = index.prefetch_codes()
+            if codes is not None:
                 unit = unit if unit is not None else unit_query(q, index.dim, index.model)
                 bases.append(codes)
-                scales.append(scale)
-        return unit is not None and prefetch_int8(unit, bases, scales)
+        return unit is not None and prefetch_int8(unit, bases)
 
     @_recovering
     def scores_for(self, query_vec: np.ndarray, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

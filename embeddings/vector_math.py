@@ -275,25 +275,21 @@ def query_code(q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
     return qcodes, l1, b, resid
 
 
-def prefetch_int8(q: np.ndarray, bases: list[np.ndarray], scales: list[np.ndarray] | None = None) -> bool:
+def prefetch_int8(q: np.ndarray, bases: list[np.ndarray]) -> bool:
     """Start :func:`int8_approx`'s products of the unit query ``q`` with each int8 base
     of ``bases`` smaller than ``_MIN_ROWS_TO_SPLIT`` rows on the scan pool
     (:func:`~tiervault.embeddings.dot_job.prefetch`); its next call for the same query
-    and codes takes them. ``scales``: each base's row scales (``bounds[0]``), applied
-    on the pool's thread as each base is scanned (the call with the same scales then
-    reads its scores ready). False (nothing started) without SimSIMD or such bases."""
+    and codes takes them. False (nothing started) without SimSIMD or such bases."""
     simd = _simsimd()
     # Only bases below the split size: a large one is split over the pool when its scan
     # comes (measured: the 1M bench scan 46-48 -> 32-37 ms); prefetching those as well was
     # measured only at load 2.5-3.7, unresolved (bench/README.md, session 16), so not done.
-    keep = [i for i, c in enumerate(bases) if 0 < c.shape[0] < _MIN_ROWS_TO_SPLIT]
-    if simd is None or not keep:
+    bases = [c for c in bases if 0 < c.shape[0] < _MIN_ROWS_TO_SPLIT]
+    if simd is None or not bases:
         return False
-    qcodes, _, b, _ = query_code(q)
     # each base in one claim: the pool's thread takes the GIL back once a base, not once
     # a claim (the caller, busy in Python meanwhile, rarely lets go of it)
-    dot_job.prefetch(simd, qcodes, [(bases[i], bases[i].shape[0]) for i in keep],
-                     None if scales is None else [scales[i] for i in keep], np.float32(b))
+    dot_job.prefetch(simd, query_code(q)[0], [(c, c.shape[0]) for c in bases])
     return True
 
 
@@ -315,28 +311,22 @@ def int8_approx(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, threads: in
         l1 = float(np.abs(q).sum())
         return int8_scores(codes, scale, q, threads=threads), QueryCode(l1, 0.0, 0.0, q.shape[0])
     qcodes, l1, b, resid = query_code(q)
-    factor = np.float32(b)
     if codes.shape[0]:
         # Not cdist(..., out=...): SimSIMD 6.5 returns None from it without a reference
         # of its own, so every such call takes one from None and a long-running
         # process dies in none_dealloc (tests/test_vector_delta.py checks the count).
         # Its own result is a writable buffer: viewed, not copied (~20 us at 50K rows).
         job = dot_job.prefetched(qcodes, codes)
-        if job is not None and job.scale is not None and not job.scaled_as(scale, factor):
-            job.stop()  # products scaled by other rows' factors: of no use here
-            job = None
         if job is None and threads > 1 and codes.shape[0] >= _MIN_ROWS_TO_SPLIT:
-            job = DotJob(simd, qcodes, codes, scale=scale, factor=factor).start(threads - 1)
+            job = DotJob(simd, qcodes, codes).start(threads - 1)
         if job is not None:
             scores = job.result()
-            if job.scale is not None:  # scaled in its claims (dot_job.py): the same products
-                return scores, QueryCode(l1, b, resid, q.shape[0])
         else:
             scores = np.asarray(simd.cdist(qcodes, codes, metric="dot", out_dtype="float32"))[0]
     else:
         scores = np.empty(0, dtype=np.float32)
     scores *= scale
-    scores *= factor
+    scores *= np.float32(b)
     return scores, QueryCode(l1, b, resid, q.shape[0])
 
 
@@ -355,14 +345,12 @@ def int8_approx_at(codes: np.ndarray, scale: np.ndarray, q: np.ndarray, rows: np
     job = dot_job.prefetched(qcodes, codes)
     if job is None:
         return None
-    factor = np.float32(b)
-    if not job.ready() or (job.scale is not None and not job.scaled_as(scale, factor)):
+    if not job.ready():
         job.stop()
         return None
     scores = job.result()[rows]
-    if job.scale is None:
-        scores *= scale[rows]
-        scores *= factor
+    scores *= scale[rows]
+    scores *= np.float32(b)
     return scores, QueryCode(l1, b, resid, q.shape[0])
 
 
