@@ -53,12 +53,28 @@ def _wrap(module: str, attr: str, spent: dict[str, list[float]]) -> None:
     setattr(owner, name, timed)
 
 
+def _wrap_stages(spent: dict[str, list[float]]) -> tuple[str, ...]:
+    """Each of ``stages.STAGES`` timed as ``stage:NAME`` (run_stages reads the tuple)."""
+    from tiervault.brain import stages
+
+    def timed(fn: Any) -> Any:
+        name = f"stage:{fn.__name__}"
+
+        def run(*a: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a)
+            finally:
+                got = spent.setdefault(name, [0.0, 0])
+                got[0] += time.perf_counter() - t0
+                got[1] += 1
+        return run
+    names = tuple(f"stage:{fn.__name__}" for fn in stages.STAGES)
+    stages.STAGES = tuple(map(timed, stages.STAGES))
+    return names
+
+
 MORE = (
-    ("tiervault.brain.stages", "gather"),
-    ("tiervault.brain.stages", "expand"),
-    ("tiervault.brain.stages", "score"),
-    ("tiervault.brain.stages", "rank"),
-    ("tiervault.brain.stages", "render"),
     ("tiervault.brain.evidence", "cosines"),
     ("tiervault.brain.evidence", "proximity"),
     ("tiervault.vault.manager", "VaultManager.lexical_query"),
@@ -82,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = PARTS + MORE + tuple(tuple(p.split(":", 1)) for p in args.part)
     for module, attr in parts:
         _wrap(module, attr, spent)
+    parts += tuple(("", name) for name in _wrap_stages(spent))
     brain = open_hybrid_brain(args.workdir, 384)
     top = numpy_topk(100_000, 384, args.seed, kernel="einsum")
     for q in queries(30, args.seed + 1):
