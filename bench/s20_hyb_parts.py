@@ -49,7 +49,8 @@ PARTS = (
 )
 
 
-def _wrap(module: str, attr: str, spent: dict[str, list[float]]) -> None:
+def wrap(module: str, attr: str, spent: dict[str, list[float]]) -> None:
+    """``module.attr`` (``Class.method`` for a method) timed into ``spent[attr]`` ([seconds, calls])."""
     owner: Any = importlib.import_module(module)
     *path, name = attr.split(".")
     for part in path:
@@ -70,6 +71,20 @@ def _wrap(module: str, attr: str, spent: dict[str, list[float]]) -> None:
     setattr(owner, name, timed)
 
 
+def summary(rows: list[tuple[float, dict[str, list[float]]]], parts: Any) -> dict[str, Any]:
+    """Scans' (seconds, spent) -> their count, wall p50 / mean (ms) and each part's mean /
+    p50 us a scan and calls a scan (``parts``: (module, attr) pairs)."""
+    scans = [dt * 1e3 for dt, _ in rows]
+    timed = {}
+    for _, attr in parts:
+        us = [p.get(attr, [0.0, 0])[0] * 1e6 for _, p in rows]
+        calls = [p.get(attr, [0.0, 0])[1] for _, p in rows]
+        timed[attr] = {"mean_us": round(statistics.fmean(us), 1), "p50_us": round(statistics.median(us), 1),
+                       "calls": round(statistics.fmean(calls), 2)}
+    return {"n": len(rows), "scan_p50_ms": round(statistics.median(scans), 3),
+            "scan_mean_ms": round(statistics.fmean(scans), 3), "parts": timed}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, required=True)
@@ -83,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     spent: dict[str, list[float]] = {}
     parts = PARTS + tuple(tuple(p.split(":", 1)) for p in args.part)
     for module, attr in parts:
-        _wrap(module, attr, spent)
+        wrap(module, attr, spent)
     brain = open_hybrid_brain(args.workdir, 384)
     for q in queries(50, 8):
         brain.search_intelligent(q["text"], mode="scan", **query_kwargs(q))
@@ -105,15 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind, rows in runs.items():
         if not rows:
             continue
-        scans = [dt * 1e3 for dt, _ in rows]
-        timed = {}
-        for _, attr in parts:
-            us = [p.get(attr, [0.0, 0])[0] * 1e6 for _, p in rows]
-            calls = [p.get(attr, [0.0, 0])[1] for _, p in rows]
-            timed[attr] = {"mean_us": round(statistics.fmean(us), 1), "p50_us": round(statistics.median(us), 1),
-                           "calls": round(statistics.fmean(calls), 2)}
-        out[kind] = {"n": len(rows), "scan_p50_ms": round(statistics.median(scans), 3),
-                     "scan_mean_ms": round(statistics.fmean(scans), 3), "parts": timed}
+        out[kind] = summary(rows, parts)
     out["load_after"] = load_avg()
     emit(out, args.json)
     return 0

@@ -15,9 +15,6 @@ Parts nest: compare them, do not add them up. Run from another checkout's interp
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,29 +26,7 @@ from bench.checkouts import load_avg  # noqa: E402
 from bench.corpus import queries  # noqa: E402
 from bench.output import emit  # noqa: E402
 from bench.phases import numpy_topk, open_hybrid_brain, query_kwargs  # noqa: E402
-from bench.s20_hyb_parts import PARTS  # noqa: E402
-
-def _wrap(module: str, attr: str, spent: dict[str, list[float]]) -> None:
-    """``module.attr`` timed into ``spent[attr]`` ([seconds, calls]), as s20_hyb_parts.py does."""
-    owner: Any = importlib.import_module(module)
-    *path, name = attr.split(".")
-    for part in path:
-        owner = getattr(owner, part)
-    fn = getattr(owner, name, None)
-    if fn is None:  # a part the timed checkout does not have: 0 calls
-        return
-
-    @functools.wraps(fn)
-    def timed(*a: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            got = spent.setdefault(attr, [0.0, 0])
-            got[0] += time.perf_counter() - t0
-            got[1] += 1
-    setattr(owner, name, timed)
-
+from bench.s20_hyb_parts import PARTS, summary, wrap  # noqa: E402
 
 def _wrap_stages(spent: dict[str, list[float]]) -> tuple[str, ...]:
     """Each of ``stages.STAGES`` timed as ``stage:NAME`` (run_stages reads the tuple)."""
@@ -97,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     spent: dict[str, list[float]] = {}
     parts = PARTS + MORE + tuple(tuple(p.split(":", 1)) for p in args.part)
     for module, attr in parts:
-        _wrap(module, attr, spent)
+        wrap(module, attr, spent)
     parts += tuple(("", name) for name in _wrap_stages(spent))
     brain = open_hybrid_brain(args.workdir, 384)
     top = numpy_topk(100_000, 384, args.seed, kernel="einsum")
@@ -115,17 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((time.perf_counter() - t0, {k: list(v) for k, v in spent.items()}))
     import tiervault.embeddings as emb
 
-    scans = [dt * 1e3 for dt, _ in rows]
-    timed = {}
-    for _, attr in parts:
-        us = [p.get(attr, [0.0, 0])[0] * 1e6 for _, p in rows]
-        calls = [p.get(attr, [0.0, 0])[1] for _, p in rows]
-        timed[attr] = {"mean_us": round(statistics.fmean(us), 1), "p50_us": round(statistics.median(us), 1),
-                       "calls": round(statistics.fmean(calls), 2)}
     emit({"tiervault": str(Path(emb.__file__).resolve().parent.parent), "warm": args.warm,
-          "n": len(rows), "scan_p50_ms": round(statistics.median(scans), 3),
-          "scan_mean_ms": round(statistics.fmean(scans), 3), "parts": timed,
-          "load_before": load_before, "load_after": load_avg()}, args.json)
+          **summary(rows, parts), "load_before": load_before, "load_after": load_avg()}, args.json)
     return 0
 
 
