@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fuse_attention", "fuse_gelu", "prune", "quantize_attention"]
+__all__ = ["approximate_gelu", "fuse_attention", "fuse_gelu", "prune", "quantize_attention"]
 
 _MS = "com.microsoft"
 _BIAS = re.compile(r"layer\.(\d+)\.attention\.(self\.(query|key|value)|output\.dense)\.bias$")
@@ -143,6 +143,24 @@ def fuse_gelu(model: Any) -> int:
     _ensure_opset(model, _MS)
     prune(model)
     return len(swaps)
+
+
+def approximate_gelu(model: Any) -> int:
+    """Put ``com.microsoft.FastGelu`` in place of each ``com.microsoft.Gelu``; the count.
+
+    FastGelu is the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``
+    of ``x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))``: at most ~5e-4 apart in absolute
+    value, and onnxruntime's CPU kernel takes ~0.6x the time of its erf ``Gelu``
+    (bench/README.md, session 24). Not an exact rewrite: it moves the vectors a little,
+    so a model built with it needs its own model id.
+    """
+    swapped = 0
+    for node in model.graph.node:
+        if node.op_type == "Gelu" and node.domain == _MS:
+            node.op_type = "FastGelu"
+            node.name = node.name.replace("gelu", "fast_gelu") if node.name else node.name
+            swapped += 1
+    return swapped
 
 
 def quantize_attention(model: Any, *, num_heads: int, padding_mask: bool = True) -> int:
