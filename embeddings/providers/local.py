@@ -358,6 +358,12 @@ def _new_session(onnx_file: Path) -> Any:
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only: ORT's warnings are not ours to print
+    # No onnxruntime arena: the worker threads share this session, and with its one arena
+    # two workers ran ~4 % fewer texts per CPU-second than with malloc (per-thread
+    # arenas) or a session each; the same vectors, no change on one thread. Probably a
+    # buffer one worker freed, still in its core's cache, handed to the other (no perf
+    # counters here to show it; bench/README.md, session 24).
+    options.enable_cpu_mem_arena = False
     try:
         # onnxruntime's fused SkipLayerNormalization CPU kernel measured 7.7x slower than
         # the Add + LayerNormalization it replaces (bench/README.md, "local embedder").
