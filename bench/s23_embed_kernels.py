@@ -61,7 +61,7 @@ def _session(path: Path) -> Any:
                                 disabled_optimizers=["SkipLayerNormFusion"])
 
 
-def _fused(work: Path) -> Path:
+def fused_graph(work: Path) -> Path:
     """The wheel's graph folded by onnxruntime's basic level, attention and GELU fused."""
     import onnx
     import onnxruntime as ort
@@ -150,7 +150,7 @@ def build(work: Path) -> dict[str, Path]:
     from tiervault.embeddings.providers.local_graph import quantize_attention
 
     work.mkdir(parents=True, exist_ok=True)
-    fp32 = _fused(work)
+    fp32 = fused_graph(work)
     int8 = _quantized(fp32, work / "int8.onnx")
     qkv = work / "qattention-fp32.onnx"
     if not qkv.is_file():

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from embedder import DEFAULT_DATA, entries  # noqa: E402
-from s23_embed_kernels import _fused, passes, run  # noqa: E402
+from s23_embed_kernels import fused_graph, passes, run  # noqa: E402
 
 HEADS = 12
 FORMS = ("fp32", "v3", "fastgelu", "v3-no-mem-pattern", "v3-no-arena")
@@ -80,7 +80,7 @@ def _int8(fp32: Path, dst: Path, *, tanh_gelu: bool) -> Path:
 def build(work: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     """Model file and session settings of each form."""
     work.mkdir(parents=True, exist_ok=True)
-    fp32 = _fused(work)
+    fp32 = fused_graph(work)
     v3 = _int8(fp32, work / "v3.onnx", tanh_gelu=False)
     return {"fp32": (fp32, {}), "v3": (v3, {}),
             "fastgelu": (_int8(fp32, work / "fastgelu.onnx", tanh_gelu=True), {}),
