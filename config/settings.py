@@ -42,7 +42,7 @@ DEFAULT_EMBEDDING_MODELS: Mapping[str, str] = MappingProxyType(
         "voyage": "voyage-3.5",
         "ollama": "nomic-embed-text",
         "hash": "hash-v1",
-        "local": "all-MiniLM-L6-v2-int8-dynamic",  # embeddings/providers/local_model.py
+        "local": "all-MiniLM-L6-v2-int8-tanh",  # embeddings/providers/local_model.py
     }
 )
 # The seven brain signals, spelled as in the seed's score breakdown.

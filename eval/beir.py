@@ -347,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="embedder for vector / hybrid / rrf (default: hash, offline)")
     parser.add_argument("--local-model", default=None,
                         help="packaged variant for --embedder local (default: the embedder's default, "
-                             "all-MiniLM-L6-v2-int8-dynamic; all-MiniLM-L6-v2-int8 = fp32 kernels)")
+                             "all-MiniLM-L6-v2-int8-tanh; all-MiniLM-L6-v2-int8-dynamic = erf GELU; "
+                             "all-MiniLM-L6-v2-int8 = fp32 kernels)")
     parser.add_argument("--dim", type=int, default=384, help="hash embedder dimension (default 384)")
     parser.add_argument("--limit-queries", type=int, help="evaluate only the first N judged queries")
     parser.add_argument("--depth", type=int, default=100, help="documents retrieved per query")

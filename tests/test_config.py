@@ -136,7 +136,7 @@ def test_full_file(tmp_path: Path, home: Path) -> None:
 
 def test_default_models_per_provider(tmp_path: Path, home: Path) -> None:
     expected = {"openai": "text-embedding-3-small", "voyage": "voyage-3.5",
-                "ollama": "nomic-embed-text", "hash": "hash-v1", "local": "all-MiniLM-L6-v2-int8-dynamic"}
+                "ollama": "nomic-embed-text", "hash": "hash-v1", "local": "all-MiniLM-L6-v2-int8-tanh"}
     for provider, model in expected.items():
         path = write(tmp_path / f"{provider}.yaml", f"embedding: {{provider: {provider}}}\n")
         assert load_settings(path, env={"HOME": str(home)}).embedding.model == model

