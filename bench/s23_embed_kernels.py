@@ -188,32 +188,29 @@ def run(session: Any, group: list[list[int]]) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(argv: list[str] | None, doc: str, forms: tuple[str, ...], work: Path) -> argparse.Namespace:
+    """The options every kernel script takes (``--n``, ``--rounds``, ``--data``, ``--work``, ``--only``, ``--json``)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3, help="0: build the forms only")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/s23/embed/models"))
-    parser.add_argument("--only", default=",".join(FORMS), help="comma-separated forms (default: all)")
+    parser.add_argument("--work", type=Path, default=work)
+    parser.add_argument("--only", default=",".join(forms), help="comma-separated forms (default: all)")
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from tiervault.embeddings.providers.local import LocalEmbedder
 
-    files = build(args.work)
-    if args.rounds < 1:
-        return 0
-    texts, origin = entries(args.data, args.n)
-    ids = LocalEmbedder(threads=1).tokenize(texts)
-    forms = [f for f in args.only.split(",") if f]
-    sessions = {f: _session(files[f]) for f in forms}
-    groups = {f: passes(ids, 8 if f == "int8-batch8" else 1) for f in forms}
+def time_forms(sessions: dict[str, Any], groups: dict[str, list[list[list[int]]]], ids: list[list[int]],
+               rounds: int, against: str) -> dict[str, Any]:
+    """Interleaved rounds over the forms; per form entries per CPU-s and its vectors' cosines to
+    ``fp32``'s and to form ``against``'s (printed as they are, returned as the JSON's fields)."""
+    forms = list(sessions)
     rates: dict[str, list[float]] = {f: [] for f in forms}
     vectors: dict[str, np.ndarray] = {}
     for form in forms:
         run(sessions[form], groups[form][0])  # warm-up
     load_before = os.getloadavg()
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for form in forms:
             start = time.thread_time()
             rows = [run(sessions[form], group) for group in groups[form]]
@@ -221,25 +218,52 @@ def main(argv: list[str] | None = None) -> int:
             order = [seq for group in groups[form] for seq in group]
             vectors[form] = np.vstack(rows)[np.argsort([ids.index(seq) for seq in order], kind="stable")]
     load_after = os.getloadavg()
-    reference = vectors.get("fp32")
-    result: dict[str, Any] = {"entries": origin, "n": len(ids), "rounds": args.rounds,
+    result: dict[str, Any] = {"n": len(ids), "rounds": rounds,
                               "load_avg_before": [round(x, 2) for x in load_before],
                               "load_avg_after": [round(x, 2) for x in load_after], "forms": {}}
     for form in forms:
         row: dict[str, Any] = {"entries_per_cpu_s": round(float(np.median(rates[form])), 1),
                                "rounds": [round(r, 1) for r in rates[form]]}
-        for other, against in (("fp32", reference), ("int8", vectors.get("int8"))):
-            if against is not None and other != form:
-                cos = (vectors[form] * against).sum(axis=1)
+        for other in ("fp32", against):
+            if other in vectors and other != form:
+                cos = (vectors[form] * vectors[other]).sum(axis=1)
                 row[f"cosine_vs_{other}"] = {"mean": round(float(cos.mean()), 5), "min": round(float(cos.min()), 5)}
-        if "int8" in vectors and form != "int8":
-            row["max_abs_diff_vs_int8"] = float(np.abs(vectors[form] - vectors["int8"]).max())
+        if against in vectors and form != against:
+            row[f"max_abs_diff_vs_{against}"] = float(np.abs(vectors[form] - vectors[against]).max())
         result["forms"][form] = row
         print(form, json.dumps(row))
     print(f"load average {load_before[0]:.2f} -> {load_after[0]:.2f}")
+    return result
+
+
+def script(argv: list[str] | None, doc: str, forms: tuple[str, ...], work: Path,
+           build_forms: Callable[[Path], dict[str, Any]], open_session: Callable[[Any], Any],
+           per_pass: Callable[[str], int], against: str) -> int:
+    """A kernel script's main: build the forms, time the chosen ones, write the JSON.
+
+    ``build_forms(work)`` maps each form to what ``open_session`` turns into its session;
+    ``per_pass(form)`` is how many texts of one length a pass takes.
+    """
+    args = arguments(argv, doc, forms, work)
+    from tiervault.embeddings.providers.local import LocalEmbedder
+
+    files = build_forms(args.work)
+    if args.rounds < 1:
+        return 0
+    texts, origin = entries(args.data, args.n)
+    ids = LocalEmbedder(threads=1).tokenize(texts)
+    chosen = [f for f in args.only.split(",") if f]
+    sessions = {f: open_session(files[f]) for f in chosen}
+    groups = {f: passes(ids, per_pass(f)) for f in chosen}
+    result = {"entries": origin, **time_forms(sessions, groups, ids, args.rounds, against=against)}
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return script(argv, __doc__ or "", FORMS, Path("/tmp/s23/embed/models"), build, _session,
+                  lambda form: 8 if form == "int8-batch8" else 1, against="int8")
 
 
 if __name__ == "__main__":

@@ -24,22 +24,15 @@ Forms:
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from embedder import DEFAULT_DATA, entries  # noqa: E402
-from s23_embed_kernels import fused_graph, passes, run  # noqa: E402
+from s23_embed_kernels import fused_graph, script  # noqa: E402
 
 HEADS = 12
 FORMS = ("fp32", "v3", "fastgelu", "v3-no-mem-pattern", "v3-no-arena")
@@ -89,55 +82,8 @@ def build(work: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=3, help="0: build the forms only")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/s24/embed/models"))
-    parser.add_argument("--only", default=",".join(FORMS), help="comma-separated forms (default: all)")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-
-    from tiervault.embeddings.providers.local import LocalEmbedder
-
-    files = build(args.work)
-    if args.rounds < 1:
-        return 0
-    texts, origin = entries(args.data, args.n)
-    ids = LocalEmbedder(threads=1).tokenize(texts)
-    forms = [f for f in args.only.split(",") if f]
-    sessions = {f: _session(files[f][0], **files[f][1]) for f in forms}
-    groups = passes(ids, 1)
-    rates: dict[str, list[float]] = {f: [] for f in forms}
-    vectors: dict[str, np.ndarray] = {}
-    for form in forms:
-        run(sessions[form], groups[0])  # warm-up
-    load_before = os.getloadavg()
-    for _ in range(args.rounds):
-        for form in forms:
-            start = time.thread_time()
-            rows = [run(sessions[form], group) for group in groups]
-            rates[form].append(len(ids) / (time.thread_time() - start))
-            vectors[form] = np.vstack(rows)
-    load_after = os.getloadavg()
-    result: dict[str, Any] = {"entries": origin, "n": len(ids), "rounds": args.rounds,
-                              "load_avg_before": [round(x, 2) for x in load_before],
-                              "load_avg_after": [round(x, 2) for x in load_after], "forms": {}}
-    for form in forms:
-        row: dict[str, Any] = {"entries_per_cpu_s": round(float(np.median(rates[form])), 1),
-                               "rounds": [round(r, 1) for r in rates[form]]}
-        for other in ("fp32", "v3"):
-            if other in vectors and other != form:
-                cos = (vectors[form] * vectors[other]).sum(axis=1)
-                row[f"cosine_vs_{other}"] = {"mean": round(float(cos.mean()), 5), "min": round(float(cos.min()), 5)}
-        if "v3" in vectors and form != "v3":
-            row["max_abs_diff_vs_v3"] = float(np.abs(vectors[form] - vectors["v3"]).max())
-        result["forms"][form] = row
-        print(form, json.dumps(row))
-    print(f"load average {load_before[0]:.2f} -> {load_after[0]:.2f}")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    return script(argv, __doc__ or "", FORMS, Path("/tmp/s24/embed/models"), build,
+                  lambda form: _session(form[0], **form[1]), lambda form: 1, against="v3")
 
 
 if __name__ == "__main__":
