@@ -81,11 +81,13 @@ def entries(data: Path, n: int) -> tuple[list[str], str]:
     return texts, f"synthetic: {n} x {WORDS} words drawn from {len(vocab)} common words (seed 16)"
 
 
-def baseline_embedder(rev: str) -> tuple[Any, str]:
-    """The LocalEmbedder class of ``rev`` (from git), instantiated with its defaults."""
+def local_module_at(rev: str) -> Any:
+    """``embeddings/providers/local.py`` of ``rev`` (from git) as a module (its relative imports
+    made absolute: it runs with this checkout's ``local_model``)."""
     source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:embeddings/providers/local.py"],
                             capture_output=True, text=True, check=True).stdout
     source = source.replace("from ..base import InputType", "from tiervault.embeddings.base import InputType")
+    source = source.replace("from .local_model import", "from tiervault.embeddings.providers.local_model import")
     with tempfile.NamedTemporaryFile("w", suffix=".py", prefix="baseline_local_", delete=False) as fh:
         fh.write(source)
     spec = importlib.util.spec_from_file_location("tiervault_baseline_local", fh.name)
@@ -93,7 +95,12 @@ def baseline_embedder(rev: str) -> tuple[Any, str]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     os.unlink(fh.name)
-    emb = module.LocalEmbedder()
+    return module
+
+
+def baseline_embedder(rev: str) -> tuple[Any, str]:
+    """The LocalEmbedder class of ``rev`` (from git), instantiated with its defaults."""
+    emb = local_module_at(rev).LocalEmbedder()
     return emb, f"embeddings/providers/local.py at {rev} (model {emb.model})"
 
 
