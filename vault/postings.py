@@ -114,7 +114,7 @@ class Postings:
         # the last query's TF-IDF weights: a search asks ~3 times a tier (top k, TF-IDF of
         # the kept, LSA); catch-up adds no fitted term, a rebuild replaces this memo
         self._query_weights: tuple[tuple, QueryWeights | None] | None = None
-        self._read_terms: tuple[tuple, dict, dict[int, np.ndarray]] = ((), {}, {})  # _held
+        self._read_terms: tuple[tuple, dict, dict[int, np.ndarray]] = ((), {}, {})  # read_terms
 
     @property
     def terms(self) -> Terms:
@@ -418,9 +418,10 @@ class Postings:
             self._delta_csc = (dw, dt)
         return self._delta_csc
 
-    def _held(self) -> tuple[dict[str, int | None] | None, dict[int, np.ndarray]]:
-        """The last :meth:`matches`' stem -> term id and base columns by term id (for the
-        query's TF-IDF) while W and the vocabulary are the same (a catch-up adds terms)."""
+    def read_terms(self) -> tuple[dict[str, int | None] | None, dict[int, np.ndarray]]:
+        """The last :meth:`matches`' stem -> term id and base columns by term id (its
+        query's TF-IDF, term proximity's stems) while W and the vocabulary are the same (a
+        catch-up adds terms); (None, {}) otherwise. Read only."""
         key, ids, read = self._read_terms
         return (ids, read) if key == (self.W, self.vocab, len(self.vocab)) else (None, {})
 
@@ -431,7 +432,7 @@ class Postings:
         out = TermMatches(stems, [], [])
         # None: no write deleted or replaced a row
         alive = None if self.n_alive == self.alive.size else self.alive
-        tids, read = self.vocab.ids(stems), {}  # read: the base columns by term id (_held)
+        tids, read = self.vocab.ids(stems), {}  # read: the base columns by term id (read_terms)
         for tid in tids:
             if tid is None:
                 slots, vals = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
@@ -463,7 +464,7 @@ class Postings:
         memo = self._query_weights
         if memo is not None and memo[0] == key:
             return memo[1]
-        q = query_weights(words, self.vocab, self.idf, self.tfidf_terms, self._held()[0])
+        q = query_weights(words, self.vocab, self.idf, self.tfidf_terms, self.read_terms()[0])
         if q is not None:  # shared by the query's calls: read only
             q.tids.flags.writeable = q.weights.flags.writeable = False
         self._query_weights = (key, q)  # replaced whole: safe across threads
@@ -492,7 +493,7 @@ class Postings:
         memo = self._tfidf_columns
         if memo[0] != key:
             memo = self._tfidf_columns = (key, {})
-        read, W = self._held()[1], self.W  # a column the BM25 read: only its counts read here
+        read, W = self.read_terms()[1], self.W  # a column the BM25 read: only its counts read here
         return scores_at(q, slots, W, self.T, self.base_rows, delta[1] if delta is not None else None,
                          memo[1], lambda t: W.column_counts(t, read.get(t)))
 

@@ -58,16 +58,25 @@ def _held(col: np.ndarray | None, slots: np.ndarray) -> np.ndarray:
         return np.zeros(slots.size, dtype=bool)
     if col.dtype != slots.dtype:
         slots = slots.astype(col.dtype)
-    pos = col.searchsorted(slots)
-    np.minimum(pos, col.size - 1, out=pos)
-    return col[pos] == slots
+    # a slot past the last posting: its position clipped to the last (not it: False)
+    return col.take(col.searchsorted(slots), mode="clip") == slots
 
 
 def _columns(p: Any, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray | None]:
-    """Each stem of ``pairs`` -> its sorted base slots in ``p`` (None: no base row holds it)."""
-    W = p.W
+    """Each stem of ``pairs`` -> its sorted base slots in ``p`` (None: no base row holds it).
+    The query's BM25 read them (``p.read_terms()``: the same column slices, verified) unless
+    a stem was not its term: those of every stem then (the vocabulary and W looked up)."""
     stems = list(dict.fromkeys(st for pair in pairs for st in pair))
-    cols: dict[str, np.ndarray | None] = {}
+    tids, read = p.read_terms()
+    if tids is not None and all(map(tids.__contains__, stems)):
+        cols: dict[str, np.ndarray | None] = {}
+        for stem in stems:
+            tid = tids[stem]
+            col = None if tid is None else read.get(tid)  # a delta-only term: no base column
+            cols[stem] = col if col is not None and col.size else None
+        return cols
+    W = p.W
+    cols = {}
     for stem, tid in zip(stems, p.vocab.ids(stems)):
         col = None
         if tid is not None and tid < W.n_cols:  # a term of the delta only: no base column
