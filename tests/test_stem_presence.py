@@ -111,6 +111,34 @@ def test_a_row_the_mirror_clears_holds_no_pair(built, tmp_path, monkeypatch, mod
         assert st.may_hold_pairs(ids[:5], [("zyzzyva", "kafka")]) == [False] * 5  # a stem no row holds
 
 
+@pytest.mark.parametrize("mode", MIRROR_MODES)
+def test_the_columns_the_querys_bm25_read_answer_as_the_vocabulary_and_w(built, tmp_path,
+                                                                         monkeypatch, mode):
+    # the stems' base columns come from the last Postings.matches (the query's BM25) when
+    # it read every stem of the pairs, else from the vocabulary and W: the same answers
+    db = _copy(built, tmp_path / "v")
+    read_mirror_as(db, mode, monkeypatch)
+    with TierStore(db, name="t") as st:
+        ids = [f"kafka-lag-{i}" if i % 7 == 0 else f"e-{i}" for i in range(0, ROWS, 3)] + ["nowhere"]
+        texts = st.field_texts(ids)
+        cleared = 0
+        for pairs in _queries(40):
+            stems = list(dict.fromkeys(st_ for pair in pairs for st_ in pair))
+            with read_scope():
+                p = st.postings()
+                p.matches(["sizing"] if "size" in stems else ["size"])  # another query's terms
+                assert not set(stems) <= set(p.read_terms()[0])
+                looked_up = st.may_hold_pairs(ids, pairs)
+                p.matches([*reversed(stems), "zyzzyva"])  # the query's BM25: every stem read
+                assert set(stems) <= set(p.read_terms()[0])
+                read = st.may_hold_pairs(ids, pairs)
+            assert read == looked_up
+            for eid, ok in zip(ids, read):
+                assert ok or entry_proximity(texts[eid], pairs, WINDOW) == 0.0
+                cleared += not ok
+        assert cleared > 1_000
+
+
 def test_rows_written_later_and_another_processs_writes(built, tmp_path):
     db = _copy(built, tmp_path / "v")
     pairs = [("zebra", "quagga")]  # stems of words no row held when the mirror was built
@@ -132,6 +160,9 @@ def test_rows_written_later_and_another_processs_writes(built, tmp_path):
             got = st.may_hold_pairs(["e-1", "e-2", "e-4", "late"], pairs)
             slots = st.postings().slots_of(["e-1", "late"])
             base = st.postings().base_rows
+            # the stems' columns as the query's BM25 reads them: delta-only terms, no base column
+            st.postings().matches(["zebra", "quagga"])
+            assert st.may_hold_pairs(["e-1", "e-2", "e-4", "late"], pairs) == got
         assert all(s is not None and s >= base for s in slots)  # delta slots: not cleared
         assert got == [True, True, False, True]  # e-2 is gone: "may hold", read finds nothing
         texts = st.field_texts(["e-1", "late"])
