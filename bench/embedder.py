@@ -144,12 +144,22 @@ def ndcg(path: Path) -> dict[str, Any] | None:
             "rrf": round(res["rrf"]["ndcg@10"], 4)}
 
 
-def only_int8(args: argparse.Namespace) -> int:
-    """``--only int8``: the int8 row alone, in as many rounds as asked."""
-    from tiervault.embeddings.providers.local import LocalEmbedder
+def machine(load_before: tuple[float, ...], load_after: tuple[float, ...]) -> dict[str, Any]:
+    """What the run was taken on: the CPU and cores ``bench/run.py`` matches before joining
+    the summary, the counts of cores and the load around the timing."""
     from tiervault.embeddings.providers.local_model import physical_cores
 
     from bench.run import machine_info
+
+    here = machine_info()
+    return {"cpu": here["cpu"], "cores": here["cores"], "cpu_count": os.cpu_count(),
+            "physical_cores": physical_cores(), "load_avg_before": [round(x, 2) for x in load_before],
+            "load_avg_after": [round(x, 2) for x in load_after]}
+
+
+def only_int8(args: argparse.Namespace) -> int:
+    """``--only int8``: the int8 row alone, in as many rounds as asked."""
+    from tiervault.embeddings.providers.local import LocalEmbedder
 
     texts, origin = entries(args.data, args.n)
     int8 = LocalEmbedder()
@@ -157,12 +167,9 @@ def only_int8(args: argparse.Namespace) -> int:
     stats, _ = measure({"int8": int8.embed}, texts, args.rounds)
     load_after = os.getloadavg()
     int8.close()
-    here = machine_info()
     result = {
         "entries": {"n": len(texts), "words": WORDS, "origin": origin},
-        "machine": {"cpu": here["cpu"], "cores": here["cores"], "cpu_count": os.cpu_count(),
-                    "physical_cores": physical_cores(), "load_avg_before": [round(x, 2) for x in load_before],
-                    "load_avg_after": [round(x, 2) for x in load_after]},
+        "machine": machine(load_before, load_after),
         "rounds": args.rounds,
         "int8": {"model": int8.model, "model_sha256": int8.model_sha256, **stats["int8"]},
     }
@@ -198,10 +205,16 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file():
             parser.error(f"{flag} {path}: no such file (an eval/beir.py --json result)")
 
-    from tiervault.embeddings.providers.local import PACKAGED_FP32, LocalEmbedder
-    from tiervault.embeddings.providers.local_model import physical_cores
+    from tiervault.embeddings.providers.local import DEFAULT_MODEL, PACKAGED_FP32, LocalEmbedder
 
-    from bench.run import machine_info
+    # the summary's nDCG is the timed model's: a file of another model would pass for it
+    try:
+        named = json.loads(args.ndcg_new.read_text())["info"].get("model_key")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"--ndcg-new {args.ndcg_new}: not an eval/beir.py --json result ({exc})")
+    if named != f"local:{DEFAULT_MODEL}":
+        parser.error(f"--ndcg-new {args.ndcg_new} holds the nDCG of {named}, not of the model timed "
+                     f"(local:{DEFAULT_MODEL}): run eval/beir.py --embedder local --json for it")
 
     texts, origin = entries(args.data, args.n)
     base, base_origin = baseline_embedder(args.baseline_rev)
@@ -213,15 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     fp32.close()
     int8.close()
     old, new = ndcg(args.ndcg_old), ndcg(args.ndcg_new)
-    here = machine_info()
-    cpu, cores = here["cpu"], here["cores"]
     ratio = round(stats["int8"]["entries_per_s"] / stats["baseline"]["entries_per_s"], 2)
     result = {
         "entries": {"n": len(texts), "words": WORDS, "origin": origin,
                     "tokens_mean": round(float(np.mean(tokens)), 1), "tokens_max": int(max(tokens))},
-        "machine": {"cpu": cpu, "cores": cores, "cpu_count": os.cpu_count(), "physical_cores": physical_cores(),
-                    "load_avg_before": [round(x, 2) for x in load_before],
-                    "load_avg_after": [round(x, 2) for x in load_after]},
+        "machine": machine(load_before, load_after),
         "rounds": args.rounds,
         "baseline": {"code": base_origin, **stats["baseline"]},
         "fp32": {"model": fp32.model, **stats["fp32"]},
@@ -241,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                "ndcg_scifact_hybrid_baseline": old["brain_hybrid"] if old else None,
                "model": int8.model, "load_avg": result["machine"]["load_avg_after"][0],
                # which machine: bench/run.py joins this summary only to a run on the same CPU
-               "cpu": cpu, "cores": cores}
+               "cpu": result["machine"]["cpu"], "cores": result["machine"]["cores"]}
     result["local_embedder"] = summary
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -190,3 +190,23 @@ def test_embedder_bench_only_int8_writes_the_int8_row_alone(tmp_path: Path) -> N
     refused = subprocess.run([sys.executable, str(ROOT / "bench" / "embedder.py"), "--only", "int8",
                               "--merge", str(tmp_path / "bench.json")], capture_output=True, text=True)
     assert refused.returncode == 2 and "--merge needs the full run" in refused.stderr
+
+
+def test_embedder_bench_refuses_the_ndcg_of_another_model_before_timing(tmp_path: Path) -> None:
+    """The summary's ndcg_scifact is the timed model's: an eval file of another model, or a
+    file that is no eval result, is refused up front (exit 2, naming the file), not after
+    the minutes of timing."""
+    pytest.importorskip("onnxruntime")
+    from tiervault.embeddings.providers.local import DEFAULT_MODEL
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"info": {"model_key": "local:all-MiniLM-L6-v2-int8-dynamic"}, "results": {}}))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path, says in ((other, "all-MiniLM-L6-v2-int8-dynamic, not of the model timed"),
+                       (broken, "not an eval/beir.py --json result")):
+        refused = subprocess.run([sys.executable, str(ROOT / "bench" / "embedder.py"), "--ndcg-new", str(path),
+                                  "--json", str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and says in refused.stderr and str(path) in refused.stderr
+        assert DEFAULT_MODEL in refused.stderr or path == broken
+        assert "Traceback" not in refused.stderr and not (tmp_path / "out.json").exists()
